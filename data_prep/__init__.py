@@ -1,0 +1,1 @@
+"""Data preparation: Wikipedia / text → sharded, masked, memory-mapped datasets."""

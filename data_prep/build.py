@@ -1,0 +1,240 @@
+"""``python -m data_prep.build``: build a sharded, masked, memory-mapped
+pre-training dataset from Wikipedia dumps, plain text or WikiExtractor JSON.
+
+Options this parser does not know are Beam pipeline options and go to the runner
+unchanged (``--runner FlinkRunner --flink_master ...``, ``--direct_num_workers 4``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from tacl_scale.data.manifest import MANIFEST_NAME, load_manifest
+
+from .config import BuildConfig, CleaningConfig, InputConfig, OutputConfig
+from .instances import InstanceConfig
+from .masking import MaskingConfig
+from .sentences import SentenceConfig
+from .shards import TMP_DIR_NAME, TokenizerFacts
+from .sources import FORMATS, InputError, expand_inputs, plan_work_units
+from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
+
+log = logging.getLogger("data_prep.build")
+
+
+class BuildError(RuntimeError):
+    """A build refused to start or failed; the message says why."""
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[BuildConfig, list[str]]:
+    """CLI → (BuildConfig, Beam pipeline arguments)."""
+    p = argparse.ArgumentParser(
+        prog="python -m data_prep.build",
+        description=__doc__,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    io = p.add_argument_group("input and output")
+    io.add_argument("--input", action="append", required=True, metavar="GLOB",
+                    help="input files (glob, quote it); repeatable")
+    io.add_argument("--format", choices=FORMATS, default="wiki-xml",
+                    help="wiki-xml: MediaWiki dump (.xml, .xml.bz2, multistream); text: one "
+                    "sentence a line, blank line between documents; wikiextractor-json: "
+                    "WikiExtractor --json output")
+    io.add_argument("--output", required=True, metavar="DIR", help="dataset directory")
+    io.add_argument("--num-shards", type=int, default=1, help="output shards")
+    io.add_argument("--overwrite", action="store_true",
+                    help="replace an existing dataset in --output")
+    io.add_argument("--no-multistream-index", action="store_true",
+                    help="read a multistream dump as one unit even if its -index.txt.bz2 is beside it")
+    io.add_argument("--unit-mb", type=float, default=32,
+                    help="compressed MB of a multistream dump per unit of parallel work")
+    text = p.add_argument_group("text")
+    text.add_argument("--language", choices=("en", "zh"), default="en")
+    text.add_argument("--min-doc-chars", type=int, default=200,
+                      help="skip documents shorter than this after markup removal")
+    text.add_argument("--traditional-to-simplified", action="store_true",
+                      help="Chinese: convert Traditional to Simplified (OpenCC t2s)")
+    text.add_argument("--zh-segmenter", choices=("jieba", "pre-segmented"), default="jieba",
+                      help="Chinese word boundaries for --whole-word-masking")
+    tok = p.add_argument_group("tokenizer")
+    tok.add_argument("--tokenizer", required=True, metavar="PATH",
+                     help="WordPiece vocab.txt, HF tokenizer/model directory, or SentencePiece .model")
+    case = tok.add_mutually_exclusive_group()
+    case.add_argument("--lowercase", dest="lowercase", action="store_true", default=None,
+                      help="lower-case before WordPiece (default: inferred from the vocabulary)")
+    case.add_argument("--no-lowercase", dest="lowercase", action="store_false")
+    inst = p.add_argument_group("instances and masking")
+    inst.add_argument("--max-seq-len", type=int, default=256)
+    inst.add_argument("--short-seq-prob", type=float, default=0.1)
+    inst.add_argument("--masked-lm-prob", type=float, default=0.15)
+    inst.add_argument("--max-predictions-per-seq", type=int, default=None,
+                      help="default: ceil(max_seq_len * masked_lm_prob)")
+    inst.add_argument("--dupe-factor", type=int, default=5,
+                      help="copies of the data with different masks and pairings")
+    inst.add_argument("--whole-word-masking", action="store_true")
+    inst.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--quiet", action="store_true", help="log warnings only")
+    args, beam_args = p.parse_known_args(argv)
+
+    try:
+        config = BuildConfig(
+            input=InputConfig(
+                patterns=tuple(args.input),
+                format=args.format,
+                use_multistream_index=not args.no_multistream_index,
+                unit_bytes=int(args.unit_mb * (1 << 20)),
+            ),
+            tokenizer=TokenizerConfig(args.tokenizer, args.lowercase),
+            output=OutputConfig(os.path.abspath(args.output), args.num_shards, args.overwrite),
+            sentences=SentenceConfig(args.language, args.traditional_to_simplified),
+            cleaning=CleaningConfig(args.min_doc_chars, args.zh_segmenter),
+            instances=InstanceConfig(args.max_seq_len, args.short_seq_prob),
+            masking=MaskingConfig(
+                masked_lm_prob=args.masked_lm_prob,
+                max_predictions_per_seq=args.max_predictions_per_seq,
+                whole_word_masking=args.whole_word_masking,
+            ),
+            dupe_factor=args.dupe_factor,
+            seed=args.seed,
+        )
+    except ValueError as err:
+        p.error(str(err))
+    if args.quiet:
+        beam_args.append("--tacl_quiet")
+    return config, beam_args
+
+
+def _prepare_output(config: BuildConfig) -> None:
+    """Refuse to touch an existing dataset unless asked; with ``overwrite`` make the
+    old one unreadable first (manifest goes first), then remove its files."""
+    directory = Path(config.output.directory)
+    manifest = directory / MANIFEST_NAME
+    if manifest.exists():
+        if not config.output.overwrite:
+            raise BuildError(f"{directory}: already holds a dataset; pass --overwrite to replace it")
+        try:
+            old_files = [f["name"] for s in load_manifest(directory)["shards"] for f in s["files"].values()]
+        except Exception:  # an unreadable old manifest: remove our own patterns only
+            old_files = []
+        manifest.unlink()
+        for name in old_files:
+            (directory / name).unlink(missing_ok=True)
+        for path in directory.glob("shard-*"):
+            path.unlink()
+    elif directory.exists() and any(p.name != TMP_DIR_NAME for p in directory.iterdir()):
+        if not config.output.overwrite:
+            raise BuildError(
+                f"{directory}: exists, is not empty and is not a dataset; choose another "
+                "--output or pass --overwrite (only shard-* files are removed)"
+            )
+        for path in directory.glob("shard-*"):
+            path.unlink()
+    shutil.rmtree(directory / TMP_DIR_NAME, ignore_errors=True)
+    directory.mkdir(parents=True, exist_ok=True)
+
+
+def run_build(config: BuildConfig, beam_args: list[str] | None = None) -> Path:
+    """Check the inputs, run the Beam pipeline, return the manifest path. Raises
+    :class:`BuildError` with a message naming the file and the problem."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from .pipeline import build_pipeline
+
+    beam_args = [a for a in (beam_args or []) if a != "--tacl_quiet"]
+    try:
+        paths = expand_inputs(list(config.input.patterns))
+        units = plan_work_units(
+            paths, config.input.format, config.input.use_multistream_index, config.input.unit_bytes
+        )
+        tokenizer = load_tokenizer(config.tokenizer)
+    except (InputError, TokenizerError) as err:
+        raise BuildError(str(err)) from err
+    max_len = config.instances.max_seq_len
+    if max_len > tokenizer.max_positions:
+        raise BuildError(
+            f"--max-seq-len {max_len} is larger than the {tokenizer.max_positions} positions "
+            f"a model of tokenizer {config.tokenizer.path} supports"
+        )
+    _prepare_output(config)
+
+    options = PipelineOptions(beam_args)
+    facts = TokenizerFacts(tokenizer.vocab_size, dict(tokenizer.special_ids), tokenizer.replacement_ids())
+    context = {
+        "tokenizer": tokenizer.describe(),
+        "sources": [{"path": p, "bytes": os.path.getsize(p)} for p in paths],
+        "pipeline_options": options.get_all_options(drop_default=True, retain_unknown_options=True),
+    }
+    log.info("%d input file(s), %d work unit(s) -> %s", len(paths), len(units), config.output.directory)
+    try:
+        with beam.Pipeline(runner=_runner(options), options=options) as pipeline:
+            build_pipeline(pipeline, units, config, facts, context)
+    except Exception as err:
+        shutil.rmtree(Path(config.output.directory) / TMP_DIR_NAME, ignore_errors=True)
+        raise BuildError(f"build failed, no dataset written: {_root_message(err)}") from err
+    manifest = Path(config.output.directory) / MANIFEST_NAME
+    if not manifest.exists():
+        raise BuildError(f"{manifest}: the pipeline finished without writing the manifest")
+    return manifest
+
+
+def _runner(options: Any) -> Any:
+    """The runner the options name; by default the local DirectRunner's FnApiRunner.
+
+    Beam's DirectRunner would first try the Prism runner, which downloads a binary
+    at run time; we go straight to the in-process FnApiRunner it falls back to
+    (which honours --direct_num_workers and --direct_running_mode).
+    """
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    name = options.view_as(StandardOptions).runner
+    if name not in (None, "DirectRunner", "direct"):
+        return None  # Beam resolves the named runner
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    provision = fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
+    )
+    return fn_runner.FnApiRunner(provision_info=provision)
+
+
+def _root_message(err: BaseException) -> str:
+    """Beam wraps worker errors; surface the innermost message that names a file."""
+    messages = []
+    seen: BaseException | None = err
+    while seen is not None:
+        messages.append(str(seen).strip().splitlines()[-1] if str(seen).strip() else type(seen).__name__)
+        seen = seen.__cause__ or seen.__context__
+    return messages[-1] if messages else str(err)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .inspect import format_summary
+
+    config, beam_args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING if "--tacl_quiet" in beam_args else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        manifest_path = run_build(config, beam_args)
+    except BuildError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
+    print(format_summary(manifest, str(manifest_path.parent)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Typed configuration of a dataset build, one dataclass per concern, parsed once
+by the CLI (:mod:`data_prep.build`) and passed down."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .instances import InstanceConfig
+from .masking import MaskingConfig
+from .sentences import SentenceConfig
+from .tokenization import TokenizerConfig
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    """What to read."""
+
+    patterns: tuple[str, ...]
+    format: str = "wiki-xml"  # wiki-xml | text | wikiextractor-json
+    # Split a multistream dump by its -index.txt.bz2 into units of about this many
+    # compressed bytes, so one huge file is read in parallel.
+    use_multistream_index: bool = True
+    unit_bytes: int = 32 << 20
+
+
+@dataclass(frozen=True)
+class CleaningConfig:
+    """Which documents survive."""
+
+    min_doc_chars: int = 200  # after markup removal; shorter documents are skipped
+    # Word boundaries for Chinese whole-word masking: jieba, or pre-segmented input
+    # (words separated by spaces).
+    zh_segmenter: str = "jieba"
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """Where and how the dataset is written."""
+
+    directory: str
+    num_shards: int = 1
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        if self.num_shards < 1:
+            raise ValueError(f"num_shards must be >= 1, got {self.num_shards}")
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """Everything that determines a dataset's bytes (plus where to put it)."""
+
+    input: InputConfig
+    tokenizer: TokenizerConfig
+    output: OutputConfig
+    sentences: SentenceConfig = field(default_factory=SentenceConfig)
+    cleaning: CleaningConfig = field(default_factory=CleaningConfig)
+    instances: InstanceConfig = field(default_factory=InstanceConfig)
+    masking: MaskingConfig = field(default_factory=MaskingConfig)
+    dupe_factor: int = 5
+    seed: int = 12345
+
+    def __post_init__(self) -> None:
+        if self.dupe_factor < 1:
+            raise ValueError(f"dupe_factor must be >= 1, got {self.dupe_factor}")
+
+    @property
+    def max_predictions(self) -> int:
+        return self.masking.resolved_max_predictions(self.instances.max_seq_len)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

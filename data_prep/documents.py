@@ -1,0 +1,95 @@
+"""One source record → one tokenized document (or a counted skip): filtering,
+markup cleaning, sentence splitting and tokenization, in that order."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from .config import BuildConfig
+from .sentences import ChineseWordBoundaries, SentenceSplitter
+from .sources import CountSkip, PlainDocument, WikiPage
+from .tokenization import EncodedSentence, PretrainTokenizer, load_tokenizer
+from .wikitext import clean_wikitext, is_redirect
+
+# Every reason a record can be dropped; all appear (possibly 0) in the manifest.
+SKIP_KINDS = (
+    "not_article_namespace",
+    "redirect",
+    "empty_page",
+    "too_short",
+    "no_sentences",
+    "invalid_utf8_lines",
+    "malformed_json_lines",
+    "duplicate_documents",
+)
+
+
+@dataclass
+class TokenizedDocument:
+    doc_id: str
+    sentences: list[EncodedSentence]
+    num_chars: int
+
+
+def shard_of(doc_id: str, num_shards: int) -> int:
+    """Stable shard of a document (same on every machine, runner and run)."""
+    digest = hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % num_shards
+
+
+class DocumentProcessor:
+    """Holds the heavy objects (tokenizer, splitter, segmenter); build one per
+    worker (Beam ``DoFn.setup``) and call it per record."""
+
+    def __init__(self, config: BuildConfig, tokenizer: PretrainTokenizer | None = None) -> None:
+        self.config = config
+        self.tokenizer = tokenizer or load_tokenizer(config.tokenizer)
+        self.splitter = SentenceSplitter(config.sentences)
+        self.word_boundaries: ChineseWordBoundaries | None = None
+        if config.masking.whole_word_masking and config.sentences.language == "zh":
+            self.word_boundaries = ChineseWordBoundaries(config.cleaning.zh_segmenter)
+
+    def sentences_of(self, record: WikiPage | PlainDocument, count_skip: CountSkip) -> list[str] | None:
+        """The sentences of a record, or None (and a counted skip)."""
+        if isinstance(record, WikiPage):
+            if record.namespace != 0:
+                count_skip("not_article_namespace")
+                return None
+            if record.redirect or is_redirect(record.text):
+                count_skip("redirect")
+                return None
+            if not record.text.strip():
+                count_skip("empty_page")
+                return None
+            paragraphs = clean_wikitext(record.text)
+            pre_split = False
+        else:
+            paragraphs, pre_split = record.paragraphs, record.pre_split
+            if not paragraphs:
+                count_skip("empty_page")
+                return None
+        if sum(len(p) for p in paragraphs) < self.config.cleaning.min_doc_chars:
+            count_skip("too_short")
+            return None
+        if pre_split:
+            sentences = [s for s in (self.splitter.normalize_line(p) for p in paragraphs) if s]
+        else:
+            sentences = [s for p in paragraphs for s in self.splitter(p)]
+        if not sentences:
+            count_skip("no_sentences")
+            return None
+        return sentences
+
+    def __call__(self, record: WikiPage | PlainDocument, count_skip: CountSkip) -> TokenizedDocument | None:
+        sentences = self.sentences_of(record, count_skip)
+        if sentences is None:
+            return None
+        boundaries = None
+        if self.word_boundaries is not None:
+            boundaries = [self.word_boundaries(s) for s in sentences]
+        encoded = [e for e in self.tokenizer.encode(sentences, boundaries) if len(e.ids)]
+        if not encoded:
+            count_skip("no_sentences")
+            return None
+        return TokenizedDocument(record.doc_id, encoded, sum(len(s) for s in sentences))

@@ -1,0 +1,97 @@
+"""``python -m data_prep.inspect DIR``: a dataset's manifest summary and a few decoded
+instances, ``[CLS] A [SEP] B [SEP]`` with the masked tokens marked."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tacl_scale.data import DatasetError, PretrainDataset
+
+from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
+
+
+def format_summary(manifest: dict[str, Any], path: str) -> str:
+    """Human-readable summary of a manifest: counts, token stats, masking, skips."""
+    t = manifest["totals"]
+    tok = manifest["tokenizer"]
+    masking = manifest["masking"]
+    instances = max(t["instances"], 1)
+    masked = max(t["masked"], 1)
+    lines = [
+        f"dataset {path}",
+        f"  format {manifest['format']} v{manifest['format_version']}, language "
+        f"{manifest['language']}, {manifest['num_shards']} shard(s), {manifest['token_dtype']} tokens",
+        f"  tokenizer {tok['kind']} {tok['file']} (vocab {tok['vocab_size']}, sha256 "
+        f"{tok['sha256'][:12]}…, lowercase {tok['lowercase']})",
+        f"  documents {t['documents']:,}  instances {t['instances']:,}  tokens {t['tokens']:,}  "
+        f"mean length {t['tokens'] / instances:.1f} / max {manifest['max_seq_len']}",
+        f"  NSP random next {t['random_next'] / instances:.1%}",
+        f"  masked {t['masked']:,} = {t['masked'] / max(t['maskable'], 1):.2%} of maskable tokens "
+        f"(target {masking['masked_lm_prob']:.0%}, at most {masking['max_predictions_per_seq']}"
+        f"{', whole words' if masking['whole_word_masking'] else ''}); "
+        f"[MASK] {t['mask_token'] / masked:.1%}  random {t['random_token'] / masked:.1%}  "
+        f"kept {t['kept_token'] / masked:.1%}",
+        f"  dupe factor {manifest['dupe_factor']}, seed {manifest['seed']}, "
+        f"{len(manifest['sources'])} source file(s), "
+        f"{sum(s['bytes'] for s in manifest['sources']) / 1e6:.1f} MB",
+    ]
+    histogram = t.get("length_histogram", {})
+    if histogram:
+        peak = max(histogram.values())
+        lines.append("  instance lengths:")
+        for start, count in histogram.items():
+            bar = "#" * max(1, round(30 * count / peak))
+            lines.append(f"    {int(start) + 1:4d}-{int(start) + 32:<4d} {count:8,d} {bar}")
+    skipped = {k: v for k, v in manifest["skips"].items() if v}
+    lines.append("  skipped: " + (", ".join(f"{k} {v:,}" for k, v in skipped.items()) or "none"))
+    return "\n".join(lines)
+
+
+def format_instance(dataset: PretrainDataset, index: int, id_to_token: Any) -> str:
+    """One instance decoded; a masked token shows as ``[original→placed]``."""
+    item = dataset[index]
+    masked = set(item["masked_positions"].tolist())
+    pieces = []
+    for pos, (orig, shown) in enumerate(zip(item["original_ids"], item["input_ids"])):
+        token = id_to_token(int(orig))
+        if pos in masked:
+            placed = id_to_token(int(shown))
+            token = f"[{token}]" if placed == token else f"[{token}→{placed}]"
+        pieces.append(token)
+    label = "random B" if item["nsp_label"] else "B follows A"
+    return f"#{index} ({label}, {len(pieces)} tokens, {len(masked)} masked):\n  " + " ".join(pieces)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m data_prep.inspect", description=__doc__)
+    p.add_argument("directory", help="dataset directory")
+    p.add_argument("-n", "--num-instances", type=int, default=3, help="instances to decode")
+    p.add_argument("--start", type=int, default=0, help="first instance to decode")
+    p.add_argument("--tokenizer", default=None,
+                   help="tokenizer to decode with (default: the path in the manifest)")
+    args = p.parse_args(argv)
+    try:
+        dataset = PretrainDataset(args.directory)
+    except DatasetError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    manifest = dataset.manifest
+    print(format_summary(manifest, args.directory))
+    if args.num_instances <= 0 or len(dataset) == 0:
+        return 0
+    try:
+        tokenizer = load_tokenizer(TokenizerConfig(args.tokenizer or manifest["tokenizer"]["path"]))
+        id_to_token = tokenizer.id_to_token
+    except TokenizerError as err:
+        print(f"(decoding with ids only: {err})")
+        id_to_token = str
+    print()
+    for index in range(args.start, min(args.start + args.num_instances, len(dataset))):
+        print(format_instance(dataset, index, id_to_token))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""NSP sentence-pair instances, with the semantics of google-research/bert's
+``create_instances_from_document``.
+
+A document is a sequence of sentences, each an array of token ids (no specials).
+The functions here only choose *which* token ranges form A and B; materialising the
+``[CLS] A [SEP] B [SEP]`` sequence is :func:`assemble`. All randomness comes from
+the ``random.Random`` passed in, which the caller seeds from (seed, document id,
+dupe index), so the result never depends on how the work was distributed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+# A document, as the pair builder sees it: the token count of each sentence.
+SentenceLengths = Sequence[int]
+
+
+class TokenStore(Protocol):
+    """Where the tokens (or any per-token values) of the documents live."""
+
+    def span(self, document: int, first: int, last: int) -> np.ndarray:
+        """Values of sentences ``first..last`` (inclusive) of ``document``, joined."""
+        ...
+
+
+class InMemoryStore:
+    """A :class:`TokenStore` over per-document lists of per-sentence arrays."""
+
+    def __init__(self, documents: Sequence[Sequence[np.ndarray]]) -> None:
+        self.documents = documents
+
+    def span(self, document: int, first: int, last: int) -> np.ndarray:
+        return np.concatenate(list(self.documents[document][first : last + 1]))
+
+    def lengths(self) -> list[list[int]]:
+        return [[len(s) for s in doc] for doc in self.documents]
+
+
+@dataclass(frozen=True)
+class InstanceConfig:
+    """Shape of the instances (names and defaults follow google-research/bert)."""
+
+    max_seq_len: int = 256
+    short_seq_prob: float = 0.1
+    random_next_prob: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.max_seq_len < 5:
+            raise ValueError(f"max_seq_len {self.max_seq_len} leaves no room for A and B")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Tokens ``[start, stop)`` of the concatenation of sentences ``first..last``
+    (inclusive) of document ``document``."""
+
+    document: int
+    first: int
+    last: int
+    start: int
+    stop: int
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """One instance before materialisation."""
+
+    a: Segment
+    b: Segment
+    is_random_next: bool
+
+
+def _segment(document: int, lengths: SentenceLengths, first: int, last: int) -> Segment:
+    return Segment(document, first, last, 0, sum(lengths[first : last + 1]))
+
+
+def _truncate_pair(a: Segment, b: Segment, max_num_tokens: int, rng: random.Random) -> tuple[Segment, Segment]:
+    """google-research/bert ``truncate_seq_pair``: trim the longer side, one token
+    at a time, from the front or the back at random (to avoid a bias to either)."""
+    a_start, a_stop, b_start, b_stop = a.start, a.stop, b.start, b.stop
+    while (a_stop - a_start) + (b_stop - b_start) > max_num_tokens:
+        if (a_stop - a_start) > (b_stop - b_start):
+            if rng.random() < 0.5:
+                a_start += 1
+            else:
+                a_stop -= 1
+        elif rng.random() < 0.5:
+            b_start += 1
+        else:
+            b_stop -= 1
+    return (
+        Segment(a.document, a.first, a.last, a_start, a_stop),
+        Segment(b.document, b.first, b.last, b_start, b_stop),
+    )
+
+
+def create_pairs_from_document(
+    documents: Sequence[SentenceLengths],
+    document_index: int,
+    config: InstanceConfig,
+    rng: random.Random,
+) -> list[PairSpec]:
+    """The NSP pairs of ``documents[document_index]`` (``documents[d][k]`` is the
+    token count of sentence k of document d).
+
+    Sentences are accumulated into a chunk until the target length (the maximum,
+    or with probability ``short_seq_prob`` a random shorter one, so the model also
+    sees short inputs) is reached; a random split point makes A; B is the rest of
+    the chunk, or — with probability ``random_next_prob``, and always for a
+    one-sentence chunk — text from a random other document, in which case the
+    unused sentences of the chunk are put back. Pairs longer than the maximum are
+    truncated at random ends.
+    """
+    document = documents[document_index]
+    max_num_tokens = config.max_seq_len - 3
+    target_seq_length = max_num_tokens
+    if rng.random() < config.short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+
+    pairs: list[PairSpec] = []
+    chunk_start = 0  # first sentence of the current chunk
+    current_length = 0
+    i = 0
+    while i < len(document):
+        current_length += document[i]
+        if i == len(document) - 1 or current_length >= target_seq_length:
+            chunk_len = i - chunk_start + 1
+            a_end = rng.randint(1, chunk_len - 1) if chunk_len >= 2 else 1
+            a = _segment(document_index, document, chunk_start, chunk_start + a_end - 1)
+            if chunk_len == 1 or rng.random() < config.random_next_prob:
+                is_random_next = True
+                target_b_length = target_seq_length - len(a)
+                random_index = document_index
+                for _ in range(10):
+                    random_index = rng.randint(0, len(documents) - 1)
+                    if random_index != document_index:
+                        break
+                random_document = documents[random_index]
+                random_start = rng.randint(0, len(random_document) - 1)
+                b_length = 0
+                last = random_start
+                for last in range(random_start, len(random_document)):
+                    b_length += random_document[last]
+                    if b_length >= target_b_length:
+                        break
+                b = Segment(random_index, random_start, last, 0, b_length)
+                # The chunk's unused sentences go back for the next instance.
+                i -= chunk_len - a_end
+            else:
+                is_random_next = False
+                b = _segment(document_index, document, chunk_start + a_end, i)
+            a, b = _truncate_pair(a, b, max_num_tokens, rng)
+            if len(a) >= 1 and len(b) >= 1:
+                pairs.append(PairSpec(a, b, is_random_next))
+            chunk_start = i + 1
+            current_length = 0
+        i += 1
+    return pairs
+
+
+def segment_values(segment: Segment, store: TokenStore) -> np.ndarray:
+    """The values of a segment (token ids, or a parallel per-token array such as
+    word starts)."""
+    joined = store.span(segment.document, segment.first, segment.last)
+    return joined[segment.start : segment.stop]
+
+
+def assemble(a: np.ndarray, b: np.ndarray, cls_id: int, sep_id: int) -> np.ndarray:
+    """``[CLS] A [SEP] B [SEP]`` as one int64 array."""
+    out = np.empty(len(a) + len(b) + 3, dtype=np.int64)
+    out[0] = cls_id
+    out[1 : 1 + len(a)] = a
+    out[1 + len(a)] = sep_id
+    out[2 + len(a) : -1] = b
+    out[-1] = sep_id
+    return out

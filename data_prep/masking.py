@@ -1,0 +1,110 @@
+"""BERT masked-LM masking (google-research/bert ``create_masked_lm_predictions``).
+
+Pure numpy; used offline by the pipeline (static masking) and by
+training for ``--dynamic-masking``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class MaskingConfig:
+    """Masking rates. ``max_predictions_per_seq`` None means
+    ``ceil(max_seq_len * masked_lm_prob)`` (20 at 128, as google-research/bert)."""
+
+    masked_lm_prob: float = 0.15
+    max_predictions_per_seq: int | None = None
+    mask_token_prob: float = 0.8
+    random_token_prob: float = 0.1
+    whole_word_masking: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise ValueError(f"masked_lm_prob {self.masked_lm_prob} must be in (0, 1)")
+        if not (0 <= self.mask_token_prob and 0 <= self.random_token_prob
+                and self.mask_token_prob + self.random_token_prob <= 1):
+            raise ValueError("mask_token_prob + random_token_prob must lie in [0, 1]")
+
+    def resolved_max_predictions(self, max_seq_len: int) -> int:
+        if self.max_predictions_per_seq is not None:
+            return self.max_predictions_per_seq
+        return math.ceil(max_seq_len * self.masked_lm_prob)
+
+
+@dataclass(frozen=True)
+class MaskedTokens:
+    positions: np.ndarray  # sorted, int64
+    placed: np.ndarray  # the token put at each position, int64
+
+
+def seeded_generators(seed: int, document_id: str, dupe: int) -> tuple[random.Random, np.random.Generator]:
+    """The generators for one (seed, document, dupe) triple: a ``random.Random``
+    for the pair choices and a numpy ``Generator`` for the masks. Stable across
+    Python versions, processes and machines (no ``hash()`` randomisation)."""
+    digest = hashlib.blake2b(f"{seed}\x00{document_id}\x00{dupe}".encode(), digest_size=8)
+    value = int.from_bytes(digest.digest(), "little")
+    return random.Random(value), np.random.default_rng(value)
+
+
+def mask_tokens(
+    tokens: np.ndarray,
+    maskable: np.ndarray,
+    word_starts: np.ndarray | None,
+    config: MaskingConfig,
+    max_predictions: int,
+    mask_id: int,
+    replacement_ids: np.ndarray,
+    rng: np.random.Generator,
+) -> MaskedTokens:
+    """Choose positions to predict and the token placed at each.
+
+    ``maskable`` is False at special tokens ([CLS], [SEP], [UNK], ...), which are
+    never chosen. The number chosen is ``round(masked_lm_prob · #maskable)`` (at
+    least 1, at most ``max_predictions``) — google-research/bert counts the specials
+    too; we count the tokens that can be masked, so the share is exactly the
+    configured one. With whole-word masking, a word (a word-start token and the
+    continuation tokens after it, ``word_starts`` False) is masked entirely or not at
+    all: words are visited in random order and a word that would overshoot the
+    budget is passed over, as google-research/bert does. Each chosen token becomes
+    ``[MASK]`` (80%), a random non-special token (10%; drawn from
+    ``replacement_ids``) or stays unchanged (10%).
+    """
+    positions = np.flatnonzero(maskable)
+    if len(positions) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return MaskedTokens(empty, empty.copy())
+    budget = min(max_predictions, max(1, int(round(len(positions) * config.masked_lm_prob))))
+    if config.whole_word_masking and word_starts is not None:
+        new_word = np.ones(len(positions), dtype=bool)
+        new_word[1:] = word_starts[positions[1:]] | (np.diff(positions) != 1)
+        starts = np.flatnonzero(new_word)
+        ends = np.append(starts[1:], len(positions))
+        pieces = []
+        count = 0
+        for word in rng.permutation(len(starts)).tolist():
+            if count >= budget:
+                break
+            size = int(ends[word] - starts[word])
+            if count + size > budget:
+                continue
+            pieces.append(positions[starts[word] : ends[word]])
+            count += size
+        chosen = np.concatenate(pieces) if pieces else positions[:0]
+    else:
+        chosen = rng.permutation(positions)[:budget]
+    chosen = np.sort(chosen).astype(np.int64)
+    draws = rng.random(len(chosen))
+    placed = np.asarray(tokens, dtype=np.int64)[chosen]
+    placed[draws < config.mask_token_prob] = mask_id
+    randomized = (draws >= config.mask_token_prob) & (
+        draws < config.mask_token_prob + config.random_token_prob
+    )
+    placed[randomized] = replacement_ids[rng.integers(0, len(replacement_ids), int(randomized.sum()))]
+    return MaskedTokens(chosen, placed)

@@ -1,0 +1,197 @@
+"""The Apache Beam pipeline: a thin layer that distributes the plain functions of
+``sources``, ``documents`` and ``shards`` over a runner (DirectRunner, Flink, Spark,
+Dataflow — unchanged code).
+
+    work units ─Reshuffle─▶ PrepareDocuments ──(shard, spill part)──▶ GroupByKey
+        │                        └─skips─▶ CombinePerKey(sum) ──────────┐
+        └──────────────────────────────────────▶ BuildShard ─▶ ToList ─┴─▶ Finalize
+
+``Finalize`` writes empty shards for shard numbers no document hashed to, removes
+the temporary directory and writes ``manifest.json`` last.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from .config import BuildConfig
+from .documents import SKIP_KINDS, DocumentProcessor, shard_of
+from .shards import (
+    TMP_DIR_NAME,
+    SpillWriter,
+    TokenizerFacts,
+    build_shard,
+    make_manifest,
+    write_manifest_atomically,
+)
+from .sources import WorkUnit, read_text_documents, read_wiki_pages, read_wikiextractor_documents
+
+log = logging.getLogger(__name__)
+METRICS_NAMESPACE = "data_prep"
+
+
+class EmptyDatasetError(RuntimeError):
+    """No document survived cleaning; no dataset is written."""
+
+
+class PrepareDocuments(beam.DoFn):
+    """Read one work unit, clean, split and tokenize its documents, and spill them
+    to one part file; emit ``(shard, part prefix)`` for each shard it touches and
+    ``(skip kind, count)`` on the ``skips`` output."""
+
+    def __init__(self, config: BuildConfig, facts: TokenizerFacts) -> None:
+        self.config = config
+        self.facts = facts
+
+    def setup(self) -> None:
+        self.processor = DocumentProcessor(self.config)
+
+    def process(self, unit: WorkUnit) -> Iterator[Any]:
+        started = time.monotonic()
+        skips: dict[str, int] = {}
+
+        def count_skip(kind: str) -> None:
+            skips[kind] = skips.get(kind, 0) + 1
+            Metrics.counter(METRICS_NAMESPACE, f"skipped_{kind}").inc()
+
+        if unit.format == "wiki-xml":
+            records: Iterator[Any] = read_wiki_pages(unit)
+        elif unit.format == "text":
+            records = read_text_documents(unit, count_skip)
+        else:
+            records = read_wikiextractor_documents(unit, count_skip)
+        tmp_dir = Path(self.config.output.directory) / TMP_DIR_NAME
+        spill = SpillWriter(tmp_dir, self.facts.token_dtype)
+        documents = chars = 0
+        try:
+            for record in records:
+                document = self.processor(record, count_skip)
+                if document is None:
+                    continue
+                spill.add(shard_of(document.doc_id, self.config.output.num_shards), document)
+                documents += 1
+                chars += document.num_chars
+        except BaseException:
+            spill.abort()
+            raise
+        prefix = spill.close()
+        Metrics.counter(METRICS_NAMESPACE, "documents").inc(documents)
+        elapsed = time.monotonic() - started
+        log.info(
+            "read %s: %d documents, %.1f MB of text in %.1f s (%.2f MB/s)",
+            unit.describe(), documents, chars / 1e6, elapsed, chars / 1e6 / max(elapsed, 1e-9),
+        )
+        for shard in sorted(spill.shards):
+            yield (shard, prefix)
+        for kind, count in skips.items():
+            yield beam.pvalue.TaggedOutput("skips", (kind, count))
+
+
+class BuildShard(beam.DoFn):
+    """Build one shard from the spill parts holding its documents."""
+
+    def __init__(self, config: BuildConfig, facts: TokenizerFacts) -> None:
+        self.config = config
+        self.facts = facts
+
+    def process(self, element: tuple[int, Any]) -> Iterator[dict[str, Any]]:
+        shard, prefixes = element
+        started = time.monotonic()
+        entry = build_shard(shard, list(prefixes), self.config, self.facts)
+        Metrics.counter(METRICS_NAMESPACE, "instances").inc(entry["num_instances"])
+        log.info(
+            "built %s: %d documents, %d instances in %.1f s",
+            entry["name"], entry["num_documents"], entry["num_instances"],
+            time.monotonic() - started,
+        )
+        yield entry
+
+
+def finalize(
+    _: Any,
+    shards: list[dict[str, Any]],
+    skips: list[tuple[str, int]],
+    config: BuildConfig,
+    facts: TokenizerFacts,
+    context: dict[str, Any],
+) -> str:
+    """Complete the dataset: fill in empty shards, drop the temporary files and
+    write the manifest (last)."""
+    built = {s["index"] for s in shards}
+    shards = list(shards) + [
+        build_shard(k, [], config, facts)
+        for k in range(config.output.num_shards)
+        if k not in built
+    ]
+    skip_counts = dict.fromkeys(SKIP_KINDS, 0)
+    for kind, count in skips:
+        skip_counts[kind] = skip_counts.get(kind, 0) + count
+    skip_counts["duplicate_documents"] += sum(s["duplicate_documents"] for s in shards)
+    directory = Path(config.output.directory)
+    shutil.rmtree(directory / TMP_DIR_NAME, ignore_errors=True)
+    if sum(s["num_instances"] for s in shards) == 0:
+        raise EmptyDatasetError(
+            f"{directory}: no instance was built from {len(context['sources'])} input file(s); "
+            f"skipped: {skip_counts}"
+        )
+    manifest = make_manifest(
+        config,
+        context["tokenizer"],
+        shards,
+        skip_counts,
+        context["sources"],
+        context["pipeline_options"],
+        facts.token_dtype,
+    )
+    return str(write_manifest_atomically(directory, manifest))
+
+
+def build_pipeline(
+    pipeline: beam.Pipeline,
+    units: list[WorkUnit],
+    config: BuildConfig,
+    facts: TokenizerFacts,
+    context: dict[str, Any],
+) -> beam.PCollection:
+    """Attach the dataset build to ``pipeline``; returns the manifest path
+    PCollection."""
+    prepared = (
+        pipeline
+        | "WorkUnits" >> beam.Create(units)
+        # Spread the units over workers (Create would keep them in one bundle).
+        | "Distribute" >> beam.Reshuffle()
+        | "PrepareDocuments" >> beam.ParDo(PrepareDocuments(config, facts)).with_outputs(
+            "skips", main="parts"
+        )
+    )
+    shards = (
+        prepared.parts
+        | "GroupPartsByShard" >> beam.GroupByKey()
+        | "BuildShard" >> beam.ParDo(BuildShard(config, facts))
+        | "CollectShards" >> beam.combiners.ToList()
+    )
+    skips = (
+        prepared.skips
+        | "SumSkips" >> beam.CombinePerKey(sum)
+        | "CollectSkips" >> beam.combiners.ToList()
+    )
+    return (
+        pipeline
+        | "FinalizeTrigger" >> beam.Create([None])
+        | "Finalize" >> beam.Map(
+            finalize,
+            shards=beam.pvalue.AsSingleton(shards),
+            skips=beam.pvalue.AsSingleton(skips),
+            config=config,
+            facts=facts,
+            context=context,
+        )
+    )

@@ -1,0 +1,101 @@
+"""Sentence segmentation (English with BlingFire's trained segmenter, Chinese on
+sentence-final punctuation), Traditional→Simplified conversion, and Chinese word
+boundaries for whole-word masking."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# A Chinese sentence ends at 。！？ (full- or half-width, possibly repeated, or an
+# ellipsis ……) followed by any closing quotes/brackets, which stay with it.
+_ZH_SENTENCE_END = re.compile(
+    r"(?:[。！？!?]+|…{2,}|\.{6})[”’」』》）)\"'】〕]*"
+)
+_SPACE = re.compile(r"\s+")
+
+
+def split_chinese(paragraph: str) -> list[str]:
+    """Split Chinese text after sentence-final punctuation, keeping the punctuation
+    and trailing closing quotes with the sentence."""
+    sentences = []
+    start = 0
+    for match in _ZH_SENTENCE_END.finditer(paragraph):
+        sentences.append(paragraph[start : match.end()])
+        start = match.end()
+    sentences.append(paragraph[start:])
+    return [s.strip() for s in sentences if s.strip()]
+
+
+def split_english(paragraph: str) -> list[str]:
+    """Split English text with BlingFire's sentence breaker (a trained model that
+    knows abbreviations, initials, decimals, quotes)."""
+    import blingfire
+
+    text = _SPACE.sub(" ", paragraph).strip()
+    if not text:
+        return []
+    return [s.strip() for s in blingfire.text_to_sentences(text).split("\n") if s.strip()]
+
+
+@dataclass(frozen=True)
+class SentenceConfig:
+    """How documents become sentences."""
+
+    language: str = "en"  # en | zh
+    traditional_to_simplified: bool = False  # Chinese only
+
+
+class SentenceSplitter:
+    """Turns paragraphs into sentences for one language, with optional conversion."""
+
+    def __init__(self, config: SentenceConfig) -> None:
+        if config.language not in ("en", "zh"):
+            raise ValueError(f"unsupported language {config.language!r} (en, zh)")
+        self.config = config
+        self._split: Callable[[str], list[str]] = (
+            split_english if config.language == "en" else split_chinese
+        )
+        self._convert: Callable[[str], str] | None = None
+        if config.traditional_to_simplified:
+            import opencc
+
+            self._convert = opencc.OpenCC("t2s").convert
+
+    def __call__(self, paragraph: str) -> list[str]:
+        if self._convert is not None:
+            paragraph = self._convert(paragraph)
+        return self._split(paragraph)
+
+    def normalize_line(self, line: str) -> str:
+        """A line that is already one sentence (text input): only convert it."""
+        line = line.strip()
+        return self._convert(line) if self._convert is not None and line else line
+
+
+class ChineseWordBoundaries:
+    """Character offsets where words start, for Chinese whole-word masking.
+
+    ``pre-segmented`` input has words separated by spaces (the spaces are kept in
+    the sentence; a WordPiece tokenizer drops them around CJK characters);
+    ``jieba`` segments unsegmented text.
+    """
+
+    def __init__(self, method: str) -> None:
+        if method not in ("jieba", "pre-segmented"):
+            raise ValueError(f"unknown Chinese segmenter {method!r} (jieba, pre-segmented)")
+        self.method = method
+        self._tokenizer = None
+        if method == "jieba":
+            import logging
+
+            import jieba
+
+            jieba.setLogLevel(logging.WARNING)
+            self._tokenizer = jieba.Tokenizer()
+
+    def __call__(self, sentence: str) -> set[int]:
+        if self._tokenizer is None:
+            return {m.start() for m in re.finditer(r"\S+", sentence)}
+        return {start for _, start, _ in self._tokenizer.tokenize(sentence)}

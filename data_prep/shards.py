@@ -1,0 +1,327 @@
+"""Spill files, shard building and the manifest: everything between tokenized
+documents and the finished dataset directory (format: :mod:`tacl_scale.data.manifest`).
+
+Stage 1 (parallel over inputs) appends tokenized documents to *spill parts*: MMIDIDX
+files (sentences as sequences, documents as documents) in the build's temporary
+directory. Stage 2 (parallel over shards) memory-maps the parts, takes its own
+documents in a canonical order (by document id), builds and masks the instances and
+writes the shard. Holding documents on disk instead of in the runner's shuffle keeps
+memory flat whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tacl_scale.data.indexed import IndexedReader, IndexedWriter, smallest_token_dtype
+from tacl_scale.data.manifest import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MANIFEST_NAME,
+    META_DTYPE,
+    shard_file_names,
+    shard_name,
+)
+
+from .config import BuildConfig
+from .documents import TokenizedDocument
+from .instances import assemble, create_pairs_from_document, segment_values
+from .masking import mask_tokens, seeded_generators
+
+TMP_DIR_NAME = "_tmp"
+LENGTH_BIN = 32  # width of the instance-length histogram bins in the manifest
+
+
+@dataclass(frozen=True)
+class TokenizerFacts:
+    """What shard building needs from the tokenizer (small, picklable)."""
+
+    vocab_size: int
+    special_ids: dict[str, int]
+    replacement_ids: np.ndarray
+
+    @property
+    def token_dtype(self) -> np.dtype:
+        return smallest_token_dtype(self.vocab_size)
+
+
+class SpillWriter:
+    """Appends tokenized documents to one spill part (see module docstring)."""
+
+    def __init__(self, tmp_dir: str | os.PathLike, token_dtype: np.dtype) -> None:
+        Path(tmp_dir).mkdir(parents=True, exist_ok=True)
+        self.prefix = Path(tmp_dir) / f"part-{uuid.uuid4().hex}"
+        self._ids = IndexedWriter(self.prefix, token_dtype)
+        self._starts = IndexedWriter(f"{self.prefix}.wstart", np.uint8)
+        self._docs = open(f"{self.prefix}.docs.jsonl", "w", encoding="utf-8")
+        self.shards: set[int] = set()
+
+    def add(self, shard: int, document: TokenizedDocument) -> None:
+        for sentence in document.sentences:
+            self._ids.add(sentence.ids)
+            self._starts.add(sentence.word_starts.astype(np.uint8))
+        self._ids.end_document()
+        self._starts.end_document()
+        self._docs.write(json.dumps([document.doc_id, shard], ensure_ascii=False) + "\n")
+        self.shards.add(shard)
+
+    def close(self) -> str:
+        self._ids.close()
+        self._starts.close()
+        self._docs.close()
+        return str(self.prefix)
+
+    def abort(self) -> None:
+        self._ids.abort()
+        self._starts.abort()
+        self._docs.close()
+        Path(f"{self.prefix}.docs.jsonl").unlink(missing_ok=True)
+
+
+class _SpillStore:
+    """A :class:`~data_prep.instances.TokenStore` over spill parts: document i is
+    sequences ``[first, end)`` of part ``part`` (a contiguous run in its .bin)."""
+
+    def __init__(self, readers: list[IndexedReader], entries: list[tuple[int, int, int]]) -> None:
+        self._readers = readers
+        self._entries = entries  # (part, first sequence, end sequence)
+
+    def span(self, document: int, first: int, last: int) -> np.ndarray:
+        part, start, _ = self._entries[document]
+        return self._readers[part].span(start + first, start + last)
+
+    def sentence_lengths(self) -> list[list[int]]:
+        return [
+            self._readers[part].sequence_lengths[first:end].tolist()
+            for part, first, end in self._entries
+        ]
+
+
+class ShardDocuments:
+    """The documents of one shard gathered from spill parts, sorted by id, with
+    exact duplicates of an id (the same page given twice) dropped and counted."""
+
+    def __init__(self, shard: int, part_prefixes: Iterable[str]) -> None:
+        ids_readers: list[IndexedReader] = []
+        start_readers: list[IndexedReader] = []
+        found: list[tuple[str, str, int, int, int]] = []
+        for part, prefix in enumerate(sorted(set(part_prefixes))):
+            ids = IndexedReader(prefix)
+            ids_readers.append(ids)
+            start_readers.append(IndexedReader(f"{prefix}.wstart"))
+            with open(f"{prefix}.docs.jsonl", encoding="utf-8") as f:
+                for doc_no, line in enumerate(f):
+                    doc_id, doc_shard = json.loads(line)
+                    if doc_shard != shard:
+                        continue
+                    first = int(ids.document_index[doc_no])
+                    end = int(ids.document_index[doc_no + 1])
+                    content = ids.span(first, end - 1).tobytes() if end > first else b""
+                    digest = hashlib.blake2b(content, digest_size=8).hexdigest()
+                    found.append((doc_id, digest, part, first, end))
+        found.sort()
+        self.doc_ids: list[str] = []
+        entries: list[tuple[int, int, int]] = []
+        self.duplicates = 0
+        for doc_id, _, part, first, end in found:
+            if self.doc_ids and self.doc_ids[-1] == doc_id:
+                self.duplicates += 1
+                continue
+            self.doc_ids.append(doc_id)
+            entries.append((part, first, end))
+        self.tokens = _SpillStore(ids_readers, entries)
+        self.word_starts = _SpillStore(start_readers, entries)
+        self.sentence_lengths = self.tokens.sentence_lengths()
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+
+def _move_into_place(tmp_prefix: Path, directory: Path, name: str) -> dict[str, dict[str, int | str]]:
+    files: dict[str, dict[str, int | str]] = {}
+    for key, file_name in shard_file_names(name).items():
+        tmp_file = tmp_prefix.parent / file_name
+        target = directory / file_name
+        os.replace(tmp_file, target)
+        files[key] = {"name": file_name, "bytes": target.stat().st_size}
+    return files
+
+
+def build_shard(
+    shard: int,
+    part_prefixes: Iterable[str],
+    config: BuildConfig,
+    facts: TokenizerFacts,
+) -> dict[str, Any]:
+    """Build, mask and write shard ``shard``; return its manifest entry.
+
+    Documents are visited in id order; for each, ``dupe_factor`` passes each with
+    its own generator seeded from (seed, document id, dupe index) build the NSP pairs
+    and mask them. The instances of one source document form one MMIDIDX document.
+    Files are written under the temporary directory and renamed into place.
+    """
+    directory = Path(config.output.directory)
+    tmp_dir = directory / TMP_DIR_NAME / f"shard-{uuid.uuid4().hex}"
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    name = shard_name(shard)
+    docs = ShardDocuments(shard, part_prefixes)
+    specials = facts.special_ids
+    is_special = np.zeros(facts.vocab_size, dtype=bool)
+    is_special[list(specials.values())] = True
+    max_predictions = config.max_predictions
+    if config.instances.max_seq_len > np.iinfo(np.uint16).max:
+        raise ValueError("max_seq_len does not fit the uint16 masked positions")
+
+    stats = {"num_instances": 0, "num_tokens": 0, "num_random_next": 0, "num_masked": 0,
+             "num_maskable": 0, "mask_token": 0, "random_token": 0, "kept_token": 0}
+    histogram: dict[int, int] = {}
+    len_a = array("H")
+    nsp = array("B")
+    tmp_prefix = tmp_dir / name
+    with IndexedWriter(tmp_prefix, facts.token_dtype) as tokens_out, IndexedWriter(
+        tmp_dir / f"{name}.masked_positions", np.uint16
+    ) as positions_out, IndexedWriter(tmp_dir / f"{name}.masked_tokens", facts.token_dtype) as placed_out:
+        for doc_index, doc_id in enumerate(docs.doc_ids):
+            for dupe in range(config.dupe_factor):
+                pair_rng, mask_rng = seeded_generators(config.seed, doc_id, dupe)
+                pairs = create_pairs_from_document(
+                    docs.sentence_lengths, doc_index, config.instances, pair_rng
+                )
+                for pair in pairs:
+                    a = segment_values(pair.a, docs.tokens)
+                    b = segment_values(pair.b, docs.tokens)
+                    tokens = assemble(a, b, specials["cls"], specials["sep"])
+                    word_starts = assemble(
+                        segment_values(pair.a, docs.word_starts),
+                        segment_values(pair.b, docs.word_starts),
+                        1,
+                        1,
+                    ).astype(bool)
+                    maskable = ~is_special[tokens]
+                    masked = mask_tokens(
+                        tokens, maskable, word_starts, config.masking, max_predictions,
+                        specials["mask"], facts.replacement_ids, mask_rng,
+                    )
+                    tokens_out.add(tokens)
+                    positions_out.add(masked.positions)
+                    placed_out.add(masked.placed)
+                    len_a.append(len(a))
+                    nsp.append(int(pair.is_random_next))
+
+                    stats["num_instances"] += 1
+                    stats["num_tokens"] += len(tokens)
+                    stats["num_random_next"] += int(pair.is_random_next)
+                    stats["num_masked"] += len(masked.positions)
+                    stats["num_maskable"] += int(maskable.sum())
+                    is_mask = masked.placed == specials["mask"]
+                    is_kept = ~is_mask & (masked.placed == tokens[masked.positions])
+                    stats["mask_token"] += int(is_mask.sum())
+                    stats["kept_token"] += int(is_kept.sum())
+                    stats["random_token"] += int((~is_mask & ~is_kept).sum())
+                    bin_start = (len(tokens) - 1) // LENGTH_BIN * LENGTH_BIN
+                    histogram[bin_start] = histogram.get(bin_start, 0) + 1
+            tokens_out.end_document()
+            positions_out.end_document()
+            placed_out.end_document()
+    meta = np.zeros(len(len_a), dtype=META_DTYPE)
+    meta["len_a"] = np.frombuffer(len_a, dtype=np.uint16) if len(len_a) else 0
+    meta["nsp_label"] = np.frombuffer(nsp, dtype=np.uint8) if len(nsp) else 0
+    np.save(tmp_dir / shard_file_names(name)["meta"], meta)
+
+    files = _move_into_place(tmp_prefix, directory, name)
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    return {
+        "name": name,
+        "index": shard,
+        "files": files,
+        "num_documents": len(docs),
+        "duplicate_documents": docs.duplicates,
+        "length_histogram": {str(k): v for k, v in sorted(histogram.items())},
+        **stats,
+    }
+
+
+def summarize_shards(shards: list[dict[str, Any]]) -> dict[str, Any]:
+    """Dataset-wide totals from the per-shard entries."""
+    keys = ("num_instances", "num_tokens", "num_documents", "num_random_next", "num_masked",
+            "num_maskable", "mask_token", "random_token", "kept_token")
+    totals = {k.removeprefix("num_"): sum(s[k] for s in shards) for k in keys}
+    histogram: dict[int, int] = {}
+    for s in shards:
+        for k, v in s["length_histogram"].items():
+            histogram[int(k)] = histogram.get(int(k), 0) + v
+    totals["length_histogram"] = {str(k): v for k, v in sorted(histogram.items())}
+    return totals
+
+
+def write_manifest_atomically(directory: str | os.PathLike, manifest: dict[str, Any]) -> Path:
+    """Write ``manifest.json`` via a temporary file and a rename, so a reader sees
+    either no manifest or a complete one."""
+    target = Path(directory) / MANIFEST_NAME
+    tmp = Path(directory) / f".{MANIFEST_NAME}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+    return target
+
+
+def make_manifest(
+    config: BuildConfig,
+    tokenizer_description: dict[str, Any],
+    shards: list[dict[str, Any]],
+    skips: dict[str, int],
+    sources: list[dict[str, Any]],
+    pipeline_options: dict[str, Any],
+    token_dtype: np.dtype,
+) -> dict[str, Any]:
+    """The manifest dict (contract documented in :mod:`tacl_scale.data.manifest`)."""
+    from tacl_scale import __version__
+
+    shards = sorted(shards, key=lambda s: s["index"])
+    masking = config.masking
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "created_by": f"tacl-scale {__version__} data_prep.build",
+        "language": config.sentences.language,
+        "input_format": config.input.format,
+        "tokenizer": tokenizer_description,
+        "token_dtype": str(np.dtype(token_dtype)),
+        "max_seq_len": config.instances.max_seq_len,
+        "short_seq_prob": config.instances.short_seq_prob,
+        "random_next_prob": config.instances.random_next_prob,
+        "masking": {
+            "masked_lm_prob": masking.masked_lm_prob,
+            "max_predictions_per_seq": config.max_predictions,
+            "mask_token_prob": masking.mask_token_prob,
+            "random_token_prob": masking.random_token_prob,
+            "keep_token_prob": round(1 - masking.mask_token_prob - masking.random_token_prob, 6),
+            "whole_word_masking": masking.whole_word_masking,
+            "zh_segmenter": config.cleaning.zh_segmenter
+            if masking.whole_word_masking and config.sentences.language == "zh"
+            else None,
+        },
+        "dupe_factor": config.dupe_factor,
+        "seed": config.seed,
+        "num_shards": len(shards),
+        "shards": shards,
+        "totals": summarize_shards(shards) | {"instances": sum(s["num_instances"] for s in shards)},
+        "skips": skips,
+        "sources": sources,
+        "build_config": config.to_dict(),
+        "pipeline_options": pipeline_options,
+    }

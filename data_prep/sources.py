@@ -1,0 +1,311 @@
+"""Input readers: MediaWiki XML dumps (plain, bz2 single- or multi-stream, or a
+multistream dump split into byte ranges by its ``-index.txt.bz2``), plain text (one
+sentence a line, blank line between documents) and WikiExtractor JSON lines.
+
+The unit of parallel work is a :class:`WorkUnit`: a whole file, or a byte range of
+bz2 streams of a multistream dump. Readers stream: memory stays O(one page).
+"""
+
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import json
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+FORMATS = ("wiki-xml", "text", "wikiextractor-json")
+_CHUNK = 1 << 20
+
+
+class InputError(ValueError):
+    """An input file is unreadable or malformed; the message names the file."""
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """A file, or the bz2 streams in bytes ``[start, stop)`` of a multistream dump."""
+
+    path: str
+    format: str
+    start: int = 0
+    stop: int | None = None
+
+    def describe(self) -> str:
+        if self.stop is None:
+            return self.path
+        return f"{self.path} (bytes {self.start}-{self.stop})"
+
+
+@dataclass
+class WikiPage:
+    doc_id: str
+    title: str
+    namespace: int
+    redirect: bool
+    text: str
+    source: str
+
+
+@dataclass
+class PlainDocument:
+    """A document from text or JSON input: paragraphs, or sentences when
+    ``pre_split`` (the text format has one sentence a line)."""
+
+    doc_id: str
+    title: str
+    paragraphs: list[str]
+    pre_split: bool
+    source: str
+
+
+CountSkip = Callable[[str], None]
+
+
+def expand_inputs(patterns: list[str]) -> list[str]:
+    """Sorted files matching the globs; :class:`InputError` if none does."""
+    paths: set[str] = set()
+    for pattern in patterns:
+        matched = [p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p)]
+        if not matched:
+            raise InputError(f"{pattern}: no input file matches")
+        paths.update(os.path.abspath(p) for p in matched)
+    return sorted(paths)
+
+
+def read_multistream_index(index_path: str) -> list[int]:
+    """Sorted distinct stream offsets from a ``...-multistream-index.txt.bz2``
+    (lines ``offset:page_id:title``)."""
+    offsets: set[int] = set()
+    opener = bz2.open if index_path.endswith(".bz2") else open
+    try:
+        with opener(index_path, "rt", encoding="utf-8") as f:
+            for line_no, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                head = line.split(":", 1)[0]
+                if not head.isdigit():
+                    raise InputError(f"{index_path}: line {line_no} is not 'offset:id:title'")
+                offsets.add(int(head))
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise InputError(f"{index_path}: unreadable multistream index: {err}") from err
+    if not offsets:
+        raise InputError(f"{index_path}: empty multistream index")
+    return sorted(offsets)
+
+
+def find_index(dump_path: str) -> str | None:
+    """The index file Wikimedia publishes beside a multistream dump, if present:
+    ``X-multistream.xml.bz2`` → ``X-multistream-index.txt.bz2``."""
+    if dump_path.endswith("-multistream.xml.bz2"):
+        candidate = dump_path[: -len(".xml.bz2")] + "-index.txt.bz2"
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def plan_work_units(
+    paths: list[str], fmt: str, use_index: bool = True, unit_bytes: int = 32 << 20
+) -> list[WorkUnit]:
+    """Split inputs into units of parallel work. A multistream dump with its index
+    becomes ranges of about ``unit_bytes`` compressed bytes; anything else is one
+    unit a file."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown input format {fmt!r} ({', '.join(FORMATS)})")
+    units: list[WorkUnit] = []
+    for path in paths:
+        index = find_index(path) if fmt == "wiki-xml" and use_index else None
+        if index is None:
+            units.append(WorkUnit(path, fmt))
+            continue
+        offsets = read_multistream_index(index)
+        size = os.path.getsize(path)
+        if offsets[-1] >= size:
+            raise InputError(f"{index}: offset {offsets[-1]} beyond the end of {path} ({size} bytes)")
+        bounds = offsets + [size]
+        start = bounds[0]
+        for k in range(1, len(bounds)):
+            if bounds[k] - start >= unit_bytes or k == len(bounds) - 1:
+                units.append(WorkUnit(path, fmt, start, bounds[k]))
+                start = bounds[k]
+    return units
+
+
+def _open_binary(path: str) -> BinaryIO:
+    if path.endswith(".bz2"):
+        return bz2.open(path, "rb")  # reads every stream of a multistream file
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def _bz2_range_chunks(path: str, start: int, stop: int) -> Iterator[bytes]:
+    """Decompressed bytes of the bz2 streams lying in ``[start, stop)``."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        remaining = stop - start
+        decompressor = bz2.BZ2Decompressor()
+        mid_stream = False
+        while remaining > 0:
+            data = f.read(min(_CHUNK, remaining))
+            if not data:
+                break
+            remaining -= len(data)
+            while data:
+                yield decompressor.decompress(data)
+                mid_stream = not decompressor.eof
+                data = b""
+                if decompressor.eof:
+                    data = decompressor.unused_data
+                    decompressor = bz2.BZ2Decompressor()
+        if remaining > 0 or mid_stream:
+            raise EOFError("the data ends inside a bz2 stream")
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _page_from_element(page: ET.Element, source: str) -> WikiPage:
+    fields = {_local(child.tag): child for child in page}
+    text = ""
+    revision = fields.get("revision")
+    if revision is not None:
+        for child in revision:
+            if _local(child.tag) == "text":
+                text = child.text or ""
+    title = (fields["title"].text or "") if "title" in fields else ""
+    ns_text = fields["ns"].text if "ns" in fields else "0"
+    page_id = (fields["id"].text or "").strip() if "id" in fields else ""
+    return WikiPage(
+        doc_id=page_id or title,
+        title=title,
+        namespace=int(ns_text or 0),
+        redirect="redirect" in fields,
+        text=text,
+        source=source,
+    )
+
+
+def _parse_pages(chunks: Iterator[bytes], source: str, fragment: bool) -> Iterator[WikiPage]:
+    """Pages from XML fed in chunks; a fragment (bz2 streams of a multistream dump)
+    is a run of ``<page>`` elements, wrapped here in a root element."""
+    parser = ET.XMLPullParser(events=("start", "end"))
+    root: ET.Element | None = None
+    depth = 0
+    carry = b""
+    if fragment:
+        parser.feed(b"<pages>")
+    try:
+        for chunk in chunks:
+            if fragment:
+                # The dump's closing tag sits in its last stream; a fragment has no
+                # matching open tag, so drop it (the carry handles a split tag).
+                chunk = (carry + chunk).replace(b"</mediawiki>", b"")
+                carry, chunk = chunk[-12:], chunk[:-12]
+            parser.feed(chunk)
+            for event, element in parser.read_events():
+                if event == "start":
+                    if root is None:
+                        root = element
+                    depth += 1
+                    continue
+                depth -= 1
+                if _local(element.tag) == "page":
+                    yield _page_from_element(element, source)
+                    assert root is not None
+                    root.clear()  # O(1) memory: forget the pages already read
+        if fragment:
+            parser.feed(carry + b"</pages>")
+        parser.close()
+        for event, element in parser.read_events():
+            if event == "end" and _local(element.tag) == "page":
+                yield _page_from_element(element, source)
+    except ET.ParseError as err:
+        line, column = err.position
+        raise InputError(
+            f"{source}: malformed XML at line {line}, column {column} "
+            f"(bad markup, truncated file, or bytes that are not UTF-8): {err}"
+        ) from err
+
+
+def _file_chunks(path: str) -> Iterator[bytes]:
+    with _open_binary(path) as f:
+        while True:
+            data = f.read(_CHUNK)
+            if not data:
+                return
+            yield data
+
+
+def read_wiki_pages(unit: WorkUnit) -> Iterator[WikiPage]:
+    """Every page of a wiki-xml work unit; :class:`InputError` on corrupt input."""
+    fragment = unit.stop is not None
+    chunks = (
+        _bz2_range_chunks(unit.path, unit.start, unit.stop)
+        if unit.stop is not None
+        else _file_chunks(unit.path)
+    )
+    try:
+        yield from _parse_pages(chunks, unit.describe(), fragment)
+    except (OSError, EOFError) as err:
+        raise InputError(f"{unit.describe()}: corrupt or truncated compressed data: {err}") from err
+
+
+def _decoded_lines(path: str, count_skip: CountSkip) -> Iterator[tuple[int, str]]:
+    try:
+        with _open_binary(path) as f:
+            for line_no, raw in enumerate(f, 1):
+                try:
+                    yield line_no, raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    count_skip("invalid_utf8_lines")
+    except (OSError, EOFError) as err:
+        raise InputError(f"{path}: unreadable or corrupt compressed data: {err}") from err
+
+
+def read_text_documents(unit: WorkUnit, count_skip: CountSkip) -> Iterator[PlainDocument]:
+    """Documents of a text file: one sentence a line, a blank line between
+    documents (the format of google-research/bert and the TaCL reference)."""
+    name = Path(unit.path).name
+    sentences: list[str] = []
+    number = 0
+    for _, line in _decoded_lines(unit.path, count_skip):
+        line = line.strip()
+        if line:
+            sentences.append(line)
+            continue
+        if sentences:
+            yield PlainDocument(f"{name}:{number}", sentences[0][:80], sentences, True, unit.path)
+            number += 1
+            sentences = []
+    if sentences:
+        yield PlainDocument(f"{name}:{number}", sentences[0][:80], sentences, True, unit.path)
+
+
+def read_wikiextractor_documents(unit: WorkUnit, count_skip: CountSkip) -> Iterator[PlainDocument]:
+    """Documents of WikiExtractor ``--json`` output: one object a line with ``id``,
+    ``title`` and ``text`` (paragraphs separated by newlines, the title first)."""
+    name = Path(unit.path).name
+    for line_no, line in _decoded_lines(unit.path, count_skip):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            text = record["text"]
+            if not isinstance(text, str):
+                raise TypeError("text is not a string")
+        except (json.JSONDecodeError, KeyError, TypeError):
+            count_skip("malformed_json_lines")
+            continue
+        title = str(record.get("title", ""))
+        paragraphs = [p.strip() for p in text.split("\n") if p.strip()]
+        if paragraphs and paragraphs[0] == title:
+            paragraphs = paragraphs[1:]
+        doc_id = str(record.get("id") or f"{name}:{line_no}")
+        yield PlainDocument(doc_id, title, paragraphs, False, unit.path)

@@ -1,0 +1,301 @@
+"""Tokenizers for data preparation: a WordPiece ``vocab.txt`` (HF fast tokenizer), a
+HF model/tokenizer directory, or a SentencePiece ``.model``.
+
+Every kind is reduced to the same small interface, :class:`PretrainTokenizer`, which
+turns the sentences of a document into token ids plus a per-token "starts a word"
+flag (for whole-word masking), and knows its special ids and its fingerprint
+(sha256 of the vocabulary file), which the dataset manifest records so training can
+refuse a model whose vocabulary differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Pieces never used as the random replacement of a masked token: [PAD], [unused7],
+# <s>, <unk>, ... — special or placeholder entries rather than text.
+_PLACEHOLDER = re.compile(r"^(\[[^\]]*\]|<[^>]*>)$")
+
+# BERT's own limit; a tokenizer directory may declare a larger one.
+DEFAULT_MAX_POSITIONS = 512
+
+
+class TokenizerError(ValueError):
+    """The tokenizer path is missing, unreadable or lacks a required special token."""
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """Where the tokenizer comes from and how to apply it."""
+
+    path: str
+    # None: a vocab.txt is lower-cased when it holds no upper-case entries (as
+    # bert-base-uncased/-chinese); a directory follows its own tokenizer config.
+    lowercase: bool | None = None
+
+
+@dataclass
+class EncodedSentence:
+    ids: np.ndarray  # int32 token ids, no special tokens
+    word_starts: np.ndarray  # bool, True where a token begins a word
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class PretrainTokenizer:
+    """Common interface over the supported tokenizer kinds (see module docstring).
+
+    Attributes: ``kind`` (``wordpiece``, ``hf``, ``sentencepiece``), ``source_file``
+    (the file fingerprinted), ``sha256``, ``vocab_size``, ``lowercase``,
+    ``special_ids`` (pad, unk, cls, sep, mask), ``max_positions``.
+    """
+
+    kind: str
+    source_file: Path
+    vocab_size: int
+    lowercase: bool | None
+    special_ids: dict[str, int]
+    max_positions: int
+
+    @property
+    def sha256(self) -> str:
+        return file_sha256(self.source_file)
+
+    def encode(
+        self, sentences: list[str], word_boundaries: list[set[int]] | None = None
+    ) -> list[EncodedSentence]:
+        """Tokenize sentences. ``word_boundaries[k]`` (optional) holds the character
+        offsets where a word starts in ``sentences[k]`` (for Chinese, whose words a
+        WordPiece tokenizer splits into characters); without it word starts follow
+        the tokenizer's own word split (WordPiece ``##``, SentencePiece ``▁``)."""
+        raise NotImplementedError
+
+    def id_to_token(self, token_id: int) -> str:
+        raise NotImplementedError
+
+    def vocab_tokens(self) -> list[str]:
+        return [self.id_to_token(i) for i in range(self.vocab_size)]
+
+    def replacement_ids(self) -> np.ndarray:
+        """Ids a masked token may be replaced by: every id that is not special."""
+        specials = set(self.special_ids.values())
+        keep = [
+            i
+            for i, token in enumerate(self.vocab_tokens())
+            if i not in specials and not _PLACEHOLDER.match(token)
+        ]
+        return np.asarray(keep, dtype=np.int32)
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about this tokenizer."""
+        return {
+            "kind": self.kind,
+            "file": self.source_file.name,
+            "path": str(self.source_file),
+            "sha256": self.sha256,
+            "vocab_size": self.vocab_size,
+            "lowercase": self.lowercase,
+            "special_ids": dict(self.special_ids),
+        }
+
+
+class _HFTokenizer(PretrainTokenizer):
+    """A ``tokenizers`` backend, from a vocab.txt or a transformers directory."""
+
+    def __init__(self, backend: Any, kind: str, source_file: Path, lowercase: bool | None,
+                 special_tokens: dict[str, str | None], max_positions: int) -> None:
+        self._backend = backend
+        self.kind = kind
+        self.source_file = source_file
+        self.lowercase = lowercase
+        self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
+        self.max_positions = max_positions
+        self.special_ids = {}
+        for role, token in special_tokens.items():
+            token_id = backend.token_to_id(token) if token else None
+            if token_id is None:
+                raise TokenizerError(f"{source_file}: no {role} token ({token!r}) in the vocabulary")
+            self.special_ids[role] = int(token_id)
+
+    def encode(
+        self, sentences: list[str], word_boundaries: list[set[int]] | None = None
+    ) -> list[EncodedSentence]:
+        encodings = self._backend.encode_batch(sentences, add_special_tokens=False)
+        out = []
+        for k, enc in enumerate(encodings):
+            ids = np.asarray(enc.ids, dtype=np.int32)
+            if word_boundaries is not None:
+                bounds = word_boundaries[k]
+                starts = np.fromiter(
+                    (start in bounds for start, _ in enc.offsets), dtype=bool, count=len(ids)
+                )
+            else:
+                word_ids = np.asarray([-1 if w is None else w for w in enc.word_ids])
+                starts = np.ones(len(ids), dtype=bool)
+                starts[1:] = word_ids[1:] != word_ids[:-1]
+            if len(starts):
+                starts[0] = True
+            out.append(EncodedSentence(ids, starts))
+        return out
+
+    def id_to_token(self, token_id: int) -> str:
+        return self._backend.id_to_token(int(token_id)) or ""
+
+
+class _SentencePieceTokenizer(PretrainTokenizer):
+    _ROLES = {
+        "pad": ("[PAD]", "<pad>"),
+        "unk": ("[UNK]", "<unk>"),
+        "cls": ("[CLS]", "<cls>"),
+        "sep": ("[SEP]", "<sep>"),
+        "mask": ("[MASK]", "<mask>"),
+    }
+
+    def __init__(self, model_file: Path) -> None:
+        import sentencepiece as spm
+
+        try:
+            self._sp = spm.SentencePieceProcessor(model_file=str(model_file))
+        except (OSError, RuntimeError) as err:
+            raise TokenizerError(f"{model_file}: not a SentencePiece model: {err}") from err
+        self.kind = "sentencepiece"
+        self.source_file = model_file
+        self.lowercase = None
+        self.vocab_size = self._sp.get_piece_size()
+        self.max_positions = DEFAULT_MAX_POSITIONS
+        self.special_ids = {}
+        for role, candidates in self._ROLES.items():
+            for piece in candidates:
+                token_id = self._sp.piece_to_id(piece)
+                if token_id != self._sp.unk_id() or role == "unk" and piece == "<unk>":
+                    self.special_ids[role] = int(token_id)
+                    break
+            else:
+                raise TokenizerError(
+                    f"{model_file}: no {role} piece ({' or '.join(candidates)}); train the "
+                    "model with --user_defined_symbols=[CLS],[SEP],[MASK] and a pad id"
+                )
+
+    def encode(
+        self, sentences: list[str], word_boundaries: list[set[int]] | None = None
+    ) -> list[EncodedSentence]:
+        out = []
+        for sentence, pieces in zip(sentences, self._sp.encode(sentences, out_type="immutable_proto")):
+            ids = np.asarray([p.id for p in pieces.pieces], dtype=np.int32)
+            if word_boundaries is not None:
+                bounds = word_boundaries[len(out)]
+                starts = np.asarray([p.begin in bounds for p in pieces.pieces], dtype=bool)
+            else:
+                starts = np.asarray([p.piece.startswith("\u2581") for p in pieces.pieces], dtype=bool)
+            if len(starts):
+                starts[0] = True
+            del sentence
+            out.append(EncodedSentence(ids, starts))
+        return out
+
+    def id_to_token(self, token_id: int) -> str:
+        return self._sp.id_to_piece(int(token_id))
+
+
+def _vocab_is_lowercase(vocab_file: Path) -> bool:
+    # An uncased vocabulary still carries a few upper-case strays (bert-base-chinese
+    # has 8 of 21k); a cased one has thousands of capitalised words.
+    words = cased = 0
+    with open(vocab_file, encoding="utf-8") as f:
+        for line in f:
+            token = line.rstrip("\n")
+            if _PLACEHOLDER.match(token):
+                continue
+            words += 1
+            cased += token != token.lower()
+    return cased <= 0.01 * max(words, 1)
+
+
+def _from_vocab_file(vocab_file: Path, lowercase: bool | None) -> PretrainTokenizer:
+    from tokenizers import BertWordPieceTokenizer
+
+    try:
+        if lowercase is None:
+            lowercase = _vocab_is_lowercase(vocab_file)
+        backend = BertWordPieceTokenizer(
+            str(vocab_file), lowercase=lowercase, handle_chinese_chars=True
+        )
+    except (OSError, UnicodeDecodeError, Exception) as err:  # tokenizers raises plain Exception
+        raise TokenizerError(f"{vocab_file}: not a WordPiece vocab.txt: {err}") from err
+    roles = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+    return _HFTokenizer(backend, "wordpiece", vocab_file, lowercase, roles, DEFAULT_MAX_POSITIONS)
+
+
+def _from_directory(directory: Path, lowercase: bool | None) -> PretrainTokenizer:
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        if (directory / name).is_file():
+            break
+    else:
+        if (directory / "vocab.txt").is_file():
+            return _from_vocab_file(directory / "vocab.txt", lowercase)
+        models = sorted(directory.glob("*.model"))
+        if models:
+            return _SentencePieceTokenizer(models[0])
+        raise TokenizerError(
+            f"{directory}: no tokenizer.json, tokenizer_config.json, vocab.txt or *.model"
+        )
+    from transformers import AutoTokenizer
+
+    kwargs = {} if lowercase is None else {"do_lower_case": lowercase}
+    try:
+        hf = AutoTokenizer.from_pretrained(str(directory), local_files_only=True, **kwargs)
+    except (OSError, ValueError) as err:
+        raise TokenizerError(f"{directory}: cannot load tokenizer: {err}") from err
+    if not getattr(hf, "is_fast", False):
+        raise TokenizerError(f"{directory}: only a slow tokenizer is available")
+    source = next(
+        (directory / n for n in ("vocab.txt", "tokenizer.json") if (directory / n).is_file()),
+        directory / "tokenizer_config.json",
+    )
+    roles = {
+        "pad": hf.pad_token,
+        "unk": hf.unk_token,
+        "cls": hf.cls_token,
+        "sep": hf.sep_token,
+        "mask": hf.mask_token,
+    }
+    model_max = getattr(hf, "model_max_length", DEFAULT_MAX_POSITIONS)
+    max_positions = model_max if 0 < model_max < 1_000_000 else DEFAULT_MAX_POSITIONS
+    return _HFTokenizer(
+        hf.backend_tokenizer,
+        "hf",
+        source,
+        getattr(hf, "do_lower_case", lowercase),
+        roles,
+        max_positions,
+    )
+
+
+def load_tokenizer(config: TokenizerConfig) -> PretrainTokenizer:
+    """Open the tokenizer at ``config.path``; :class:`TokenizerError` names the path
+    and the problem when it is missing or unusable."""
+    path = Path(config.path)
+    if not path.exists():
+        raise TokenizerError(f"{path}: tokenizer not found")
+    if path.is_dir():
+        return _from_directory(path, config.lowercase)
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as err:
+        raise TokenizerError(f"{path}: unreadable: {err}") from err
+    if path.suffix == ".model":
+        return _SentencePieceTokenizer(path)
+    return _from_vocab_file(path, config.lowercase)

@@ -1,0 +1,119 @@
+"""Read a pre-training dataset built by ``data_prep`` (see :mod:`.manifest`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .indexed import IndexedFormatError, IndexedReader
+from .manifest import DatasetError, load_manifest, shard_file_names
+
+
+class _Shard:
+    """The memory-mapped files of one shard, checked against the manifest."""
+
+    def __init__(self, directory: Path, entry: dict[str, Any]) -> None:
+        name = entry["name"]
+        expected = shard_file_names(name)
+        recorded = entry.get("files", {})
+        for key, file_name in expected.items():
+            path = directory / file_name
+            if not path.is_file():
+                raise DatasetError(f"{path}: missing (listed by {directory}/manifest.json)")
+            recorded_bytes = recorded.get(key, {}).get("bytes")
+            if recorded_bytes is not None and path.stat().st_size != recorded_bytes:
+                raise DatasetError(
+                    f"{path}: {path.stat().st_size} bytes, manifest records {recorded_bytes}"
+                )
+        try:
+            self.tokens = IndexedReader(directory / name)
+            self.masked_positions = IndexedReader(directory / f"{name}.masked_positions")
+            self.masked_tokens = IndexedReader(directory / f"{name}.masked_tokens")
+        except IndexedFormatError as err:
+            raise DatasetError(str(err)) from err
+        meta_path = directory / expected["meta"]
+        try:
+            self.meta = np.load(meta_path, mmap_mode="r")
+        except (OSError, ValueError) as err:
+            raise DatasetError(f"{meta_path}: unreadable: {err}") from err
+        count = int(entry["num_instances"])
+        for what, size in (
+            (f"{name}.idx", len(self.tokens)),
+            (f"{name}.masked_positions.idx", len(self.masked_positions)),
+            (f"{name}.masked_tokens.idx", len(self.masked_tokens)),
+            (expected["meta"], len(self.meta)),
+        ):
+            if size != count:
+                raise DatasetError(
+                    f"{directory / what}: {size} instances, manifest records {count}"
+                )
+        if not np.array_equal(
+            self.masked_positions.sequence_lengths, self.masked_tokens.sequence_lengths
+        ):
+            raise DatasetError(
+                f"{directory / name}: masked positions and masked tokens disagree in length"
+            )
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class PretrainDataset:
+    """Random access to every instance of a dataset directory.
+
+    Opening memory-maps the shard files and reads only their headers, so it takes
+    O(1) memory and time in the dataset's size (O(number of shards)). ``ds[i]`` is a
+    dict of 1-D numpy arrays / ints:
+
+    - ``original_ids``: unmasked ``[CLS] A [SEP] B [SEP]`` (int64)
+    - ``input_ids``: the same with the static masks applied (int64)
+    - ``token_type_ids``: 0 over ``[CLS] A [SEP]``, 1 over ``B [SEP]`` (int64)
+    - ``masked_positions``: sorted positions to predict (int64)
+    - ``nsp_label``: 0 = B follows A, 1 = B is random (HF convention)
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.manifest = load_manifest(self.path)
+        self._shards = [_Shard(self.path, entry) for entry in self.manifest["shards"]]
+        sizes = np.array([len(s) for s in self._shards], dtype=np.int64)
+        self._offsets = np.concatenate([[0], np.cumsum(sizes)])
+        total = int(self._offsets[-1])
+        if total != int(self.manifest["totals"]["instances"]):
+            raise DatasetError(
+                f"{self.path / 'manifest.json'}: totals.instances "
+                f"{self.manifest['totals']['instances']} but shards hold {total}"
+            )
+
+    def __len__(self) -> int:
+        return int(self._offsets[-1])
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """(shard number, index within the shard) of global instance ``index``."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"instance {index} out of range for {self.path} ({len(self)})")
+        shard = int(np.searchsorted(self._offsets, index, side="right")) - 1
+        return shard, index - int(self._offsets[shard])
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if index < 0:
+            index += len(self)
+        shard_no, local = self.locate(index)
+        shard = self._shards[shard_no]
+        original = shard.tokens[local].astype(np.int64)
+        positions = shard.masked_positions[local].astype(np.int64)
+        input_ids = original.copy()
+        input_ids[positions] = shard.masked_tokens[local]
+        meta = shard.meta[local]
+        token_type_ids = np.zeros_like(original)
+        token_type_ids[int(meta["len_a"]) + 2 :] = 1
+        return {
+            "original_ids": original,
+            "input_ids": input_ids,
+            "token_type_ids": token_type_ids,
+            "masked_positions": positions,
+            "nsp_label": int(meta["nsp_label"]),
+        }

@@ -1,0 +1,243 @@
+"""Megatron-LM's MMIDIDX indexed dataset format: a ``.bin`` of concatenated token
+sequences and an ``.idx`` describing them, both memory-mapped by readers.
+
+We write exactly the layout megatron-core's ``IndexedDataset`` reads
+(``megatron/core/datasets/indexed_dataset.py``), so our shards open with the tools
+of that ecosystem. The ``.idx`` file is, little-endian:
+
+====================  =========================================================
+bytes                 content
+====================  =========================================================
+9                     magic ``b"MMIDIDX\\x00\\x00"``
+8  (``<Q``)           format version, 1
+1  (``<B``)           dtype code (1 uint8, 2 int8, 3 int16, 4 int32, 5 int64,
+                      6 float64, 7 float32, 8 uint16)
+8  (``<Q``)           S = number of sequences
+8  (``<Q``)           D = number of entries in the document index (documents + 1)
+4·S (int32)           length of each sequence, in elements
+8·S (int64)           byte offset of each sequence in the ``.bin``
+8·D (int64)           document index: 0, then the end (exclusive) sequence index of
+                      each document
+====================  =========================================================
+
+The ``.bin`` holds the sequences back to back in the dtype of the header.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO
+
+import numpy as np
+
+INDEX_MAGIC = b"MMIDIDX\x00\x00"
+INDEX_VERSION = 1
+_HEADER_SIZE = len(INDEX_MAGIC) + 8 + 1 + 8 + 8
+
+DTYPE_CODES: dict[int, type[np.generic]] = {
+    1: np.uint8,
+    2: np.int8,
+    3: np.int16,
+    4: np.int32,
+    5: np.int64,
+    6: np.float64,
+    7: np.float32,
+    8: np.uint16,
+}
+_CODE_OF_DTYPE = {np.dtype(v): k for k, v in DTYPE_CODES.items()}
+
+
+class IndexedFormatError(ValueError):
+    """An ``.idx``/``.bin`` pair is not a valid MMIDIDX dataset."""
+
+
+def smallest_token_dtype(vocab_size: int) -> np.dtype:
+    """Smallest unsigned integer dtype that holds every id of a vocabulary."""
+    if vocab_size <= 1 << 8:
+        return np.dtype(np.uint8)
+    if vocab_size <= 1 << 16:
+        return np.dtype(np.uint16)
+    return np.dtype(np.int32)
+
+
+def idx_path(prefix: str | os.PathLike) -> Path:
+    return Path(f"{os.fspath(prefix)}.idx")
+
+
+def bin_path(prefix: str | os.PathLike) -> Path:
+    return Path(f"{os.fspath(prefix)}.bin")
+
+
+class IndexedWriter:
+    """Streams sequences into ``PREFIX.bin`` and writes ``PREFIX.idx`` on close.
+
+    Only the per-sequence lengths are kept in memory (4 bytes a sequence), so a
+    shard of any size streams through. Use as a context manager; on an exception the
+    partial files are removed so nothing half-written is left behind.
+    """
+
+    def __init__(self, prefix: str | os.PathLike, dtype: np.dtype | type) -> None:
+        self.prefix = Path(prefix)
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in _CODE_OF_DTYPE:
+            raise ValueError(f"dtype {self.dtype} has no MMIDIDX code")
+        self._bin: BinaryIO | None = open(bin_path(prefix), "wb")
+        self._lengths: list[int] = []
+        self._document_index: list[int] = [0]
+
+    def add(self, sequence: np.ndarray) -> None:
+        """Append one sequence (cast to the writer's dtype)."""
+        array = np.asarray(sequence)
+        if array.size and self.dtype.kind in "ui":
+            info = np.iinfo(self.dtype)
+            if array.min() < info.min or array.max() > info.max:
+                raise ValueError(f"{self.prefix}: value outside the range of {self.dtype}")
+        assert self._bin is not None, "writer is closed"
+        self._bin.write(array.astype(self.dtype, copy=False).tobytes(order="C"))
+        self._lengths.append(int(array.size))
+
+    def end_document(self) -> None:
+        """Close the current document: the sequences added since the last call."""
+        self._document_index.append(len(self._lengths))
+
+    @property
+    def num_sequences(self) -> int:
+        return len(self._lengths)
+
+    def close(self) -> None:
+        """Finish the ``.bin`` and write the ``.idx``."""
+        if self._bin is None:
+            return
+        self._bin.close()
+        self._bin = None
+        lengths = np.asarray(self._lengths, dtype=np.int32)
+        pointers = np.zeros(len(lengths), dtype=np.int64)
+        if len(lengths) > 1:
+            np.cumsum(lengths[:-1].astype(np.int64) * self.dtype.itemsize, out=pointers[1:])
+        with open(idx_path(self.prefix), "wb") as f:
+            f.write(INDEX_MAGIC)
+            f.write(struct.pack("<Q", INDEX_VERSION))
+            f.write(struct.pack("<B", _CODE_OF_DTYPE[self.dtype]))
+            f.write(struct.pack("<Q", len(lengths)))
+            f.write(struct.pack("<Q", len(self._document_index)))
+            f.write(lengths.tobytes(order="C"))
+            f.write(pointers.tobytes(order="C"))
+            f.write(np.asarray(self._document_index, dtype=np.int64).tobytes(order="C"))
+
+    def abort(self) -> None:
+        """Drop the partial files."""
+        if self._bin is not None:
+            self._bin.close()
+            self._bin = None
+        for path in (bin_path(self.prefix), idx_path(self.prefix)):
+            path.unlink(missing_ok=True)
+
+    def __enter__(self) -> IndexedWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def _map(path: Path) -> memoryview | bytes:
+    """Read-only memory map of a file (an empty file maps to empty bytes)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+
+
+class IndexedReader:
+    """Memory-maps an MMIDIDX ``.idx``/``.bin`` pair; opening costs O(1) memory.
+
+    ``reader[i]`` is a read-only numpy view of sequence ``i`` (no copy).
+    """
+
+    def __init__(self, prefix: str | os.PathLike) -> None:
+        self.prefix = Path(prefix)
+        index_file, data_file = idx_path(prefix), bin_path(prefix)
+        for path in (index_file, data_file):
+            if not path.is_file():
+                raise IndexedFormatError(f"{path}: missing")
+        index_size = index_file.stat().st_size
+        if index_size < _HEADER_SIZE:
+            raise IndexedFormatError(f"{index_file}: truncated header ({index_size} bytes)")
+        with open(index_file, "rb") as f:
+            header = f.read(_HEADER_SIZE)
+        if header[: len(INDEX_MAGIC)] != INDEX_MAGIC:
+            raise IndexedFormatError(f"{index_file}: not an MMIDIDX index (bad magic)")
+        offset = len(INDEX_MAGIC)
+        (version,) = struct.unpack_from("<Q", header, offset)
+        (code,) = struct.unpack_from("<B", header, offset + 8)
+        num_sequences, num_doc_entries = struct.unpack_from("<QQ", header, offset + 9)
+        if version != INDEX_VERSION:
+            raise IndexedFormatError(f"{index_file}: unsupported version {version}")
+        if code not in DTYPE_CODES:
+            raise IndexedFormatError(f"{index_file}: unknown dtype code {code}")
+        self.dtype = np.dtype(DTYPE_CODES[code])
+        expected = _HEADER_SIZE + num_sequences * 12 + num_doc_entries * 8
+        if index_size != expected:
+            raise IndexedFormatError(
+                f"{index_file}: size {index_size} bytes, header implies {expected}"
+            )
+        # Plain ndarrays over mmap (np.memmap's subclass overhead dominates the
+        # millions of small slices a shard build or a data loader takes).
+        self._index_mmap = _map(index_file)
+        self.sequence_lengths = np.frombuffer(
+            self._index_mmap, dtype=np.int32, count=num_sequences, offset=_HEADER_SIZE
+        )
+        self.sequence_pointers = np.frombuffer(
+            self._index_mmap,
+            dtype=np.int64,
+            count=num_sequences,
+            offset=_HEADER_SIZE + num_sequences * 4,
+        )
+        self.document_index = np.frombuffer(
+            self._index_mmap,
+            dtype=np.int64,
+            count=num_doc_entries,
+            offset=_HEADER_SIZE + num_sequences * 12,
+        )
+        data_size = data_file.stat().st_size
+        if num_sequences:
+            end = int(self.sequence_pointers[-1]) + int(self.sequence_lengths[-1]) * self.dtype.itemsize
+        else:
+            end = 0
+        if data_size != end:
+            raise IndexedFormatError(f"{data_file}: size {data_size} bytes, index implies {end}")
+        self._data = np.frombuffer(_map(data_file), dtype=self.dtype)
+
+    def __len__(self) -> int:
+        return len(self.sequence_lengths)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"sequence {i} out of range for {self.prefix} ({len(self)})")
+        start = int(self.sequence_pointers[i]) // self.dtype.itemsize
+        return self._data[start : start + int(self.sequence_lengths[i])]
+
+    def span(self, first: int, last: int) -> np.ndarray:
+        """Sequences ``first..last`` (inclusive) as one contiguous view."""
+        start = int(self.sequence_pointers[first]) // self.dtype.itemsize
+        stop = int(self.sequence_pointers[last]) // self.dtype.itemsize + int(self.sequence_lengths[last])
+        return self._data[start:stop]
+
+    @property
+    def num_documents(self) -> int:
+        return max(len(self.document_index) - 1, 0)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.sequence_lengths.sum(dtype=np.int64))
