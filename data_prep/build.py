@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -208,14 +209,27 @@ def _runner(options: Any) -> Any:
     return fn_runner.FnApiRunner(provision_info=provision)
 
 
+_OUR_ERRORS = ("InputError", "EmptyDatasetError", "TokenizerError", "DatasetError", "IndexedFormatError")
+
+
 def _root_message(err: BaseException) -> str:
-    """Beam wraps worker errors; surface the innermost message that names a file."""
-    messages = []
+    """Beam wraps worker errors (in multi-processing mode, as text); surface our own
+    error, whose message names the file and the problem."""
     seen: BaseException | None = err
     while seen is not None:
-        messages.append(str(seen).strip().splitlines()[-1] if str(seen).strip() else type(seen).__name__)
+        if type(seen).__name__ in _OUR_ERRORS:
+            return str(seen)
         seen = seen.__cause__ or seen.__context__
-    return messages[-1] if messages else str(err)
+    found = re.findall(rf"(?:{'|'.join(_OUR_ERRORS)}): ([^\n]+)", str(err))
+    if found:
+        return found[-1]
+    text = str(err).strip()
+    return text.splitlines()[-1] if text else type(err).__name__
+
+
+class _DropBeamImportNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "apitools not found" not in record.getMessage()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING if "--tacl_quiet" in beam_args else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_DropBeamImportNoise())
     try:
         manifest_path = run_build(config, beam_args)
     except BuildError as err:

@@ -54,7 +54,7 @@ def format_instance(dataset: PretrainDataset, index: int, id_to_token: Any) -> s
     item = dataset[index]
     masked = set(item["masked_positions"].tolist())
     pieces = []
-    for pos, (orig, shown) in enumerate(zip(item["original_ids"], item["input_ids"])):
+    for pos, (orig, shown) in enumerate(zip(item["original_ids"], item["input_ids"], strict=True)):
         token = id_to_token(int(orig))
         if pos in masked:
             placed = id_to_token(int(shown))

@@ -28,7 +28,7 @@ class MaskingConfig:
     def __post_init__(self) -> None:
         if not 0.0 < self.masked_lm_prob < 1.0:
             raise ValueError(f"masked_lm_prob {self.masked_lm_prob} must be in (0, 1)")
-        if not (0 <= self.mask_token_prob and 0 <= self.random_token_prob
+        if not (self.mask_token_prob >= 0 and self.random_token_prob >= 0
                 and self.mask_token_prob + self.random_token_prob <= 1):
             raise ValueError("mask_token_prob + random_token_prob must lie in [0, 1]")
 

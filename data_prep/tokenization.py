@@ -192,16 +192,24 @@ class _SentencePieceTokenizer(PretrainTokenizer):
         self, sentences: list[str], word_boundaries: list[set[int]] | None = None
     ) -> list[EncodedSentence]:
         out = []
-        for sentence, pieces in zip(sentences, self._sp.encode(sentences, out_type="immutable_proto")):
-            ids = np.asarray([p.id for p in pieces.pieces], dtype=np.int32)
+        for k, ids_list in enumerate(self._sp.encode(sentences)):
+            ids = np.asarray(ids_list, dtype=np.int32)
+            pieces = [self._sp.id_to_piece(i) for i in ids_list]
             if word_boundaries is not None:
-                bounds = word_boundaries[len(out)]
-                starts = np.asarray([p.begin in bounds for p in pieces.pieces], dtype=bool)
+                # Character offset of each piece in the sentence; "▁" stands for
+                # the space before a word (or the dummy prefix at the start).
+                offsets, offset = [], 0
+                for piece in pieces:
+                    if piece.startswith("\u2581"):
+                        offset += 1 if offset else 0
+                        piece = piece[1:]
+                    offsets.append(offset)
+                    offset += len(piece)
+                starts = np.asarray([o in word_boundaries[k] for o in offsets], dtype=bool)
             else:
-                starts = np.asarray([p.piece.startswith("\u2581") for p in pieces.pieces], dtype=bool)
+                starts = np.asarray([p.startswith("\u2581") for p in pieces], dtype=bool)
             if len(starts):
                 starts[0] = True
-            del sentence
             out.append(EncodedSentence(ids, starts))
         return out
 

@@ -1,0 +1,37 @@
+"""Shared test fixtures: paths to the real data in ../shared/data and a helper that
+runs the dataset build in-process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+EN_DUMP = DATA / "enwiki-sample.xml.bz2"
+ZH_TEXT = DATA / "zhwiki-sample.txt"
+ZH_SEGMENTED = DATA / "zhwiki-sample-segmented.txt"
+EN_VOCAB = DATA / "vocab" / "bert-base-uncased.txt"
+ZH_VOCAB = DATA / "vocab" / "bert-base-chinese.txt"
+
+# Keep HF tokenizers from spawning threads that fight pytest for 2 cores.
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not DATA.is_dir():
+        skip = pytest.mark.skip(reason=f"real data not found at {DATA}")
+        for item in items:
+            if "shared_data" in item.keywords:
+                item.add_marker(skip)
+
+
+def build_dataset(output: Path, *args: str) -> Path:
+    """Run ``data_prep.build`` in-process with CLI arguments; return the dataset dir."""
+    from data_prep.build import parse_args, run_build
+
+    config, beam_args = parse_args(["--output", str(output), "--quiet", *args])
+    run_build(config, beam_args)
+    return output

@@ -1,0 +1,353 @@
+"""End-to-end tests of the Beam dataset build on the real samples in ../shared/data."""
+
+from __future__ import annotations
+
+import bz2
+import json
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EN_DUMP, EN_VOCAB, ROOT, ZH_SEGMENTED, ZH_TEXT, ZH_VOCAB, build_dataset
+
+from data_prep.build import BuildError, parse_args, run_build
+from data_prep.multistream import write_multistream
+from data_prep.tokenization import TokenizerConfig, load_tokenizer
+from tacl_scale.data import DatasetError, PretrainDataset
+
+pytestmark = pytest.mark.slow
+
+SHARD_FILES = ("*.bin", "*.idx", "*.npy")
+
+
+def shard_bytes(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for pattern in SHARD_FILES for p in sorted(directory.glob(pattern))}
+
+
+@pytest.fixture(scope="module")
+def en_dataset(tmp_path_factory: pytest.TempPathFactory) -> PretrainDataset:
+    out = tmp_path_factory.mktemp("en") / "ds"
+    build_dataset(out, "--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB),
+                  "--num-shards", "2", "--dupe-factor", "2", "--max-seq-len", "128")
+    return PretrainDataset(out)
+
+
+def test_english_dataset_is_well_formed(en_dataset: PretrainDataset) -> None:
+    ds = en_dataset
+    m = ds.manifest
+    assert m["num_shards"] == 2 and len(ds) == m["totals"]["instances"] > 1000
+    assert m["tokenizer"]["vocab_size"] == 30522 and m["token_dtype"] == "uint16"
+    assert m["tokenizer"]["special_ids"] == {"pad": 0, "unk": 100, "cls": 101, "sep": 102, "mask": 103}
+    # The sample: 206 pages, 1 outside namespace 0, about 100 redirects.
+    skips = m["skips"]
+    assert skips["not_article_namespace"] == 1
+    assert 90 <= skips["redirect"] <= 100
+    assert m["totals"]["documents"] + sum(skips.values()) == 206
+    rng = np.random.default_rng(0)
+    for i in rng.choice(len(ds), 400, replace=False).tolist():
+        item = ds[i]
+        ids, inp, tt = item["original_ids"], item["input_ids"], item["token_type_ids"]
+        assert len(ids) <= 128 and ids[0] == 101 and ids[-1] == 102
+        seps = np.flatnonzero(ids == 102)
+        assert len(seps) == 2, "exactly [CLS] A [SEP] B [SEP]"
+        assert (tt[: seps[0] + 1] == 0).all() and (tt[seps[0] + 1 :] == 1).all()
+        pos = item["masked_positions"]
+        assert (np.diff(pos) > 0).all() and len(pos) >= 1
+        assert not np.isin(ids[pos], [0, 100, 101, 102, 103]).any(), "special tokens never masked"
+        unmasked = np.setdiff1d(np.arange(len(ids)), pos)
+        assert (inp[unmasked] == ids[unmasked]).all()
+        assert item["nsp_label"] in (0, 1)
+
+
+def test_english_dataset_statistics(en_dataset: PretrainDataset) -> None:
+    t = en_dataset.manifest["totals"]
+    assert 0.45 <= t["random_next"] / t["instances"] <= 0.60
+    assert t["masked"] / t["maskable"] == pytest.approx(0.15, abs=0.005)
+    assert t["mask_token"] / t["masked"] == pytest.approx(0.8, abs=0.01)
+    assert t["random_token"] / t["masked"] == pytest.approx(0.1, abs=0.01)
+    assert t["kept_token"] / t["masked"] == pytest.approx(0.1, abs=0.01)
+    # The manifest's counts agree with the instances themselves.
+    labels = [en_dataset[i]["nsp_label"] for i in range(0, len(en_dataset), 7)]
+    assert abs(np.mean(labels) - t["random_next"] / t["instances"]) < 0.05
+
+
+def test_reader_round_trip_decodes_wikipedia_text(en_dataset: PretrainDataset) -> None:
+    tok = load_tokenizer(TokenizerConfig(str(EN_VOCAB)))
+    text = " ".join(tok.id_to_token(int(i)) for i in en_dataset[0]["original_ids"])
+    assert text.startswith("[CLS] ") and "[SEP]" in text
+    # Wikipedia prose, not markup.
+    for junk in ("{{", "[[", "<ref", "|}"):
+        assert junk not in text
+
+
+def test_shards_open_with_megatron_core(en_dataset: PretrainDataset) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    prefix = en_dataset.path / "shard-00000"
+    meg = IndexedDataset(str(prefix))
+    ours = PretrainDataset(en_dataset.path)
+    assert len(meg) == ours.manifest["shards"][0]["num_instances"]
+    for i in (0, len(meg) // 2, len(meg) - 1):
+        np.testing.assert_array_equal(meg[i].astype(np.int64), ours[i]["original_ids"])
+    assert len(meg.document_indices) == ours.manifest["shards"][0]["num_documents"] + 1
+
+
+def test_determinism_across_workers_and_seeds(tmp_path: Path) -> None:
+    common = ["--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+              "--tokenizer", str(ZH_VOCAB), "--num-shards", "3", "--min-doc-chars", "10"]
+    one = build_dataset(tmp_path / "one", *common, "--direct_num_workers", "1")
+    two = build_dataset(tmp_path / "two", *common, "--direct_num_workers", "2",
+                        "--direct_running_mode", "multi_processing")
+    other = build_dataset(tmp_path / "other", *common, "--seed", "7")
+    assert shard_bytes(one) == shard_bytes(two)
+    assert len(shard_bytes(one)) == 3 * 7
+    a, b = PretrainDataset(one), PretrainDataset(other)
+    assert not all(
+        np.array_equal(a[i]["masked_positions"], b[i]["masked_positions"])
+        for i in range(min(len(a), len(b), 20))
+    )
+
+
+def test_multistream_index_splits_one_dump_with_identical_output(tmp_path: Path, en_dataset: PretrainDataset) -> None:
+    dump, _ = write_multistream(str(EN_DUMP), str(tmp_path / "enwiki-x-multistream.xml.bz2"), 10)
+    config, _ = parse_args(["--input", str(dump), "--tokenizer", "t", "--output", "o", "--unit-mb", "0.2"])
+    from data_prep.sources import plan_work_units
+
+    assert len(plan_work_units([str(dump)], "wiki-xml", True, config.input.unit_bytes)) >= 5
+    out = build_dataset(tmp_path / "ms", "--input", str(dump), "--tokenizer", str(EN_VOCAB),
+                        "--num-shards", "2", "--dupe-factor", "2", "--max-seq-len", "128",
+                        "--unit-mb", "0.2")
+    assert shard_bytes(out) == shard_bytes(en_dataset.path)
+
+
+def test_chinese_whole_word_masking_pre_segmented(tmp_path: Path) -> None:
+    out = build_dataset(tmp_path / "zh", "--input", str(ZH_SEGMENTED), "--format", "text",
+                        "--language", "zh", "--tokenizer", str(ZH_VOCAB), "--whole-word-masking",
+                        "--zh-segmenter", "pre-segmented", "--min-doc-chars", "10")
+    ds = PretrainDataset(out)
+    assert ds.manifest["masking"]["whole_word_masking"] is True
+    tok = load_tokenizer(TokenizerConfig(str(ZH_VOCAB)))
+    # Words of the segmented file: every masked position must cover whole words.
+    words = {w.lower() for line in ZH_SEGMENTED.read_text(encoding="utf-8").split("\n") for w in line.split()}
+    multi_char_masked = 0
+    for i in range(0, len(ds), 5):
+        item = ds[i]
+        masked = set(item["masked_positions"].tolist())
+        chars = [tok.id_to_token(int(t)) for t in item["original_ids"]]
+        # a run of consecutive masked positions is a concatenation of whole words
+        run: list[int] = []
+        for pos in sorted(masked) + [10**9]:
+            if run and pos != run[-1] + 1:
+                piece = "".join(chars[p].removeprefix("##") for p in run)
+                multi_char_masked += len(run) > 1
+                # Truncation may cut a word at a segment's edge.
+                at_edge = chars[run[0] - 1] in ("[CLS]", "[SEP]") or chars[run[-1] + 1] == "[SEP]"
+                assert at_edge or _is_word_sequence(piece, words), (piece, " ".join(chars))
+                run = []
+            run.append(pos)
+    assert multi_char_masked > 20
+
+
+def _is_word_sequence(text: str, words: set[str]) -> bool:
+    """Whether ``text`` splits into words of ``words`` (masked runs may join words)."""
+    ok = [True] + [False] * len(text)
+    for end in range(1, len(text) + 1):
+        ok[end] = any(ok[s] and text[s:end] in words for s in range(max(0, end - 40), end))
+    return ok[-1]
+
+
+def test_chinese_jieba_and_traditional_conversion(tmp_path: Path) -> None:
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text("這個國家的數學很發達。\n數學是研究數量的學科。\n\n"
+                      "语言学是研究语言的科学。\n它有很多分支。\n", encoding="utf-8")
+    out = build_dataset(tmp_path / "zh", "--input", str(corpus), "--format", "text", "--language", "zh",
+                        "--tokenizer", str(ZH_VOCAB), "--whole-word-masking", "--traditional-to-simplified",
+                        "--min-doc-chars", "5", "--max-seq-len", "32")
+    ds = PretrainDataset(out)
+    tok = load_tokenizer(TokenizerConfig(str(ZH_VOCAB)))
+    text = "".join(tok.id_to_token(int(t)) for i in range(len(ds)) for t in ds[i]["original_ids"])
+    assert "这个国家" in text and "這" not in text
+    assert ds.manifest["masking"]["zh_segmenter"] == "jieba"
+
+
+def test_wikiextractor_json_and_hf_directory_tokenizer(tmp_path: Path) -> None:
+    from transformers import BertTokenizerFast
+
+    tok_dir = tmp_path / "tok"
+    BertTokenizerFast(vocab_file=str(EN_VOCAB), do_lower_case=True).save_pretrained(tok_dir)
+    lines = []
+    for n in range(6):
+        body = " ".join(f"Sentence number {k} of article {n} talks about rivers and hills." for k in range(12))
+        lines.append(json.dumps({"id": str(n), "url": "u", "title": f"Art {n}", "text": f"Art {n}\n{body}"}))
+    lines.insert(2, "{not json")
+    src = tmp_path / "wiki_00"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = build_dataset(tmp_path / "ds", "--input", str(src), "--format", "wikiextractor-json",
+                        "--tokenizer", str(tok_dir), "--max-seq-len", "64")
+    ds = PretrainDataset(out)
+    assert ds.manifest["tokenizer"]["kind"] == "hf"
+    assert ds.manifest["totals"]["documents"] == 6
+    assert ds.manifest["skips"]["malformed_json_lines"] == 1
+
+
+def test_sentencepiece_tokenizer(tmp_path: Path) -> None:
+    import sentencepiece as spm
+
+    text = tmp_path / "train.txt"
+    sentences = [f"The river {w} flows through the valley of {v} in spring." for w in "abcdefghij" for v in range(30)]
+    text.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(text), model_prefix=str(tmp_path / "sp"), vocab_size=120,
+        user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"], pad_id=3, pad_piece="[PAD]", hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join("\n".join(sentences[i : i + 10]) for i in range(0, 300, 10)), encoding="utf-8")
+    out = build_dataset(tmp_path / "ds", "--input", str(corpus), "--format", "text",
+                        "--tokenizer", str(tmp_path / "sp.model"), "--max-seq-len", "64",
+                        "--whole-word-masking")
+    ds = PretrainDataset(out)
+    assert ds.manifest["tokenizer"]["kind"] == "sentencepiece"
+    assert ds.manifest["token_dtype"] == "uint8"
+    specials = ds.manifest["tokenizer"]["special_ids"]
+    item = ds[0]
+    assert item["original_ids"][0] == specials["cls"] and item["original_ids"][-1] == specials["sep"]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def _expect_build_error(tmp_path: Path, match: str, *args: str) -> Path:
+    out = tmp_path / "out"
+    with pytest.raises(BuildError, match=match):
+        build_dataset(out, *args)
+    with pytest.raises(DatasetError):
+        PretrainDataset(out)
+    return out
+
+
+def test_empty_glob(tmp_path: Path) -> None:
+    _expect_build_error(tmp_path, "no input file matches",
+                        "--input", str(tmp_path / "none*.xml"), "--tokenizer", str(EN_VOCAB))
+
+
+def test_missing_and_bad_tokenizer(tmp_path: Path) -> None:
+    _expect_build_error(tmp_path, "tokenizer not found",
+                        "--input", str(EN_DUMP), "--tokenizer", str(tmp_path / "vocab.txt"))
+    bad = tmp_path / "weird.model"
+    bad.write_bytes(b"not a model")
+    _expect_build_error(tmp_path, "weird.model", "--input", str(EN_DUMP), "--tokenizer", str(bad))
+
+
+def test_max_seq_len_too_large(tmp_path: Path) -> None:
+    _expect_build_error(tmp_path, "max-seq-len 4096",
+                        "--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--max-seq-len", "4096")
+
+
+def test_truncated_bz2_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "cut.xml.bz2"
+    bad.write_bytes(EN_DUMP.read_bytes()[:300_000])
+    _expect_build_error(tmp_path, r"cut\.xml\.bz2: corrupt or truncated",
+                        "--input", str(bad), "--tokenizer", str(EN_VOCAB))
+
+
+def test_malformed_xml_names_file_and_line(tmp_path: Path) -> None:
+    xml = bz2.decompress(EN_DUMP.read_bytes())
+    bad = tmp_path / "bad.xml"
+    cut = xml.index(b"</page>", 200_000)
+    bad.write_bytes(xml[:cut] + b"<oops>" + xml[cut:])
+    _expect_build_error(tmp_path, r"bad\.xml: malformed XML at line \d+",
+                        "--input", str(bad), "--tokenizer", str(EN_VOCAB))
+
+
+def test_non_utf8_in_xml_is_an_error_and_in_text_a_counted_skip(tmp_path: Path) -> None:
+    xml = bz2.decompress(EN_DUMP.read_bytes())
+    bad = tmp_path / "latin.xml"
+    at = xml.index(b"Anarchism is")
+    bad.write_bytes(xml[:at] + b"caf\xe9 " + xml[at:])
+    _expect_build_error(tmp_path, r"latin\.xml: malformed XML",
+                        "--input", str(bad), "--tokenizer", str(EN_VOCAB))
+    text = tmp_path / "t.txt"
+    good = "\n".join(f"This is sentence {k} of a document about rivers." for k in range(30))
+    text.write_bytes(good.encode() + b"\nbad \xff\xfe line\n\n" + good.encode() + b"\n")
+    out = build_dataset(tmp_path / "ok", "--input", str(text), "--format", "text",
+                        "--tokenizer", str(EN_VOCAB), "--max-seq-len", "64")
+    assert PretrainDataset(out).manifest["skips"]["invalid_utf8_lines"] == 1
+
+
+def test_everything_skipped_writes_no_dataset(tmp_path: Path) -> None:
+    text = tmp_path / "tiny.txt"
+    text.write_text("Short.\n\nAlso short.\n", encoding="utf-8")
+    _expect_build_error(tmp_path, "no instance was built",
+                        "--input", str(text), "--format", "text", "--tokenizer", str(EN_VOCAB))
+
+
+def test_existing_dataset_is_kept_unless_overwrite(tmp_path: Path) -> None:
+    args = ["--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+            "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1"]
+    out = build_dataset(tmp_path / "ds", *args)
+    before = shard_bytes(out)
+    with pytest.raises(BuildError, match="already holds a dataset"):
+        build_dataset(out, *args, "--seed", "99")
+    assert shard_bytes(out) == before and len(PretrainDataset(out)) > 0
+    build_dataset(out, *args, "--seed", "99", "--overwrite")
+    assert PretrainDataset(out).manifest["seed"] == 99
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "notes.txt").write_text("mine")
+    with pytest.raises(BuildError, match="not empty"):
+        build_dataset(tmp_path / "junk", *args)
+    assert (tmp_path / "junk" / "notes.txt").read_text() == "mine"
+
+
+def test_failure_mid_run_leaves_no_readable_dataset(tmp_path: Path) -> None:
+    """A good file and a corrupt one: the good one's shard work may be done, but no
+    manifest is written, so nothing can read the directory as a dataset."""
+    bad = tmp_path / "z-cut.xml.bz2"
+    bad.write_bytes(EN_DUMP.read_bytes()[:300_000])
+    out = _expect_build_error(tmp_path, "corrupt or truncated", "--input", str(EN_DUMP),
+                              "--input", str(bad), "--tokenizer", str(EN_VOCAB))
+    assert not (out / "manifest.json").exists()
+
+
+def test_killed_run_leaves_no_readable_dataset_and_a_rerun_succeeds(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    cmd = [sys.executable, "-m", "data_prep.build", "--quiet", "--input", str(EN_DUMP),
+           "--tokenizer", str(EN_VOCAB), "--output", str(out), "--dupe-factor", "1", "--max-seq-len", "64"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list((out / "_tmp").glob("*")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert list((out / "_tmp").glob("*")), "the run was killed while writing"
+    with pytest.raises(DatasetError, match="manifest.json: missing"):
+        PretrainDataset(out)
+    build_dataset(out, "--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB),
+                  "--dupe-factor", "1", "--max-seq-len", "64", "--overwrite")
+    assert len(PretrainDataset(out)) > 0 and not (out / "_tmp").exists()
+
+
+def test_inspect_cli_prints_summary_and_marked_instances(en_dataset: PretrainDataset) -> None:
+    res = subprocess.run([sys.executable, "-m", "data_prep.inspect", str(en_dataset.path), "-n", "2"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "instances" in res.stdout and "NSP random next" in res.stdout and "skipped:" in res.stdout
+    assert res.stdout.count("[CLS]") == 2 and "→" in res.stdout or "[MASK]" in res.stdout
+
+
+def test_build_cli_help_and_run_build_api(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "data_prep.build", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, check=True)
+    for flag in ("--num-shards", "--whole-word-masking", "--dupe-factor", "--max-seq-len", "--overwrite"):
+        assert flag in res.stdout
+    config, beam_args = parse_args(["--input", "x", "--tokenizer", "t", "--output", "o",
+                                    "--runner", "DirectRunner", "--direct_num_workers", "2"])
+    assert beam_args == ["--runner", "DirectRunner", "--direct_num_workers", "2"]
+    assert config.instances.max_seq_len == 256 and config.masking.masked_lm_prob == 0.15
+    assert callable(run_build)
