@@ -1,0 +1,58 @@
+"""The README's main job (scripts/quickstart.sh) in its fast form, and the small
+commands it uses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import EN_DUMP, ROOT
+
+from data_prep.multistream import main as multistream_main
+from data_prep.sources import plan_work_units, read_wiki_pages
+from data_prep.train_vocab import main as train_vocab_main
+from tacl_scale.data import PretrainDataset
+
+
+@pytest.mark.slow
+def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
+    env = dict(os.environ, PY=sys.executable)
+    res = subprocess.run(["bash", "scripts/quickstart.sh", "--skip-setup", str(tmp_path / "qs")],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "instances" in res.stdout and "[CLS]" in res.stdout
+    ds = PretrainDataset(tmp_path / "qs" / "dataset")
+    assert ds.manifest["num_shards"] == 2 and len(ds) > 500
+    # The generated dump exercises the filters.
+    skips = ds.manifest["skips"]
+    assert skips["redirect"] > 0 and skips["not_article_namespace"] > 0 and skips["empty_page"] == 1
+
+
+def test_train_vocab_writes_a_bert_vocabulary(tmp_path: Path) -> None:
+    from data_prep.sample_corpus import write_sample_dump
+
+    dump = write_sample_dump(tmp_path / "c.xml.bz2", num_articles=20)
+    vocab = tmp_path / "vocab.txt"
+    assert train_vocab_main(["--input", str(dump), "--vocab-size", "1500", "--output", str(vocab)]) == 0
+    tokens = vocab.read_text(encoding="utf-8").split("\n")
+    assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert 500 < len(tokens) <= 1501 and any(t.startswith("##") for t in tokens)
+    # markup never becomes vocabulary
+    assert not any(t in ("{{", "[[", "infobox", "ref") for t in tokens)
+
+
+def test_multistream_cli_round_trips_pages(tmp_path: Path) -> None:
+    target = tmp_path / "x-multistream.xml.bz2"
+    assert multistream_main([str(EN_DUMP), str(target), "--pages-per-stream", "25"]) == 0
+    assert (tmp_path / "x-multistream-index.txt.bz2").exists()
+    units = plan_work_units([str(target)], "wiki-xml", True, unit_bytes=100_000)
+    assert len(units) > 3
+    from data_prep.sources import WorkUnit
+
+    whole = [(p.doc_id, p.text) for p in read_wiki_pages(WorkUnit(str(EN_DUMP), "wiki-xml"))]
+    split = [(p.doc_id, p.text) for u in units for p in read_wiki_pages(u)]
+    assert split == whole and len(whole) == 206
+    assert multistream_main([str(EN_DUMP), str(tmp_path / "bad-name.xml.bz2")]) == 1
