@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,17 @@ class BuildError(RuntimeError):
     """A build refused to start or failed; the message says why."""
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[BuildConfig, list[str]]:
-    """CLI → (BuildConfig, Beam pipeline arguments)."""
+@dataclass(frozen=True)
+class CommandLine:
+    """The parsed command line: the build, the Beam options, and logging."""
+
+    config: BuildConfig
+    beam_args: list[str]
+    quiet: bool = False
+
+
+def parse_args(argv: list[str] | None = None) -> CommandLine:
+    """CLI → :class:`CommandLine` (unknown options are Beam pipeline options)."""
     p = argparse.ArgumentParser(
         prog="python -m data_prep.build",
         description=__doc__,
@@ -107,9 +117,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BuildConfig, list[str]]:
         )
     except ValueError as err:
         p.error(str(err))
-    if args.quiet:
-        beam_args.append("--tacl_quiet")
-    return config, beam_args
+    return CommandLine(config, beam_args, args.quiet)
 
 
 def _prepare_output(config: BuildConfig) -> None:
@@ -149,7 +157,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None) -> Path:
 
     from .pipeline import build_pipeline
 
-    beam_args = [a for a in (beam_args or []) if a != "--tacl_quiet"]
+    beam_args = list(beam_args or [])
     try:
         paths = expand_inputs(list(config.input.patterns))
         units = plan_work_units(
@@ -235,15 +243,15 @@ class _DropBeamImportNoise(logging.Filter):
 def main(argv: list[str] | None = None) -> int:
     from .inspect import format_summary
 
-    config, beam_args = parse_args(argv)
+    command = parse_args(argv)
     logging.basicConfig(
-        level=logging.WARNING if "--tacl_quiet" in beam_args else logging.INFO,
+        level=logging.WARNING if command.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     for handler in logging.getLogger().handlers:
         handler.addFilter(_DropBeamImportNoise())
     try:
-        manifest_path = run_build(config, beam_args)
+        manifest_path = run_build(command.config, command.beam_args)
     except BuildError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

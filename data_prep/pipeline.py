@@ -71,8 +71,14 @@ class PrepareDocuments(beam.DoFn):
         tmp_dir = Path(self.config.output.directory) / TMP_DIR_NAME
         spill = SpillWriter(tmp_dir, self.facts.token_dtype)
         documents = chars = 0
+        last_report = started
         try:
             for record in records:
+                now = time.monotonic()
+                if now - last_report > 30:
+                    last_report = now
+                    log.info("reading %s: %d documents, %.1f MB of text so far (%.2f MB/s)",
+                             unit.describe(), documents, chars / 1e6, chars / 1e6 / (now - started))
                 document = self.processor(record, count_skip)
                 if document is None:
                     continue

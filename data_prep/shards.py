@@ -319,7 +319,7 @@ def make_manifest(
         "seed": config.seed,
         "num_shards": len(shards),
         "shards": shards,
-        "totals": summarize_shards(shards) | {"instances": sum(s["num_instances"] for s in shards)},
+        "totals": summarize_shards(shards),
         "skips": skips,
         "sources": sources,
         "build_config": config.to_dict(),

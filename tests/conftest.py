@@ -32,6 +32,6 @@ def build_dataset(output: Path, *args: str) -> Path:
     """Run ``data_prep.build`` in-process with CLI arguments; return the dataset dir."""
     from data_prep.build import parse_args, run_build
 
-    config, beam_args = parse_args(["--output", str(output), "--quiet", *args])
-    run_build(config, beam_args)
+    command = parse_args(["--output", str(output), "--quiet", *args])
+    run_build(command.config, command.beam_args)
     return output

@@ -117,7 +117,7 @@ def test_determinism_across_workers_and_seeds(tmp_path: Path) -> None:
 
 def test_multistream_index_splits_one_dump_with_identical_output(tmp_path: Path, en_dataset: PretrainDataset) -> None:
     dump, _ = write_multistream(str(EN_DUMP), str(tmp_path / "enwiki-x-multistream.xml.bz2"), 10)
-    config, _ = parse_args(["--input", str(dump), "--tokenizer", "t", "--output", "o", "--unit-mb", "0.2"])
+    config = parse_args(["--input", str(dump), "--tokenizer", "t", "--output", "o", "--unit-mb", "0.2"]).config
     from data_prep.sources import plan_work_units
 
     assert len(plan_work_units([str(dump)], "wiki-xml", True, config.input.unit_bytes)) >= 5
@@ -346,8 +346,9 @@ def test_build_cli_help_and_run_build_api(tmp_path: Path) -> None:
                          capture_output=True, text=True, check=True)
     for flag in ("--num-shards", "--whole-word-masking", "--dupe-factor", "--max-seq-len", "--overwrite"):
         assert flag in res.stdout
-    config, beam_args = parse_args(["--input", "x", "--tokenizer", "t", "--output", "o",
-                                    "--runner", "DirectRunner", "--direct_num_workers", "2"])
-    assert beam_args == ["--runner", "DirectRunner", "--direct_num_workers", "2"]
+    command = parse_args(["--input", "x", "--tokenizer", "t", "--output", "o",
+                          "--runner", "DirectRunner", "--direct_num_workers", "2"])
+    config = command.config
+    assert command.beam_args == ["--runner", "DirectRunner", "--direct_num_workers", "2"]
     assert config.instances.max_seq_len == 256 and config.masking.masked_lm_prob == 0.15
     assert callable(run_build)

@@ -85,6 +85,7 @@ class IndexedWriter:
         self.dtype = np.dtype(dtype)
         if self.dtype not in _CODE_OF_DTYPE:
             raise ValueError(f"dtype {self.dtype} has no MMIDIDX code")
+        self._range = np.iinfo(self.dtype) if self.dtype.kind in "ui" else None
         self._bin: BinaryIO | None = open(bin_path(prefix), "wb")
         self._lengths: list[int] = []
         self._document_index: list[int] = [0]
@@ -92,10 +93,10 @@ class IndexedWriter:
     def add(self, sequence: np.ndarray) -> None:
         """Append one sequence (cast to the writer's dtype)."""
         array = np.asarray(sequence)
-        if array.size and self.dtype.kind in "ui":
-            info = np.iinfo(self.dtype)
-            if array.min() < info.min or array.max() > info.max:
-                raise ValueError(f"{self.prefix}: value outside the range of {self.dtype}")
+        if array.size and self._range is not None and (
+            array.min() < self._range.min or array.max() > self._range.max
+        ):
+            raise ValueError(f"{self.prefix}: value outside the range of {self.dtype}")
         assert self._bin is not None, "writer is closed"
         self._bin.write(array.astype(self.dtype, copy=False).tobytes(order="C"))
         self._lengths.append(int(array.size))
