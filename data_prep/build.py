@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tacl_scale.data.manifest import MANIFEST_NAME, load_manifest
+from tacl_scale.data.manifest import MANIFEST_NAME
 
 from .config import BuildConfig, CleaningConfig, InputConfig, OutputConfig
 from .instances import InstanceConfig
@@ -120,32 +120,33 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     return CommandLine(config, beam_args, args.quiet)
 
 
+def _is_build_leftover(path: Path) -> bool:
+    """A file an unfinished build of ours leaves behind (never a user's file)."""
+    return path.name == TMP_DIR_NAME or path.name.startswith(("shard-", f".{MANIFEST_NAME}."))
+
+
 def _prepare_output(config: BuildConfig) -> None:
-    """Refuse to touch an existing dataset unless asked; with ``overwrite`` make the
-    old one unreadable first (manifest goes first), then remove its files."""
+    """Refuse to touch an existing dataset or a directory of other files unless
+    ``overwrite``; an old dataset is made unreadable first (its manifest goes first).
+    Leftovers of an unfinished build (no manifest) are simply cleared. Files that
+    are not ours are never removed."""
     directory = Path(config.output.directory)
     manifest = directory / MANIFEST_NAME
     if manifest.exists():
         if not config.output.overwrite:
             raise BuildError(f"{directory}: already holds a dataset; pass --overwrite to replace it")
-        try:
-            old_files = [f["name"] for s in load_manifest(directory)["shards"] for f in s["files"].values()]
-        except Exception:  # an unreadable old manifest: remove our own patterns only
-            old_files = []
         manifest.unlink()
-        for name in old_files:
-            (directory / name).unlink(missing_ok=True)
-        for path in directory.glob("shard-*"):
-            path.unlink()
-    elif directory.exists() and any(p.name != TMP_DIR_NAME for p in directory.iterdir()):
-        if not config.output.overwrite:
+    elif directory.exists():
+        foreign = [p.name for p in directory.iterdir() if not _is_build_leftover(p)]
+        if foreign and not config.output.overwrite:
             raise BuildError(
-                f"{directory}: exists, is not empty and is not a dataset; choose another "
-                "--output or pass --overwrite (only shard-* files are removed)"
+                f"{directory}: exists, is not empty and is not a dataset (holds {foreign[0]!r}); "
+                "choose another --output or pass --overwrite (only the build's own files are removed)"
             )
-        for path in directory.glob("shard-*"):
-            path.unlink()
-    shutil.rmtree(directory / TMP_DIR_NAME, ignore_errors=True)
+    if directory.exists():
+        for path in directory.iterdir():
+            if _is_build_leftover(path):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
     directory.mkdir(parents=True, exist_ok=True)
 
 

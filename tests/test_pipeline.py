@@ -329,8 +329,9 @@ def test_killed_run_leaves_no_readable_dataset_and_a_rerun_succeeds(tmp_path: Pa
     assert list((out / "_tmp").glob("*")), "the run was killed while writing"
     with pytest.raises(DatasetError, match="manifest.json: missing"):
         PretrainDataset(out)
+    # No --overwrite needed: what is there is an unfinished build, not a dataset.
     build_dataset(out, "--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB),
-                  "--dupe-factor", "1", "--max-seq-len", "64", "--overwrite")
+                  "--dupe-factor", "1", "--max-seq-len", "64")
     assert len(PretrainDataset(out)) > 0 and not (out / "_tmp").exists()
 
 
