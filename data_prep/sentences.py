@@ -10,8 +10,17 @@ from dataclasses import dataclass
 
 # A Chinese sentence ends at 。！？ (full- or half-width, possibly repeated, or an
 # ellipsis ……) followed by any closing quotes/brackets, which stay with it.
+# Unambiguous closers may follow after a space (space-separated characters, as in
+# the TaCL reference's Chinese data); ASCII quotes only directly.
 _ZH_SENTENCE_END = re.compile(
-    r"(?:[。！？!?]+|…{2,}|\.{6})[”’」』》）)\"'】〕]*"
+    r"(?:[。！？!?]+|…{2,}|\.{6})(?:[\"'”’」』》）)】〕]|\s*[”’」』》）)】〕])*"
+)
+_ONLY_CLOSERS = re.compile(r"[\"'”’」』》）)】〕\s]+")
+# A "sentence" that is only initials or a title ("J. R. R.", "Dr.") is a wrong
+# break of BlingFire after the previous sentence; it belongs to the next one.
+_ONLY_INITIALS_OR_TITLE = re.compile(
+    r"(?:(?:[A-Z]|Dr|Mr|Mrs|Ms|Mme|Mlle|Prof|St|Jr|Sr|Gen|Col|Lt|Capt|Cmdr|Sgt|Cpl|Maj|Adm"
+    r"|Rev|Fr|Gov|Sen|Rep|Hon|Pres|Mt|Ft|No|Nos|Vol|Fig|Ch|Sec|Art|cf|ca|approx|vs)\.\s*)+"
 )
 _SPACE = re.compile(r"\s+")
 
@@ -25,7 +34,15 @@ def split_chinese(paragraph: str) -> list[str]:
         sentences.append(paragraph[start : match.end()])
         start = match.end()
     sentences.append(paragraph[start:])
-    return [s.strip() for s in sentences if s.strip()]
+    merged: list[str] = []
+    for sentence in (s.strip() for s in sentences):
+        if not sentence:
+            continue
+        if merged and _ONLY_CLOSERS.fullmatch(sentence):
+            merged[-1] += " " + sentence  # a closing quote cut off by a space
+        else:
+            merged.append(sentence)
+    return merged
 
 
 def split_english(paragraph: str) -> list[str]:
@@ -36,7 +53,20 @@ def split_english(paragraph: str) -> list[str]:
     text = _SPACE.sub(" ", paragraph).strip()
     if not text:
         return []
-    return [s.strip() for s in blingfire.text_to_sentences(text).split("\n") if s.strip()]
+    sentences: list[str] = []
+    pending = ""
+    for piece in blingfire.text_to_sentences(text).split("\n"):
+        piece = piece.strip()
+        if not piece:
+            continue
+        if _ONLY_INITIALS_OR_TITLE.fullmatch(piece):
+            pending += piece + " "
+            continue
+        sentences.append(pending + piece)
+        pending = ""
+    if pending:
+        sentences.append(pending.strip())
+    return sentences
 
 
 @dataclass(frozen=True)

@@ -109,8 +109,9 @@ class _SpillStore:
 
 
 class ShardDocuments:
-    """The documents of one shard gathered from spill parts, sorted by id, with
-    exact duplicates of an id (the same page given twice) dropped and counted."""
+    """The documents of one shard gathered from spill parts, sorted by id (then
+    content), with exact duplicates (same id and same tokens: the same page given
+    twice) dropped and counted."""
 
     def __init__(self, shard: int, part_prefixes: Iterable[str]) -> None:
         ids_readers: list[IndexedReader] = []
@@ -131,14 +132,19 @@ class ShardDocuments:
                     digest = hashlib.blake2b(content, digest_size=8).hexdigest()
                     found.append((doc_id, digest, part, first, end))
         found.sort()
+        # doc_ids are unique keys (they seed the random choices): a second document
+        # with the same id but other content keeps its own, content-derived key.
         self.doc_ids: list[str] = []
         entries: list[tuple[int, int, int]] = []
         self.duplicates = 0
-        for doc_id, _, part, first, end in found:
-            if self.doc_ids and self.doc_ids[-1] == doc_id:
+        previous: tuple[str, str] | None = None
+        for doc_id, digest, part, first, end in found:
+            if previous == (doc_id, digest):
                 self.duplicates += 1
                 continue
-            self.doc_ids.append(doc_id)
+            same_id = previous is not None and previous[0] == doc_id
+            previous = (doc_id, digest)
+            self.doc_ids.append(f"{doc_id}#{digest}" if same_id else doc_id)
             entries.append((part, first, end))
         self.tokens = _SpillStore(ids_readers, entries)
         self.word_starts = _SpillStore(start_readers, entries)

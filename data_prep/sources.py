@@ -14,8 +14,9 @@ import gzip
 import json
 import os
 import xml.etree.ElementTree as ET
+import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,6 +36,14 @@ class WorkUnit:
     format: str
     start: int = 0
     stop: int | None = None
+    # How document ids refer to the file: its path relative to the common folder of
+    # all inputs (set by plan_work_units), so AA/wiki_00 and AB/wiki_00 differ and
+    # ids do not depend on where the corpus lies. Defaults to the file name.
+    name: str = field(default="", compare=False)
+
+    @property
+    def id_prefix(self) -> str:
+        return self.name or Path(self.path).name
 
     def describe(self) -> str:
         if self.stop is None:
@@ -118,10 +127,12 @@ def plan_work_units(
     if fmt not in FORMATS:
         raise ValueError(f"unknown input format {fmt!r} ({', '.join(FORMATS)})")
     units: list[WorkUnit] = []
+    root = os.path.commonpath([os.path.dirname(p) for p in paths]) if paths else ""
     for path in paths:
+        name = os.path.relpath(path, root)
         index = find_index(path) if fmt == "wiki-xml" and use_index else None
         if index is None:
-            units.append(WorkUnit(path, fmt))
+            units.append(WorkUnit(path, fmt, name=name))
             continue
         offsets = read_multistream_index(index)
         size = os.path.getsize(path)
@@ -131,7 +142,7 @@ def plan_work_units(
         start = bounds[0]
         for k in range(1, len(bounds)):
             if bounds[k] - start >= unit_bytes or k == len(bounds) - 1:
-                units.append(WorkUnit(path, fmt, start, bounds[k]))
+                units.append(WorkUnit(path, fmt, start, bounds[k], name))
                 start = bounds[k]
     return units
 
@@ -253,7 +264,7 @@ def read_wiki_pages(unit: WorkUnit) -> Iterator[WikiPage]:
     )
     try:
         yield from _parse_pages(chunks, unit.describe(), fragment)
-    except (OSError, EOFError) as err:
+    except (OSError, EOFError, zlib.error) as err:
         raise InputError(f"{unit.describe()}: corrupt or truncated compressed data: {err}") from err
 
 
@@ -265,14 +276,14 @@ def _decoded_lines(path: str, count_skip: CountSkip) -> Iterator[tuple[int, str]
                     yield line_no, raw.decode("utf-8")
                 except UnicodeDecodeError:
                     count_skip("invalid_utf8_lines")
-    except (OSError, EOFError) as err:
+    except (OSError, EOFError, zlib.error) as err:
         raise InputError(f"{path}: unreadable or corrupt compressed data: {err}") from err
 
 
 def read_text_documents(unit: WorkUnit, count_skip: CountSkip) -> Iterator[PlainDocument]:
     """Documents of a text file: one sentence a line, a blank line between
     documents (the format of google-research/bert and the TaCL reference)."""
-    name = Path(unit.path).name
+    name = unit.id_prefix
     sentences: list[str] = []
     number = 0
     for _, line in _decoded_lines(unit.path, count_skip):
@@ -291,7 +302,7 @@ def read_text_documents(unit: WorkUnit, count_skip: CountSkip) -> Iterator[Plain
 def read_wikiextractor_documents(unit: WorkUnit, count_skip: CountSkip) -> Iterator[PlainDocument]:
     """Documents of WikiExtractor ``--json`` output: one object a line with ``id``,
     ``title`` and ``text`` (paragraphs separated by newlines, the title first)."""
-    name = Path(unit.path).name
+    name = unit.id_prefix
     for line_no, line in _decoded_lines(unit.path, count_skip):
         if not line.strip():
             continue

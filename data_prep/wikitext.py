@@ -40,11 +40,13 @@ DROPPED_SECTIONS = frozenset(
 )
 
 # Link namespaces that are not running text (English and Chinese names).
+# Wiktionary links ([[wikt:word|word]]) are inline text, so they are not listed.
+_FILE_NAMESPACES = r"file|image|media|文件|檔案|档案|图像|圖像|图片|圖片"
 _NON_TEXT_LINK = re.compile(
-    r"^\s*:?\s*(file|image|media|category|文件|檔案|档案|图像|圖像|分类|分類|wikt|wiktionary"
-    r"|[a-z]{2,3}(-[a-z]+)?)\s*:",
+    rf"^\s*:?\s*({_FILE_NAMESPACES}|category|分类|分類|simple|[a-z]{{2,3}}(?:-[a-z]+)*)\s*:",
     re.IGNORECASE,
 )
+_FILE_LINK_START = re.compile(rf"\[\[\s*:?\s*(?:{_FILE_NAMESPACES})\s*:", re.IGNORECASE)
 _DROPPED_TAGS = frozenset(
     {"ref", "references", "table", "gallery", "math", "chem", "ce", "score", "timeline",
      "syntaxhighlight", "source", "code", "pre", "imagemap", "graph", "mapframe",
@@ -66,6 +68,9 @@ _PRE_STRIP = re.compile(
     re.DOTALL | re.IGNORECASE,
 )
 _LEFTOVER_TAG = re.compile(r"</?[a-zA-Z][a-zA-Z0-9]*\b[^<>]*>")
+# Bold/italic quote runs the parser could not pair (''Iliad'''s is italic + 's).
+_POSSESSIVE_AFTER_STYLE = re.compile(r"(?<=\w)'''(?=s\b)")
+_STYLE_QUOTES = re.compile(r"'{2,}")
 _EMPTY_PARENS = re.compile(r"[(（]\s*[,;，；、:：]?\s*[)）]")
 _PAREN_LEADING_PUNCT = re.compile(r"([(（])\s*[,;，；、]\s*")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?，。；：！？)）])")
@@ -105,7 +110,8 @@ def _render(nodes: list[Node]) -> str:
             if node.title is not None:
                 parts.append(_render(node.title.nodes))
         elif isinstance(node, HTMLEntity):
-            parts.append(node.normalize())
+            # Decoded once, after leftover tags are removed, so &lt;T&gt; stays text.
+            parts.append(str(node))
         elif isinstance(node, Tag):
             tag = str(node.tag).strip().lower()
             if tag in _DROPPED_TAGS:
@@ -148,11 +154,41 @@ def _sections(nodes: list[Node]) -> list[list[Node]]:
     return [kept]
 
 
+def strip_file_links(wikitext: str) -> str:
+    """Remove ``[[File:…]]``/``[[Image:…]]`` links, nested links in their captions
+    included. Done before parsing: a caption with unbalanced bold/italic quotes
+    otherwise pairs with quotes on later lines and the parser gives up on both."""
+    out: list[str] = []
+    position = 0
+    for match in _FILE_LINK_START.finditer(wikitext):
+        if match.start() < position:
+            continue  # inside a link already removed
+        depth = 0
+        index = match.start()
+        while index < len(wikitext):
+            if wikitext.startswith("[[", index):
+                depth += 1
+                index += 2
+            elif wikitext.startswith("]]", index):
+                depth -= 1
+                index += 2
+                if depth == 0:
+                    break
+            else:
+                index += 1
+        out.append(wikitext[position : match.start()])
+        position = index
+    out.append(wikitext[position:])
+    return "".join(out)
+
+
 def clean_wikitext(wikitext: str) -> list[str]:
     """Plain-text paragraphs of an article's wikitext (see module docstring)."""
-    code = mwparserfromhell.parse(_PRE_STRIP.sub("", wikitext), skip_style_tags=False)
+    source = strip_file_links(_PRE_STRIP.sub("", wikitext))
+    code = mwparserfromhell.parse(source, skip_style_tags=False)
     (nodes,) = _sections(code.nodes)
-    text = html.unescape(_MAGIC_WORD.sub("", _render(nodes)))
+    text = _LEFTOVER_TAG.sub("", _MAGIC_WORD.sub("", _render(nodes)))
+    text = html.unescape(_STYLE_QUOTES.sub("", _POSSESSIVE_AFTER_STYLE.sub("'", text)))
     paragraphs: list[str] = []
     current: list[str] = []
     for line in text.split("\n"):
@@ -169,7 +205,7 @@ def clean_wikitext(wikitext: str) -> list[str]:
 
 def _tidy(paragraph: str) -> str:
     """Repair what removing markup leaves behind: "( ; born 1950)", double spaces."""
-    paragraph = _SPACES.sub(" ", _LEFTOVER_TAG.sub("", paragraph))
+    paragraph = _SPACES.sub(" ", paragraph)
     paragraph = _PAREN_LEADING_PUNCT.sub(r"\1", paragraph)
     paragraph = _EMPTY_PARENS.sub("", paragraph)
     paragraph = _SPACE_BEFORE_PUNCT.sub(r"\1", paragraph)

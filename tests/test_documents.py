@@ -1,0 +1,297 @@
+"""DocumentProcessor (filtering, cleaning, splitting, tokenizing, counted skips)
+and shard_of."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest_sources_helpers import (
+    VOCAB_EN,
+    VOCAB_ZH,
+    ZHWIKI_SEGMENTED,
+    SkipCounter,
+    enwiki_pages,
+)
+
+from data_prep.config import BuildConfig, CleaningConfig, InputConfig, OutputConfig
+from data_prep.documents import SKIP_KINDS, DocumentProcessor, TokenizedDocument, shard_of
+from data_prep.masking import MaskingConfig
+from data_prep.sentences import SentenceConfig
+from data_prep.sources import PlainDocument, WikiPage, WorkUnit, read_text_documents
+from data_prep.tokenization import PretrainTokenizer, TokenizerConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_config(
+    vocab: Path = VOCAB_EN,
+    language: str = "en",
+    t2s: bool = False,
+    min_doc_chars: int = 200,
+    whole_word: bool = False,
+    segmenter: str = "jieba",
+) -> BuildConfig:
+    return BuildConfig(
+        input=InputConfig(("unused",)),
+        tokenizer=TokenizerConfig(str(vocab)),
+        output=OutputConfig("unused-out"),
+        sentences=SentenceConfig(language, t2s),
+        cleaning=CleaningConfig(min_doc_chars=min_doc_chars, zh_segmenter=segmenter),
+        masking=MaskingConfig(whole_word_masking=whole_word),
+    )
+
+
+@pytest.fixture(scope="module")
+def en_processor() -> DocumentProcessor:
+    return DocumentProcessor(make_config())
+
+
+@pytest.fixture(scope="module")
+def en_processor_no_minimum(en_processor: DocumentProcessor) -> DocumentProcessor:
+    # reuse the loaded tokenizer
+    return DocumentProcessor(make_config(min_doc_chars=0), tokenizer=en_processor.tokenizer)
+
+
+def page(text: str, namespace: int = 0, redirect: bool = False, doc_id: str = "1") -> WikiPage:
+    return WikiPage(doc_id, f"Title {doc_id}", namespace, redirect, text, "test-source")
+
+
+ARTICLE = (
+    "{{Infobox scientist\n| name = Alan Turing\n| birth_date = 1912\n}}\n"
+    "'''Alan Mathison Turing''' was an English [[mathematician]] and computer scientist.<ref>Ref.</ref> "
+    "He was born in [[London]] in 1912. Turing studied at [[King's College, Cambridge]].\n\n"
+    "== Career ==\n"
+    "During the war he worked on the Enigma code at Bletchley Park. "
+    "His unaffable colleagues admired the work.\n\n"
+    "== References ==\n"
+    "Some reference prose that must not appear.\n"
+)
+
+
+def decode(tokenizer: PretrainTokenizer, ids: np.ndarray) -> str:
+    text = " ".join(tokenizer.id_to_token(int(i)) for i in ids)
+    return text.replace(" ##", "")
+
+
+def squash(text: str) -> str:
+    return "".join(text.split())
+
+
+# ---------------------------------------------------------------- skips
+
+
+@pytest.mark.parametrize(
+    ("record", "kind"),
+    [
+        (page(ARTICLE, namespace=1), "not_article_namespace"),
+        (page(ARTICLE, namespace=4), "not_article_namespace"),
+        (page(ARTICLE, redirect=True), "redirect"),
+        (page("#REDIRECT [[Alan Turing]]\n" + "{{R from move}} padding text " * 20), "redirect"),
+        (page(""), "empty_page"),
+        (page("  \n\t\n"), "empty_page"),
+        (page("'''Stub''' is short."), "too_short"),
+        (page("{{Infobox}}\n[[Category:X]]\n" * 30), "too_short"),  # long wikitext, no prose
+        (PlainDocument("d", "t", [], False, "s"), "empty_page"),
+        (PlainDocument("d", "t", ["Too short."], True, "s"), "too_short"),
+    ],
+)
+def test_skips_counted(en_processor: DocumentProcessor, record: WikiPage | PlainDocument, kind: str) -> None:
+    skips = SkipCounter()
+    assert en_processor(record, skips) is None
+    assert skips == {kind: 1}
+    assert kind in SKIP_KINDS
+
+
+def test_namespace_checked_before_redirect_and_empty(en_processor: DocumentProcessor) -> None:
+    skips = SkipCounter()
+    assert en_processor(page("", namespace=2, redirect=True), skips) is None
+    assert skips == {"not_article_namespace": 1}
+
+
+def test_no_sentences_skips(en_processor_no_minimum: DocumentProcessor) -> None:
+    processor = en_processor_no_minimum
+    cases = [
+        page("{{Infobox}}\n[[Category:X]]\n<!-- only markup -->"),  # cleans to nothing
+        PlainDocument("d", "t", ["   ", "\t"], True, "s"),  # pre-split lines that are blank
+        page("\ufffd " * 150),  # text the tokenizer drops entirely
+    ]
+    for record in cases:
+        skips = SkipCounter()
+        assert processor(record, skips) is None, record
+        assert skips == {"no_sentences": 1}, record
+
+
+def test_sentences_of_counts_no_sentences(en_processor_no_minimum: DocumentProcessor) -> None:
+    skips = SkipCounter()
+    assert en_processor_no_minimum.sentences_of(page("{{Only template}}"), skips) is None
+    assert skips == {"no_sentences": 1}
+
+
+def test_min_doc_chars_counts_cleaned_text(en_processor: DocumentProcessor) -> None:
+    # 250 characters of wikitext, under 200 of them prose after cleaning
+    text = "{{Infobox|a=" + "x" * 100 + "}}" + "Short prose sentence here. " * 5
+    assert len(text) > 200
+    skips = SkipCounter()
+    assert en_processor(page(text), skips) is None
+    assert skips == {"too_short": 1}
+    longer = text + "More prose here. " * 5
+    skips = SkipCounter()
+    assert en_processor(page(longer), skips) is not None
+    assert not skips
+
+
+# ---------------------------------------------------------------- normal pages
+
+
+def test_article_sentences_and_ids(en_processor: DocumentProcessor) -> None:
+    skips = SkipCounter()
+    sentences = en_processor.sentences_of(page(ARTICLE), skips)
+    assert sentences == [
+        "Alan Mathison Turing was an English mathematician and computer scientist.",
+        "He was born in London in 1912.",
+        "Turing studied at King's College, Cambridge.",
+        "During the war he worked on the Enigma code at Bletchley Park.",
+        "His unaffable colleagues admired the work.",
+    ]
+    doc = en_processor(page(ARTICLE, doc_id="42"), skips)
+    assert not skips
+    assert isinstance(doc, TokenizedDocument)
+    assert doc.doc_id == "42"
+    assert doc.num_chars == sum(len(s) for s in sentences)
+    assert len(doc.sentences) == len(sentences)
+    tokenizer = en_processor.tokenizer
+    specials = set(tokenizer.special_ids.values())
+    for encoded, sentence in zip(doc.sentences, sentences, strict=True):
+        assert encoded.ids.dtype == np.int32 and encoded.word_starts.dtype == bool
+        assert len(encoded.ids) == len(encoded.word_starts) > 0
+        assert not specials.intersection(encoded.ids.tolist())  # no [CLS]/[SEP]/[UNK]/...
+        assert encoded.ids.min() >= 0 and encoded.ids.max() < tokenizer.vocab_size
+        assert squash(decode(tokenizer, encoded.ids)) == squash(sentence.lower())
+        assert encoded.word_starts[0]
+    # "unaffable" is split into word pieces: only its first piece starts a word
+    last = doc.sentences[-1]
+    tokens = [tokenizer.id_to_token(int(i)) for i in last.ids]
+    continuation = [t.startswith("##") for t in tokens]
+    assert any(continuation)
+    assert last.word_starts.tolist() == [not c for c in continuation]
+
+
+def test_plain_documents(en_processor: DocumentProcessor) -> None:
+    lines = [f"Sentence number {i} of the document." for i in range(8)]
+    pre_split = PlainDocument("t:0", "x", ["  " + lines[0] + "  ", ""] + lines[1:], True, "s")
+    skips = SkipCounter()
+    assert en_processor.sentences_of(pre_split, skips) == lines  # blank line dropped, stripped
+    paragraphs = PlainDocument("j:1", "x", [" ".join(lines[:4]), " ".join(lines[4:])], False, "s")
+    assert en_processor.sentences_of(paragraphs, skips) == lines  # split into sentences
+    doc = en_processor(paragraphs, skips)
+    assert doc is not None and doc.doc_id == "j:1" and len(doc.sentences) == 8
+    assert not skips
+
+
+def test_real_articles_processed(en_processor: DocumentProcessor) -> None:
+    skips = SkipCounter()
+    pages = enwiki_pages()
+    docs = [d for d in (en_processor(p, skips) for p in pages[:60]) if d is not None]
+    redirects = sum(p.redirect for p in pages[:60])
+    articles = [p for p in pages[:60] if p.namespace == 0 and not p.redirect]
+    assert skips["redirect"] == redirects
+    assert len(docs) + skips["too_short"] + skips["no_sentences"] == len(articles)
+    assert len(docs) >= len(articles) - 5
+    anarchism = next(d for d in docs if d.doc_id == "12")
+    first = anarchism.sentences[0]
+    assert decode(en_processor.tokenizer, first.ids).startswith("anarchism is a political philosophy")
+    assert len(anarchism.sentences) > 300
+
+
+# ---------------------------------------------------------------- shard_of
+
+
+def test_shard_of_deterministic_in_range_and_even() -> None:
+    ids = [str(i) for i in range(1000)]
+    shards = [shard_of(i, 4) for i in ids]
+    assert shards == [shard_of(i, 4) for i in ids]
+    assert set(shards) <= set(range(4))
+    counts = Counter(shards)
+    assert all(200 <= counts[s] <= 300 for s in range(4)), counts
+    assert all(shard_of(i, 1) == 0 for i in ids[:50])
+    assert all(0 <= shard_of(i, 7) < 7 for i in ids)
+    # works on any text id (text-format ids, non-ASCII titles)
+    assert 0 <= shard_of("wiki_00.txt:17", 3) < 3
+    assert 0 <= shard_of("北京", 3) < 3
+
+
+def test_shard_of_stable_across_processes() -> None:
+    ids = ["12", "775", "zhwiki-sample.txt:3", "北京", "x" * 300]
+    here = [shard_of(i, 16) for i in ids]
+    code = (
+        "import json, sys; from data_prep.documents import shard_of; "
+        f"print(json.dumps([shard_of(i, 16) for i in {ids!r}]))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(here).replace("'", '"')
+
+
+# ---------------------------------------------------------------- Chinese
+
+
+@pytest.fixture(scope="module")
+def zh_processor() -> DocumentProcessor:
+    return DocumentProcessor(make_config(VOCAB_ZH, "zh", t2s=True, min_doc_chars=10, whole_word=True))
+
+
+def test_chinese_whole_word_jieba(zh_processor: DocumentProcessor) -> None:
+    assert zh_processor.word_boundaries is not None and zh_processor.word_boundaries.method == "jieba"
+    text = "'''北京'''是[[中華人民共和國]]的首都。<ref>來源</ref>北京歷史悠久！\n== 參考文獻 ==\n參考。"
+    skips = SkipCounter()
+    doc = zh_processor(page(text), skips)
+    assert doc is not None and not skips
+    tokenizer = zh_processor.tokenizer
+    first, second = doc.sentences
+    assert "".join(tokenizer.id_to_token(int(i)) for i in first.ids) == "北京是中华人民共和国的首都。"
+    # 北京 / 是 / 中华人民共和国 / 的 / 首都 / 。
+    assert first.word_starts.tolist() == [c == "1" for c in "10110000001101"]
+    assert "".join(tokenizer.id_to_token(int(i)) for i in second.ids) == "北京历史悠久！"
+    for encoded in doc.sentences:
+        assert encoded.word_starts[0] and not encoded.word_starts.all()
+
+
+def test_chinese_without_whole_word_masking() -> None:
+    processor = DocumentProcessor(make_config(VOCAB_ZH, "zh", min_doc_chars=10))
+    assert processor.word_boundaries is None
+    doc = processor(page("北京是中国的首都。北京历史悠久，文化灿烂！"), SkipCounter())
+    assert doc is not None
+    # without boundaries every CJK character is its own word
+    assert all(s.word_starts.all() for s in doc.sentences)
+
+
+def test_whole_word_masking_english_uses_tokenizer_words(en_processor: DocumentProcessor) -> None:
+    processor = DocumentProcessor(make_config(whole_word=True), tokenizer=en_processor.tokenizer)
+    assert processor.word_boundaries is None  # only Chinese needs a segmenter
+
+
+def test_chinese_pre_segmented_text(zh_processor: DocumentProcessor) -> None:
+    processor = DocumentProcessor(
+        make_config(VOCAB_ZH, "zh", min_doc_chars=10, whole_word=True, segmenter="pre-segmented"),
+        tokenizer=zh_processor.tokenizer,
+    )
+    skips = SkipCounter()
+    docs = list(read_text_documents(WorkUnit(str(ZHWIKI_SEGMENTED), "text"), skips))
+    doc = processor(docs[0], skips)
+    assert doc is not None and not skips
+    assert len(doc.sentences) == len(docs[0].paragraphs)
+    tokenizer = processor.tokenizer
+    for encoded, line in list(zip(doc.sentences, docs[0].paragraphs, strict=True))[:40]:
+        words = line.split()
+        tokens = [tokenizer.id_to_token(int(i)) for i in encoded.ids]
+        if any(t == "[UNK]" or t.startswith("##") or len(t) != 1 for t in tokens):
+            continue  # Latin words / digits: pieces do not map 1:1 onto characters
+        expected = [k == 0 for w in words for k in range(len(w))]
+        assert encoded.word_starts.tolist() == expected, line
+    assert any(not s.word_starts.all() for s in doc.sentences)
