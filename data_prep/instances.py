@@ -142,8 +142,10 @@ def create_pairs_from_document(
                 random_index = document_index
                 for _ in range(10):
                     random_index = rng.randint(0, len(documents) - 1)
-                    if random_index != document_index:
+                    if random_index != document_index and len(documents[random_index]):
                         break
+                if not len(documents[random_index]):  # only empty others: fall back to self
+                    random_index = document_index
                 random_document = documents[random_index]
                 random_start = rng.randint(0, len(random_document) - 1)
                 b_length = 0

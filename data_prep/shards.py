@@ -68,6 +68,8 @@ class SpillWriter:
         self.shards: set[int] = set()
 
     def add(self, shard: int, document: TokenizedDocument) -> None:
+        if not document.sentences:
+            return  # nothing to pair; the document processor counts such skips
         for sentence in document.sentences:
             self._ids.add(sentence.ids)
             self._starts.add(sentence.word_starts.astype(np.uint8))

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 EN_DUMP = DATA / "enwiki-sample.xml.bz2"
@@ -18,14 +16,6 @@ ZH_VOCAB = DATA / "vocab" / "bert-base-chinese.txt"
 
 # Keep HF tokenizers from spawning threads that fight pytest for 2 cores.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not DATA.is_dir():
-        skip = pytest.mark.skip(reason=f"real data not found at {DATA}")
-        for item in items:
-            if "shared_data" in item.keywords:
-                item.add_marker(skip)
 
 
 def build_dataset(output: Path, *args: str) -> Path:

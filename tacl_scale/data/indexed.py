@@ -218,6 +218,13 @@ class IndexedReader:
             end = 0
         if data_size != end:
             raise IndexedFormatError(f"{data_file}: size {data_size} bytes, index implies {end}")
+        if num_doc_entries and (
+            self.document_index[0] != 0 or self.document_index[-1] != num_sequences
+        ):
+            raise IndexedFormatError(
+                f"{index_file}: document index runs {self.document_index[0]}..{self.document_index[-1]}, "
+                f"expected 0..{num_sequences}"
+            )
         self._data = np.frombuffer(_map(data_file), dtype=self.dtype)
 
     def __len__(self) -> int:

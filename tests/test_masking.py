@@ -1,0 +1,320 @@
+"""BERT masked-LM masking (data_prep.masking), checked against google-research/bert
+``create_masked_lm_predictions`` with the documented deviations: the budget is
+``round(masked_lm_prob * #maskable)``, random tokens come from ``replacement_ids``,
+and the generator is a numpy ``Generator``."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from data_prep.masking import MaskedTokens, MaskingConfig, mask_tokens, seeded_generators
+
+PAD, UNK, CLS, SEP, MASK = 0, 100, 101, 102, 103
+SPECIALS = np.array([PAD, UNK, CLS, SEP, MASK])
+VOCAB = 1000
+REPLACEMENT_IDS = np.setdiff1d(np.arange(VOCAB), SPECIALS).astype(np.int32)
+
+
+def make_batch(
+    rng: np.random.Generator, count: int, length: int = 128
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``count`` sequences [CLS] A [SEP] B [SEP] of random ordinary tokens with a few
+    [UNK]s (so the number of maskable tokens varies); returns tokens, maskable and
+    word starts (words of about 1-5 tokens), each of shape (count, length)."""
+    tokens = REPLACEMENT_IDS[rng.integers(0, len(REPLACEMENT_IDS), size=(count, length))].astype(np.int64)
+    tokens[:, 0] = CLS
+    tokens[np.arange(count), rng.integers(5, length - 5, size=count)] = SEP
+    tokens[:, -1] = SEP
+    unk = rng.random((count, length)) < rng.uniform(0.0, 0.2, size=(count, 1))
+    unk[:, [0, -1]] = False
+    tokens[unk] = UNK
+    maskable = ~np.isin(tokens, SPECIALS)
+    word_starts = (rng.random((count, length)) < 0.45) | ~maskable
+    word_starts[:, :2] = True
+    return tokens, maskable, word_starts
+
+
+def make_sequence(rng: np.random.Generator, length: int = 128) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    tokens, maskable, word_starts = make_batch(rng, 1, length)
+    return tokens[0], maskable[0], word_starts[0]
+
+
+def run(tokens, maskable, word_starts, config=None, max_predictions=20, rng=None) -> MaskedTokens:
+    return mask_tokens(
+        tokens,
+        maskable,
+        word_starts,
+        config or MaskingConfig(),
+        max_predictions,
+        MASK,
+        REPLACEMENT_IDS,
+        rng if rng is not None else np.random.default_rng(0),
+    )
+
+
+def check_basic(tokens, maskable, out: MaskedTokens, max_predictions: int) -> None:
+    assert out.positions.dtype == np.int64 and out.placed.dtype == np.int64
+    assert len(out.positions) == len(out.placed)
+    assert len(out.positions) <= max_predictions
+    assert np.all(np.diff(out.positions) > 0), "positions must be sorted and unique"
+    assert np.all(maskable[out.positions]), "a special token was chosen"
+    changed = out.placed != tokens[out.positions]
+    random_placed = out.placed[changed & (out.placed != MASK)]
+    assert np.all(np.isin(random_placed, REPLACEMENT_IDS))
+    assert not np.any(np.isin(random_placed, SPECIALS))
+
+
+# --------------------------------------------------------------- token masking
+
+
+def test_statistics_over_a_large_sample():
+    """20k sequences of 128 tokens: 15% of the maskable tokens are chosen, of those
+    80% [MASK], 10% random, 10% unchanged."""
+    rng = np.random.default_rng(1234)
+    config = MaskingConfig()
+    max_predictions = config.resolved_max_predictions(128)
+    n_maskable = n_masked = n_mask = n_random = n_kept = 0
+    for tokens, maskable, _ in zip(*make_batch(rng, 20_000), strict=True):
+        out = run(tokens, maskable, None, config, max_predictions, rng)
+        check_basic(tokens, maskable, out, max_predictions)
+        m = int(maskable.sum())
+        assert len(out.positions) == min(max_predictions, max(1, round(0.15 * m)))
+        original = tokens[out.positions]
+        n_maskable += m
+        n_masked += len(out.positions)
+        n_mask += int((out.placed == MASK).sum())
+        n_random += int(((out.placed != MASK) & (out.placed != original)).sum())
+        n_kept += int((out.placed == original).sum())
+    assert n_mask + n_random + n_kept == n_masked
+    assert abs(n_masked / n_maskable - 0.15) < 0.003, n_masked / n_maskable
+    # A random draw equal to the original (probability 1/995 of 10%) counts as kept.
+    assert abs(n_mask / n_masked - 0.80) < 0.01
+    assert abs(n_random / n_masked - 0.10) < 0.01
+    assert abs(n_kept / n_masked - 0.10) < 0.01
+
+
+def test_custom_rates():
+    rng = np.random.default_rng(5)
+    config = MaskingConfig(masked_lm_prob=0.3, mask_token_prob=0.5, random_token_prob=0.5)
+    n_masked = n_mask = n_maskable = n_kept = 0
+    for tokens, maskable, _ in zip(*make_batch(rng, 2000), strict=True):
+        out = run(tokens, maskable, None, config, 128, rng)
+        check_basic(tokens, maskable, out, 128)
+        n_maskable += int(maskable.sum())
+        n_masked += len(out.positions)
+        n_mask += int((out.placed == MASK).sum())
+        n_kept += int((out.placed == tokens[out.positions]).sum())
+    assert abs(n_masked / n_maskable - 0.3) < 0.003
+    assert abs(n_mask / n_masked - 0.5) < 0.02
+    # no "keep" share: only a random draw equal to the original (p = 1/995) stays
+    assert n_kept / n_masked < 0.005
+
+
+def test_specials_never_chosen_and_random_tokens_never_special():
+    rng = np.random.default_rng(7)
+    # All-random replacement makes the replacement check bite on every position.
+    config = MaskingConfig(masked_lm_prob=0.5, mask_token_prob=0.0, random_token_prob=1.0)
+    for tokens, maskable, _ in zip(*make_batch(rng, 500, 64), strict=True):
+        out = run(tokens, maskable, None, config, 64, rng)
+        check_basic(tokens, maskable, out, 64)
+        assert np.all(np.isin(out.placed, REPLACEMENT_IDS))
+
+
+def test_replacements_come_from_replacement_ids_only():
+    tokens = np.arange(10, 74, dtype=np.int64)
+    maskable = np.ones(64, dtype=bool)
+    config = MaskingConfig(masked_lm_prob=0.5, mask_token_prob=0.0, random_token_prob=1.0)
+    replacement_ids = np.array([500, 501, 502])
+    seen = set()
+    for seed in range(50):
+        out = mask_tokens(tokens, maskable, None, config, 64, MASK, replacement_ids, np.random.default_rng(seed))
+        seen.update(out.placed.tolist())
+    assert seen == {500, 501, 502}
+
+
+def test_budget_is_rounded_share_of_maskable_tokens_capped():
+    config = MaskingConfig()
+    for length in (1, 2, 3, 4, 7, 10, 13, 20, 33, 100, 126, 200, 500):
+        tokens = np.arange(1000, 1000 + length + 2)
+        tokens[0], tokens[-1] = CLS, SEP
+        maskable = np.ones(length + 2, dtype=bool)
+        maskable[[0, -1]] = False
+        for cap in (1, 5, 20, 1000):
+            out = run(tokens, maskable, None, config, cap)
+            assert len(out.positions) == min(cap, max(1, int(round(0.15 * length))))
+            check_basic(tokens, maskable, out, cap)
+
+
+def test_no_maskable_tokens():
+    tokens = np.array([CLS, SEP, SEP])
+    out = run(tokens, np.zeros(3, dtype=bool), None)
+    assert out.positions.size == 0 and out.placed.size == 0
+    assert out.positions.dtype == np.int64 and out.placed.dtype == np.int64
+
+
+def test_single_maskable_token_is_always_chosen():
+    tokens = np.array([CLS, 555, SEP, SEP])
+    maskable = np.array([False, True, False, False])
+    for seed in range(10):
+        out = run(tokens, maskable, None, rng=np.random.default_rng(seed))
+        assert out.positions.tolist() == [1]
+
+
+def test_input_not_modified():
+    rng = np.random.default_rng(3)
+    tokens, maskable, word_starts = make_sequence(rng)
+    copies = tokens.copy(), maskable.copy(), word_starts.copy()
+    run(tokens, maskable, word_starts, MaskingConfig(whole_word_masking=True), rng=rng)
+    run(tokens, maskable, word_starts, rng=rng)
+    for before, after in zip(copies, (tokens, maskable, word_starts), strict=True):
+        assert np.array_equal(before, after)
+
+
+# ---------------------------------------------------------- whole-word masking
+
+
+def words_of(maskable: np.ndarray, word_starts: np.ndarray) -> list[np.ndarray]:
+    """The words as whole-word masking must see them: a maskable token begins a
+    word when word_starts says so or when the previous token is not maskable."""
+    words: list[list[int]] = []
+    for i in np.flatnonzero(maskable):
+        if word_starts[i] or i == 0 or not maskable[i - 1] or not words:
+            words.append([i])
+        else:
+            words[-1].append(i)
+    return [np.array(w) for w in words]
+
+
+def test_whole_word_masking_masks_whole_words_only():
+    rng = np.random.default_rng(11)
+    config = MaskingConfig(whole_word_masking=True)
+    n_masked = n_maskable = 0
+    multi_token_words_masked = 0
+    for tokens, maskable, word_starts in zip(*make_batch(rng, 3000), strict=True):
+        out = run(tokens, maskable, word_starts, config, 20, rng)
+        check_basic(tokens, maskable, out, 20)
+        budget = min(20, max(1, round(0.15 * int(maskable.sum()))))
+        assert len(out.positions) <= budget
+        chosen = np.zeros(len(tokens), dtype=bool)
+        chosen[out.positions] = True
+        for word in words_of(maskable, word_starts):
+            assert chosen[word].all() or not chosen[word].any(), f"word {word} partly masked"
+            multi_token_words_masked += len(word) > 1 and chosen[word].all()
+        n_masked += len(out.positions)
+        n_maskable += int(maskable.sum())
+    assert multi_token_words_masked > 1000
+    # Words that would overshoot are skipped, but single-token words fill the rest.
+    assert 0.14 < n_masked / n_maskable <= 0.1505
+
+
+def test_whole_word_masking_never_joins_pieces_across_a_gap():
+    # A "word" whose continuation lies after a special token: the special breaks it,
+    # so the two sides are separate words and neither drags the other along.
+    tokens = np.array([CLS, 10, 11, UNK, 12, 13, 14, 15, 16, 17, SEP])
+    maskable = ~np.isin(tokens, SPECIALS)
+    word_starts = np.array([1, 1, 0, 1, 0, 0, 1, 1, 1, 1, 1], dtype=bool)
+    # position 4 continues a word, but position 3 is special: 4..5 is its own word
+    config = MaskingConfig(masked_lm_prob=0.25, whole_word_masking=True)
+    seen_right_piece = seen_left_piece = 0
+    for seed in range(300):
+        out = run(tokens, maskable, word_starts, config, 20, np.random.default_rng(seed))
+        chosen = set(out.positions.tolist())
+        assert 3 not in chosen
+        assert ({1, 2} <= chosen) or not ({1, 2} & chosen)
+        assert ({4, 5} <= chosen) or not ({4, 5} & chosen)
+        seen_left_piece += {1, 2} <= chosen and not ({4, 5} & chosen)
+        seen_right_piece += {4, 5} <= chosen and not ({1, 2} & chosen)
+    assert seen_left_piece and seen_right_piece
+
+
+def test_whole_word_masking_skips_words_that_overshoot():
+    # One 5-token word and three 1-token words; budget round(0.25 * 8) = 2.
+    tokens = np.arange(20, 28)
+    maskable = np.ones(8, dtype=bool)
+    word_starts = np.array([1, 0, 0, 0, 0, 1, 1, 1], dtype=bool)
+    config = MaskingConfig(masked_lm_prob=0.25, whole_word_masking=True)
+    for seed in range(50):
+        out = run(tokens, maskable, word_starts, config, 20, np.random.default_rng(seed))
+        assert len(out.positions) == 2
+        assert set(out.positions.tolist()) <= {5, 6, 7}
+
+
+def test_whole_word_masking_without_word_starts_falls_back_to_tokens():
+    rng = np.random.default_rng(2)
+    tokens, maskable, _ = make_sequence(rng)
+    out = run(tokens, maskable, None, MaskingConfig(whole_word_masking=True), 20, rng)
+    assert len(out.positions) == min(20, round(0.15 * int(maskable.sum())))
+
+
+# ----------------------------------------------------------------- determinism
+
+
+def test_seeded_generators_are_deterministic():
+    rng = np.random.default_rng(0)
+    tokens, maskable, word_starts = make_sequence(rng)
+    config = MaskingConfig(whole_word_masking=True)
+
+    def masks(seed, doc, dupe):
+        py_rng, np_rng = seeded_generators(seed, doc, dupe)
+        assert isinstance(py_rng, random.Random) and isinstance(np_rng, np.random.Generator)
+        out = run(tokens, maskable, word_starts, config, 20, np_rng)
+        return py_rng.random(), out.positions.tolist(), out.placed.tolist()
+
+    first = masks(12345, "Albert Einstein", 0)
+    assert masks(12345, "Albert Einstein", 0) == first
+    for other in (masks(12345, "Albert Einstein", 1), masks(12345, "Albert Einsteim", 0),
+                  masks(12346, "Albert Einstein", 0)):
+        assert other[0] != first[0]
+        assert other[1:] != first[1:]
+
+
+def test_seeded_generators_are_stable_across_processes():
+    """No hash() randomisation: the values are pinned (blake2b of seed, id, dupe)."""
+    py_rng, np_rng = seeded_generators(12345, "doc-1", 0)
+    assert py_rng.getrandbits(32) == 3215846388
+    assert int(np_rng.integers(0, 1 << 30)) == 605637063
+    # The separator keeps ("1", "23") and ("12", "3") apart.
+    assert seeded_generators(1, "23", 0)[0].random() != seeded_generators(12, "3", 0)[0].random()
+
+
+# -------------------------------------------------------------------- config
+
+
+def test_resolved_max_predictions():
+    assert MaskingConfig().resolved_max_predictions(128) == 20
+    assert MaskingConfig().resolved_max_predictions(256) == 39
+    assert MaskingConfig().resolved_max_predictions(512) == 77
+    assert MaskingConfig(max_predictions_per_seq=7).resolved_max_predictions(128) == 7
+    assert MaskingConfig(masked_lm_prob=0.2).resolved_max_predictions(100) == 20
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"masked_lm_prob": 0.0},
+        {"masked_lm_prob": 1.0},
+        {"masked_lm_prob": -0.1},
+        {"masked_lm_prob": float("nan")},
+        {"mask_token_prob": -0.1},
+        {"random_token_prob": -0.1},
+        {"mask_token_prob": 0.9, "random_token_prob": 0.2},
+        {"mask_token_prob": 1.5, "random_token_prob": 0.0},
+    ],
+)
+def test_masking_config_rejects_bad_values(kwargs):
+    with pytest.raises(ValueError):
+        MaskingConfig(**kwargs)
+
+
+def test_masking_config_accepts_edge_values():
+    MaskingConfig(mask_token_prob=1.0, random_token_prob=0.0)
+    MaskingConfig(mask_token_prob=0.0, random_token_prob=0.0)
+    MaskingConfig(masked_lm_prob=0.999, whole_word_masking=True)
+
+
+def test_masking_config_rejects_negative_max_predictions():
+    with pytest.raises(ValueError):
+        MaskingConfig(max_predictions_per_seq=-1)

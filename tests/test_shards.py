@@ -1,0 +1,493 @@
+"""Shard building without Beam (data_prep.shards) and the dataset reader
+(tacl_scale.data): spill parts -> build_shard -> manifest -> PretrainDataset."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from data_prep.config import BuildConfig, InputConfig, OutputConfig
+from data_prep.documents import TokenizedDocument
+from data_prep.instances import InstanceConfig
+from data_prep.masking import MaskingConfig
+from data_prep.shards import (
+    TMP_DIR_NAME,
+    ShardDocuments,
+    SpillWriter,
+    TokenizerFacts,
+    build_shard,
+    make_manifest,
+    write_manifest_atomically,
+)
+from data_prep.tokenization import EncodedSentence, TokenizerConfig
+from tacl_scale.data import DatasetError, PretrainDataset, load_manifest
+from tacl_scale.data.indexed import IndexedReader
+from tacl_scale.data.manifest import FORMAT_VERSION, MANIFEST_NAME
+
+VOCAB = 30522
+SPECIALS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+CLS, SEP, MASK = SPECIALS["cls"], SPECIALS["sep"], SPECIALS["mask"]
+REPLACEMENT_IDS = np.arange(5, VOCAB, dtype=np.int32)
+FACTS = TokenizerFacts(VOCAB, SPECIALS, REPLACEMENT_IDS)
+MAX_SEQ_LEN = 48
+SHARD_SUFFIXES = (".bin", ".idx", ".masked_positions.bin", ".masked_positions.idx",
+                  ".masked_tokens.bin", ".masked_tokens.idx", ".meta.npy")
+
+
+def make_documents(seed: int = 0, count: int = 16) -> list[TokenizedDocument]:
+    """Synthetic documents whose token ids are unique over the whole corpus (so a
+    token locates its document and position), in words of 1-3 tokens."""
+    rng = np.random.default_rng(seed)
+    pool = iter(rng.permutation(np.arange(5, VOCAB)).tolist())
+    names = ["Zebra", "apple", "Mango", "éclair", "10 Downing", "banana", "Kiwi", "cherry", "Date",
+             "fig", "Grape", "1 lemon", "lime", "Nectarine", "olive", "Papaya", "quince", "Raisin"]
+    documents = []
+    for k in range(count):
+        sentences = []
+        for _ in range(int(rng.integers(1, 10))):
+            n = int(rng.integers(2, 16))
+            ids = np.array([next(pool) for _ in range(n)], dtype=np.int32)
+            starts = rng.random(n) < 0.5
+            starts[0] = True
+            sentences.append(EncodedSentence(ids, starts))
+        documents.append(TokenizedDocument(f"{names[k % len(names)]}-{k}", sentences, 100))
+    return documents
+
+
+DOCUMENTS = make_documents()
+SHARD_OF = {d.doc_id: k % 2 for k, d in enumerate(DOCUMENTS)}
+
+
+def config_for(out: Path, num_shards: int = 2, **overrides) -> BuildConfig:
+    base = BuildConfig(
+        input=InputConfig(patterns=("synthetic.txt",), format="text"),
+        tokenizer=TokenizerConfig(path="vocab.txt"),
+        output=OutputConfig(directory=str(out), num_shards=num_shards),
+        instances=InstanceConfig(max_seq_len=MAX_SEQ_LEN, short_seq_prob=0.1),
+        masking=MaskingConfig(),
+        dupe_factor=2,
+        seed=7,
+    )
+    return replace(base, **overrides)
+
+
+def spill(out: Path, parts: list[list[TokenizedDocument]], shard_of=SHARD_OF) -> list[str]:
+    prefixes = []
+    for documents in parts:
+        writer = SpillWriter(out / TMP_DIR_NAME, FACTS.token_dtype)
+        for document in documents:
+            writer.add(shard_of[document.doc_id], document)
+        prefixes.append(writer.close())
+    return prefixes
+
+
+def build(out: Path, parts: list[list[TokenizedDocument]], config: BuildConfig | None = None,
+          shard_of=SHARD_OF) -> dict:
+    config = config or config_for(out)
+    prefixes = spill(out, parts, shard_of)
+    entries = [build_shard(k, prefixes, config, FACTS) for k in range(config.output.num_shards)]
+    shutil.rmtree(out / TMP_DIR_NAME)
+    manifest = make_manifest(config, {"kind": "wordpiece", "sha256": "0" * 64}, entries,
+                             {"too_short": 0}, [{"path": "synthetic.txt"}], {"runner": "none"},
+                             FACTS.token_dtype)
+    write_manifest_atomically(out, manifest)
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("built") / "out"
+    build(out, [DOCUMENTS[:5], DOCUMENTS[5:]])
+    return out
+
+
+@pytest.fixture
+def dataset_copy(built, tmp_path) -> Path:
+    target = tmp_path / "copy"
+    shutil.copytree(built, target)
+    return target
+
+
+def locate(tokens: np.ndarray) -> tuple[str, np.ndarray]:
+    """The document and positions (in the concatenation of its sentences) of tokens."""
+    where = {}
+    for d in DOCUMENTS:
+        flat = np.concatenate([s.ids for s in d.sentences])
+        for pos, tok in enumerate(flat.tolist()):
+            where[tok] = (d.doc_id, pos)
+    docs = {where[t][0] for t in tokens.tolist()}
+    assert len(docs) == 1, "a segment mixes documents"
+    return docs.pop(), np.array([where[t][1] for t in tokens.tolist()])
+
+
+def word_starts_of(doc_id: str) -> np.ndarray:
+    (d,) = [d for d in DOCUMENTS if d.doc_id == doc_id]
+    return np.concatenate([s.word_starts for s in d.sentences])
+
+
+# ---------------------------------------------------------------- round trip
+
+
+def test_output_directory_layout(built):
+    names = sorted(p.name for p in built.iterdir())
+    expected = sorted([MANIFEST_NAME] + [f"shard-0000{k}{s}" for k in range(2) for s in SHARD_SUFFIXES])
+    assert names == expected
+
+
+def test_round_trip(built):
+    ds = PretrainDataset(built)
+    manifest = load_manifest(built)
+    assert len(ds) == manifest["totals"]["instances"] > 20
+    max_predictions = MaskingConfig().resolved_max_predictions(MAX_SEQ_LEN)
+    seen_labels = set()
+    per_doc_instances: dict[str, int] = {}
+    counts = {"mask": 0, "random": 0, "kept": 0, "masked": 0, "random_next": 0, "tokens": 0}
+    for i in range(len(ds)):
+        item = ds[i]
+        original, input_ids = item["original_ids"], item["input_ids"]
+        types, positions = item["token_type_ids"], item["masked_positions"]
+        for key in ("original_ids", "input_ids", "token_type_ids", "masked_positions"):
+            assert item[key].dtype == np.int64
+        assert len(original) <= MAX_SEQ_LEN
+        assert len(input_ids) == len(types) == len(original)
+        # [CLS] A [SEP] B [SEP]
+        len_a = int((types == 0).sum()) - 2
+        assert original[0] == CLS and original[len_a + 1] == SEP and original[-1] == SEP
+        assert np.flatnonzero(np.isin(original, [CLS, SEP])).tolist() == [0, len_a + 1, len(original) - 1]
+        # token types: 0 up to and including the first [SEP], 1 after
+        first_sep = int(np.flatnonzero(original == SEP)[0])
+        assert np.all(types[: first_sep + 1] == 0) and np.all(types[first_sep + 1 :] == 1)
+        a, b = original[1 : len_a + 1], original[len_a + 2 : -1]
+        assert len(a) >= 1 and len(b) >= 1
+        doc_a, pos_a = locate(a)
+        doc_b, pos_b = locate(b)
+        assert np.all(np.diff(pos_a) == 1) and np.all(np.diff(pos_b) == 1), "segments are contiguous"
+        label = item["nsp_label"]
+        assert label in (0, 1)
+        seen_labels.add(label)
+        if label == 0:
+            assert doc_b == doc_a and pos_b[0] > pos_a[-1], "real next B follows A"
+        else:
+            assert doc_b != doc_a
+            assert SHARD_OF[doc_b] == SHARD_OF[doc_a], "random B comes from the same shard"
+        shard, _ = ds.locate(i)
+        assert SHARD_OF[doc_a] == shard
+        per_doc_instances[doc_a] = per_doc_instances.get(doc_a, 0) + 1
+        # masks: only at the masked positions, never at specials, within the budget
+        assert np.all(np.diff(positions) > 0)
+        assert 1 <= len(positions) <= max_predictions
+        assert not np.any(np.isin(original[positions], [CLS, SEP]))
+        differs = np.flatnonzero(input_ids != original)
+        assert set(differs.tolist()) <= set(positions.tolist())
+        placed = input_ids[positions]
+        is_mask = placed == MASK
+        is_kept = ~is_mask & (placed == original[positions])
+        assert np.all(placed[~is_mask] >= 5)
+        counts["mask"] += int(is_mask.sum())
+        counts["kept"] += int(is_kept.sum())
+        counts["random"] += int((~is_mask & ~is_kept).sum())
+        counts["masked"] += len(positions)
+        counts["random_next"] += label
+        counts["tokens"] += len(original)
+    assert seen_labels == {0, 1}
+    assert set(per_doc_instances) == {d.doc_id for d in DOCUMENTS}
+    totals = manifest["totals"]
+    assert totals["documents"] == len(DOCUMENTS)
+    for key in counts:
+        assert totals[key + "_token" if key in ("mask", "random", "kept") else key] == counts[key], key
+    assert totals["maskable"] == counts["tokens"] - 3 * len(ds)
+    assert sum(totals["length_histogram"].values()) == len(ds)
+    # negative index and out of range
+    assert np.array_equal(ds[-1]["original_ids"], ds[len(ds) - 1]["original_ids"])
+    with pytest.raises(IndexError):
+        ds[len(ds)]
+    with pytest.raises(IndexError):
+        ds[-len(ds) - 1]
+
+
+def test_instances_of_a_document_form_one_mmidx_document_in_id_order(built):
+    ds = PretrainDataset(built)
+    for shard in range(2):
+        reader = IndexedReader(built / f"shard-0000{shard}")
+        ids = sorted(d.doc_id for d in DOCUMENTS if SHARD_OF[d.doc_id] == shard)
+        assert reader.num_documents == len(ids)
+        offset = sum(len(IndexedReader(built / f"shard-0000{k}")) for k in range(shard))
+        for number, doc_id in enumerate(ids):
+            first, end = reader.document_index[number : number + 2]
+            assert end > first
+            for local in range(first, end):
+                item = ds[offset + local]
+                len_a = int((item["token_type_ids"] == 0).sum()) - 2
+                assert locate(item["original_ids"][1 : len_a + 1])[0] == doc_id
+
+
+def test_manifest_contents(built):
+    manifest = load_manifest(built)
+    assert manifest["format_version"] == FORMAT_VERSION
+    assert manifest["num_shards"] == 2
+    assert manifest["max_seq_len"] == MAX_SEQ_LEN
+    assert manifest["dupe_factor"] == 2 and manifest["seed"] == 7
+    assert manifest["token_dtype"] == "uint16"
+    assert manifest["masking"]["max_predictions_per_seq"] == 8
+    assert [s["name"] for s in manifest["shards"]] == ["shard-00000", "shard-00001"]
+    for entry in manifest["shards"]:
+        assert entry["duplicate_documents"] == 0
+        for key, info in entry["files"].items():
+            assert (built / info["name"]).stat().st_size == info["bytes"], key
+    assert not [p for p in built.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_whole_word_masking_through_the_spill(tmp_path):
+    out = tmp_path / "wwm"
+    config = config_for(out, masking=MaskingConfig(masked_lm_prob=0.3, whole_word_masking=True),
+                        dupe_factor=3)
+    build(out, [DOCUMENTS], config)
+    ds = PretrainDataset(out)
+    multi = 0
+    for i in range(len(ds)):
+        item = ds[i]
+        original, masked = item["original_ids"], set(item["masked_positions"].tolist())
+        len_a = int((item["token_type_ids"] == 0).sum()) - 2
+        for lo, hi in ((1, len_a + 1), (len_a + 2, len(original) - 1)):
+            doc_id, pos = locate(original[lo:hi])
+            starts = word_starts_of(doc_id)[pos]
+            starts[0] = True  # a segment cut inside a word starts a new piece
+            word_ids = np.cumsum(starts)
+            for w in np.unique(word_ids):
+                members = {lo + k for k in np.flatnonzero(word_ids == w).tolist()}
+                assert members <= masked or not (members & masked), "word partly masked"
+                multi += len(members) > 1 and members <= masked
+    assert multi > 5
+
+
+# --------------------------------------------------------------- determinism
+
+
+def shard_bytes(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.name.startswith("shard-")}
+
+
+def test_spill_order_and_part_split_do_not_matter(tmp_path, built):
+    reference = shard_bytes(built)
+    reversed_docs = DOCUMENTS[::-1]
+    out = tmp_path / "other"
+    manifest = build(out, [reversed_docs[:3], reversed_docs[3:9], reversed_docs[9:]])
+    assert shard_bytes(out) == reference
+    assert manifest["shards"] == load_manifest(built)["shards"]
+    out1 = tmp_path / "one-part"
+    build(out1, [DOCUMENTS[1::2] + DOCUMENTS[0::2]])
+    assert shard_bytes(out1) == reference
+
+
+def test_seed_changes_the_data(tmp_path, built):
+    out = tmp_path / "seed"
+    build(out, [DOCUMENTS], config_for(out, seed=8))
+    other = shard_bytes(out)
+    assert other.keys() == shard_bytes(built).keys()
+    assert other != shard_bytes(built)
+
+
+def test_shard_documents_sorted_by_id(tmp_path):
+    prefixes = spill(tmp_path, [DOCUMENTS[::-1][:6], DOCUMENTS[::-1][6:]])
+    for shard in range(2):
+        docs = ShardDocuments(shard, prefixes)
+        expected = sorted(d.doc_id for d in DOCUMENTS if SHARD_OF[d.doc_id] == shard)
+        assert docs.doc_ids == expected
+        assert docs.duplicates == 0
+        by_id = {d.doc_id: d for d in DOCUMENTS}
+        for number, doc_id in enumerate(docs.doc_ids):
+            sentences = by_id[doc_id].sentences
+            assert docs.sentence_lengths[number] == [len(s.ids) for s in sentences]
+            joined = docs.tokens.span(number, 0, len(sentences) - 1)
+            assert np.array_equal(joined, np.concatenate([s.ids for s in sentences]))
+            starts = docs.word_starts.span(number, 0, len(sentences) - 1)
+            assert np.array_equal(starts.astype(bool), np.concatenate([s.word_starts for s in sentences]))
+
+
+def test_duplicate_document_across_parts_is_dropped_and_counted(tmp_path, built):
+    out = tmp_path / "dupes"
+    duplicated = DOCUMENTS[3]
+    manifest = build(out, [DOCUMENTS[:8], DOCUMENTS[8:] + [duplicated]])
+    shard = SHARD_OF[duplicated.doc_id]
+    assert manifest["shards"][shard]["duplicate_documents"] == 1
+    assert manifest["shards"][1 - shard]["duplicate_documents"] == 0
+    assert manifest["shards"][shard]["num_documents"] == load_manifest(built)["shards"][shard]["num_documents"]
+    assert shard_bytes(out) == shard_bytes(built)
+
+
+def rename_part(prefix: str, new_prefix: Path) -> str:
+    for suffix in (".bin", ".idx", ".wstart.bin", ".wstart.idx", ".docs.jsonl"):
+        os.replace(prefix + suffix, f"{new_prefix}{suffix}")
+    return str(new_prefix)
+
+
+def test_same_id_with_different_content_resolves_the_same_whatever_the_part_order(tmp_path):
+    variant = TokenizedDocument(DOCUMENTS[0].doc_id, DOCUMENTS[1].sentences, 100)
+    outputs = []
+    for order in ("ab", "ba"):
+        out = tmp_path / order
+        tmp = out / TMP_DIR_NAME
+        first, second = spill(out, [[DOCUMENTS[0]], [variant]])
+        prefixes = [rename_part(first, tmp / f"part-{order[0]}"), rename_part(second, tmp / f"part-{order[1]}")]
+        config = config_for(out, num_shards=1)
+        entry = build_shard(0, prefixes, config, FACTS)
+        # Same id, other content: both kept (only exact duplicates are dropped).
+        assert entry["num_documents"] == 2 and entry["duplicate_documents"] == 0
+        outputs.append({p.name: p.read_bytes() for p in out.iterdir() if p.name.startswith("shard-")})
+    assert outputs[0] == outputs[1]
+
+
+def test_empty_shard_in_the_middle(tmp_path):
+    """A shard without documents (the pipeline builds one for every shard that got
+    none) holds no instance; global indices skip it."""
+    out = tmp_path / "empty-shard"
+    config = config_for(out, num_shards=3)
+    shard_of = {doc_id: 2 * shard for doc_id, shard in SHARD_OF.items()}  # shards 0 and 2
+    manifest = build(out, [DOCUMENTS], config, shard_of)
+    assert manifest["shards"][1]["num_instances"] == 0
+    assert manifest["shards"][1]["num_documents"] == 0
+    assert IndexedReader(out / "shard-00001").num_documents == 0
+    ds = PretrainDataset(out)
+    assert len(ds) == manifest["totals"]["instances"] > 0
+    shards_seen = set()
+    for i in range(len(ds)):
+        shard, _ = ds.locate(i)
+        shards_seen.add(shard)
+        doc_id, _ = locate(ds[i]["original_ids"][1:2])
+        assert shard_of[doc_id] == shard
+    assert shards_seen == {0, 2}
+
+
+def test_megatron_core_reads_the_shard_files(built):
+    import logging
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+    logging.getLogger("megatron").setLevel(logging.ERROR)
+    for prefix in ("shard-00000", "shard-00001.masked_positions", "shard-00001.masked_tokens"):
+        ours = IndexedReader(built / prefix)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = IndexedDataset(str(built / prefix))
+        assert np.array_equal(theirs.sequence_lengths, ours.sequence_lengths)
+        assert np.array_equal(theirs.document_indices, ours.document_index)
+        for i in range(len(ours)):
+            assert np.array_equal(theirs[i], ours[i])
+
+
+def test_spill_writer_abort_removes_its_files(tmp_path):
+    writer = SpillWriter(tmp_path / "spill", FACTS.token_dtype)
+    writer.add(0, DOCUMENTS[0])
+    writer.abort()
+    assert list((tmp_path / "spill").iterdir()) == []
+
+
+# ---------------------------------------------------------- reader validation
+
+
+def expect_dataset_error(directory: Path, file_name: str, match: str | None = None) -> None:
+    with pytest.raises(DatasetError, match=match) as info:
+        PretrainDataset(directory)
+    assert file_name in str(info.value)
+
+
+@pytest.mark.parametrize("suffix", SHARD_SUFFIXES)
+def test_missing_shard_file(dataset_copy, suffix):
+    (dataset_copy / f"shard-00001{suffix}").unlink()
+    expect_dataset_error(dataset_copy, str(dataset_copy / f"shard-00001{suffix}"), "missing")
+
+
+@pytest.mark.parametrize("suffix", [".bin", ".masked_positions.bin", ".masked_tokens.idx", ".meta.npy"])
+def test_truncated_shard_file(dataset_copy, suffix):
+    path = dataset_copy / f"shard-00000{suffix}"
+    path.write_bytes(path.read_bytes()[:-2])
+    expect_dataset_error(dataset_copy, str(path))
+
+
+def test_truncated_bin_without_recorded_sizes(dataset_copy):
+    """Without the byte counts in the manifest, the MMIDIDX check still catches it."""
+    manifest_path = dataset_copy / MANIFEST_NAME
+    manifest = json.loads(manifest_path.read_text())
+    for entry in manifest["shards"]:
+        entry.pop("files")
+    manifest_path.write_text(json.dumps(manifest))
+    path = dataset_copy / "shard-00001.bin"
+    path.write_bytes(path.read_bytes()[:-2])
+    expect_dataset_error(dataset_copy, str(path))
+
+
+def test_size_differs_from_the_recorded_bytes(dataset_copy):
+    """A file whose size differs from the manifest's record (e.g. replaced by the
+    file of another build) is refused even when it is itself well-formed."""
+    edit_manifest(dataset_copy, lambda m: m["shards"][0]["files"]["masked_tokens_bin"].update(bytes=7))
+    expect_dataset_error(dataset_copy, str(dataset_copy / "shard-00000.masked_tokens.bin"), "records 7")
+
+
+def test_corrupt_meta(dataset_copy):
+    path = dataset_copy / "shard-00000.meta.npy"
+    path.write_bytes(b"\x00" * path.stat().st_size)
+    expect_dataset_error(dataset_copy, str(path))
+
+
+def edit_manifest(directory: Path, edit) -> None:
+    path = directory / MANIFEST_NAME
+    manifest = json.loads(path.read_text())
+    edit(manifest)
+    path.write_text(json.dumps(manifest))
+
+
+def test_edited_shard_instance_count(dataset_copy):
+    edit_manifest(dataset_copy, lambda m: m["shards"][1].update(num_instances=m["shards"][1]["num_instances"] + 1))
+    expect_dataset_error(dataset_copy, "shard-00001", "instances")
+
+
+def test_edited_total_instance_count(dataset_copy):
+    edit_manifest(dataset_copy, lambda m: m["totals"].update(instances=m["totals"]["instances"] - 1))
+    expect_dataset_error(dataset_copy, str(dataset_copy / MANIFEST_NAME), "instances")
+
+
+def test_missing_manifest(dataset_copy):
+    (dataset_copy / MANIFEST_NAME).unlink()
+    expect_dataset_error(dataset_copy, str(dataset_copy / MANIFEST_NAME), "missing")
+
+
+def test_not_a_directory(tmp_path):
+    expect_dataset_error(tmp_path / "nowhere", str(tmp_path / "nowhere"))
+
+
+def test_other_format_version(dataset_copy):
+    edit_manifest(dataset_copy, lambda m: m.update(format_version=FORMAT_VERSION + 1))
+    expect_dataset_error(dataset_copy, str(dataset_copy / MANIFEST_NAME), "version")
+
+
+def test_other_format_name(dataset_copy):
+    edit_manifest(dataset_copy, lambda m: m.update(format="something-else"))
+    expect_dataset_error(dataset_copy, str(dataset_copy / MANIFEST_NAME))
+
+
+def test_unparsable_manifest(dataset_copy):
+    (dataset_copy / MANIFEST_NAME).write_text("{not json")
+    expect_dataset_error(dataset_copy, str(dataset_copy / MANIFEST_NAME), "unreadable")
+
+
+@pytest.mark.parametrize("key", ["tokenizer", "max_seq_len", "shards", "totals"])
+def test_manifest_missing_key(dataset_copy, key):
+    edit_manifest(dataset_copy, lambda m: m.pop(key))
+    expect_dataset_error(dataset_copy, str(dataset_copy / MANIFEST_NAME), key)
+
+
+def test_shards_without_manifest_are_not_a_dataset(tmp_path):
+    out = tmp_path / "unfinished"
+    config = config_for(out)
+    prefixes = spill(out, [DOCUMENTS])
+    for k in range(2):
+        build_shard(k, prefixes, config, FACTS)
+    expect_dataset_error(out, str(out / MANIFEST_NAME), "missing")
