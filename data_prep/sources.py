@@ -264,6 +264,8 @@ def read_wiki_pages(unit: WorkUnit) -> Iterator[WikiPage]:
     )
     try:
         yield from _parse_pages(chunks, unit.describe(), fragment)
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as err:
+        raise InputError(f"{unit.describe()}: cannot read: {err.strerror}") from err
     except (OSError, EOFError, zlib.error) as err:
         raise InputError(f"{unit.describe()}: corrupt or truncated compressed data: {err}") from err
 

@@ -1,0 +1,383 @@
+"""Throughput and peak-memory benchmark of ``python -m data_prep.build``.
+
+Builds Wikimedia-style multistream dumps (with their index) of about
+``--target-mb`` MB of uncompressed XML from the real English sample
+``../shared/data/enwiki-sample.xml.bz2`` (its pages repeated, each copy with new
+page ids and titles so the pipeline treats them as distinct documents), runs the
+real CLI on them as a subprocess for each (scale, workers) pair, and prints wall
+time, throughput and the peak RSS of the whole process tree.
+
+    .venv/bin/python benchmarks/bench_data_prep.py [--target-mb 50] [--workers 1 2]
+        [--scales 1 4] [--keep DIR]
+
+See benchmarks/README.md for what each column means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+SAMPLE = SHARED / "enwiki-sample.xml.bz2"
+VOCAB = SHARED / "vocab" / "bert-base-uncased.txt"
+TIME_BIN = "/usr/bin/time"
+ID_STRIDE = 10_000_000  # copy k gets page ids id + k * ID_STRIDE
+PAGES_PER_STREAM = 100
+POLL_S = 0.2
+MB = 1e6  # throughput and sizes in decimal MB
+TACL_MB_S = 0.06  # TaCL reference: ~2 GB of text in ~10 h
+
+sys.path.insert(0, str(REPO))
+
+_PAGE_ID = re.compile(rb"<id>(\d+)</id>")
+_PAGE_TITLE = re.compile(rb"<title>(.*?)</title>", re.DOTALL)
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+def build_corpus(target_bytes: int, directory: Path, name: str) -> tuple[Path, int]:
+    """Write ``directory/NAME-multistream.xml.bz2`` (+ index) holding the sample's
+    pages repeated until the plain XML reaches ``target_bytes``; return the dump path
+    and the size of its uncompressed XML."""
+    from data_prep.multistream import iter_raw_pages, write_multistream
+
+    raw = iter_raw_pages(str(SAMPLE))
+    header = next(raw)
+    pages = list(raw)
+    footer = b"</mediawiki>\n"
+    directory.mkdir(parents=True, exist_ok=True)
+    plain = directory / f"{name}.xml"
+    size = 0
+    with open(plain, "wb") as out:
+        out.write(header)
+        size += len(header) + len(footer)
+        copy = 0
+        while size < target_bytes:
+            for page in pages:
+                page = _renumber(page, copy)
+                out.write(page)
+                size += len(page)
+                if size >= target_bytes:
+                    break
+            copy += 1
+        out.write(footer)
+    assert size == plain.stat().st_size, (size, plain.stat().st_size)
+    dump, _index = write_multistream(
+        str(plain), str(directory / f"{name}-multistream.xml.bz2"), PAGES_PER_STREAM
+    )
+    plain.unlink()
+    return dump, size
+
+
+def _renumber(page: bytes, copy: int) -> bytes:
+    """The page with its own ``<id>`` (the one before ``<revision>``, not the
+    revision's or contributor's) moved by ``copy * ID_STRIDE`` and, for copies after
+    the first, `` (copy N)`` appended to its title."""
+    if copy == 0:
+        return page
+    cut = page.find(b"<revision")
+    head, tail = (page, b"") if cut < 0 else (page[:cut], page[cut:])
+    head, n = _PAGE_ID.subn(
+        lambda m: b"<id>%d</id>" % (int(m.group(1)) + copy * ID_STRIDE), head, count=1
+    )
+    if n != 1:
+        raise RuntimeError(f"a page of {SAMPLE} has no page <id>: {page[:200]!r}")
+    head = _PAGE_TITLE.sub(lambda m: b"<title>%s (copy %d)</title>" % (m.group(1), copy), head, count=1)
+    return head + tail
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@dataclass
+class Result:
+    scale: int
+    xml_bytes: int
+    bz2_bytes: int
+    units: int
+    workers: int
+    wall_s: float
+    documents: int
+    instances: int
+    tokens: int
+    peak_tree_rss: int  # bytes, sampled sum over the process tree
+    peak_single_rss: int  # bytes, largest single process (time -v, else sampled)
+    peak_processes: int  # most processes seen at once in the tree
+    cpu_percent: int | None  # (user + system CPU of the tree) / wall, from time -v
+    load_before: float  # 1-minute load average of the machine when the run started
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid``'s descendants, from /proc/<pid>/task/*/children (no psutil)."""
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for c in children:
+                found.append(int(c))
+                stack.append(int(c))
+    return found
+
+
+def _rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def sample_tree(root: int, include_root: bool) -> tuple[int, int, int]:
+    """(sum of RSS, largest single RSS, process count) of ``root``'s tree now."""
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    rss: list[int] = []
+    if psutil is not None:
+        try:
+            proc = psutil.Process(root)
+            procs = ([proc] if include_root else []) + proc.children(recursive=True)
+        except psutil.NoSuchProcess:
+            return 0, 0, 0
+        for p in procs:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                rss.append(p.memory_info().rss)
+    else:
+        pids = ([root] if include_root else []) + _descendants(root)
+        rss = [r for r in (_rss(p) for p in pids) if r]
+    return sum(rss), max(rss, default=0), len(rss)
+
+
+def run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: int,
+              work: Path, unit_mb: float | None) -> Result:
+    out = work / f"out-x{scale}-w{workers}"
+    shutil.rmtree(out, ignore_errors=True)
+    log_path = work / f"build-x{scale}-w{workers}.log"
+    time_path = work / f"time-x{scale}-w{workers}.txt"
+    mode = "in_memory" if workers == 1 else "multi_processing"
+    cmd = [
+        sys.executable, "-m", "data_prep.build",
+        "--input", str(corpus),
+        "--tokenizer", str(VOCAB),
+        "--output", str(out),
+        "--num-shards", "8",
+        "--quiet",
+        "--direct_num_workers", str(workers),
+        "--direct_running_mode", mode,
+    ]
+    if unit_mb is not None:
+        cmd += ["--unit-mb", str(unit_mb)]
+    use_time = os.access(TIME_BIN, os.X_OK)
+    if use_time:
+        cmd = [TIME_BIN, "-v", "-o", str(time_path)] + cmd
+    peak_sum = peak_single = peak_procs = 0
+    load_before = os.getloadavg()[0]
+    with open(log_path, "wb") as log:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        while proc.poll() is None:
+            # The /usr/bin/time wrapper itself is not counted.
+            total, single, count = sample_tree(proc.pid, include_root=not use_time)
+            peak_sum = max(peak_sum, total)
+            peak_single = max(peak_single, single)
+            peak_procs = max(peak_procs, count)
+            time.sleep(POLL_S)
+        wall = time.perf_counter() - started
+    rc = proc.returncode
+    manifest_path = out / "manifest.json"
+    if rc != 0 or not manifest_path.is_file():
+        tail = log_path.read_text(errors="replace")[-4000:]
+        raise SystemExit(
+            f"build failed (exit {rc}, manifest {'present' if manifest_path.is_file() else 'missing'})"
+            f"\ncommand: {' '.join(cmd)}\nlog {log_path}:\n{tail}"
+        )
+    cpu_percent = None
+    if use_time and time_path.is_file():
+        report = time_path.read_text()
+        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", report)
+        if m:
+            peak_single = int(m.group(1)) * 1024
+        m = re.search(r"Percent of CPU this job got: (\d+)%", report)
+        if m:
+            cpu_percent = int(m.group(1))
+    totals = json.loads(manifest_path.read_text())["totals"]
+    result = Result(
+        scale=scale, xml_bytes=xml_bytes, bz2_bytes=corpus.stat().st_size, units=units,
+        workers=workers, wall_s=wall, documents=int(totals["documents"]),
+        instances=int(totals["instances"]), tokens=int(totals["tokens"]),
+        peak_tree_rss=peak_sum, peak_single_rss=peak_single, peak_processes=peak_procs,
+        cpu_percent=cpu_percent, load_before=load_before,
+    )
+    shutil.rmtree(out, ignore_errors=True)  # datasets are large; the log stays
+    return result
+
+
+# --------------------------------------------------------------------------- report
+
+
+def machine_lines() -> list[str]:
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 0
+    mem = ""
+    try:
+        kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))
+        mem = f", {kb / 1024 / 1024:.1f} GiB RAM"
+    except (OSError, AttributeError):
+        pass
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
+                                  check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no",
+                                        "--", "data_prep", "tacl_scale").splitlines()]
+    if changed:
+        commit += f" + uncommitted changes to {', '.join(changed)}"
+    try:
+        beam = importlib.metadata.version("apache-beam")
+    except importlib.metadata.PackageNotFoundError:
+        beam = "?"
+    return [
+        f"machine: nproc {usable} (cpu_count {os.cpu_count()}), {model}{mem}",
+        f"python {platform.python_version()}, apache-beam {beam}, git {commit}",
+        f"load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+        "(other processes on the machine slow the runs)",
+    ]
+
+
+def table(results: list[Result]) -> str:
+    head = ["scale", "XML MB", "bz2 MB", "units", "workers", "wall s", "XML MB/s",
+            "MB/s/worker", "tokens/s", "documents", "instances", "RSS tree MB",
+            "RSS max proc MB", "procs", "CPU%", "load"]
+    rows = []
+    for r in results:
+        rate = r.xml_bytes / MB / r.wall_s
+        rows.append([
+            f"{r.scale}x", f"{r.xml_bytes / MB:.1f}", f"{r.bz2_bytes / MB:.1f}", str(r.units),
+            str(r.workers), f"{r.wall_s:.1f}", f"{rate:.2f}", f"{rate / r.workers:.2f}",
+            f"{r.tokens / r.wall_s:,.0f}", f"{r.documents:,}", f"{r.instances:,}",
+            f"{r.peak_tree_rss / MB:,.0f}", f"{r.peak_single_rss / MB:,.0f}",
+            str(r.peak_processes), "-" if r.cpu_percent is None else str(r.cpu_percent),
+            f"{r.load_before:.1f}",
+        ])
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target-mb", type=float, default=50,
+                   help="uncompressed XML MB of the largest corpus (default 50)")
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2],
+                   help="--direct_num_workers values (default 1 2)")
+    p.add_argument("--scales", type=int, nargs="+", default=[1, 4],
+                   help="corpus scales; scale s is target*s/max(scales) MB (default 1 4)")
+    p.add_argument("--unit-mb", type=float, default=1.0,
+                   help="--unit-mb passed to the build: compressed MB per unit of parallel "
+                        "work (default 1, so a 50 MB corpus is ~14 units; 0 = the CLI's "
+                        "own default)")
+    p.add_argument("--keep", metavar="DIR",
+                   help="build corpora and logs in DIR and keep them (default: a temporary "
+                        "directory, removed at the end)")
+    args = p.parse_args(argv)
+    if any(s <= 0 for s in args.scales) or any(w <= 0 for w in args.workers):
+        p.error("--scales and --workers must be positive")
+    for path in (SAMPLE, VOCAB):
+        if not path.is_file():
+            p.error(f"{path}: missing")
+    unit_mb = args.unit_mb if args.unit_mb > 0 else None
+
+    for line in machine_lines():
+        print(line)
+    print(f"corpus: {SAMPLE.name} repeated, multistream {PAGES_PER_STREAM} pages/stream; "
+          f"build: --num-shards 8, bert-base-uncased vocab, defaults otherwise; "
+          f"--unit-mb {unit_mb if unit_mb is not None else 'CLI default'}", flush=True)
+
+    if args.keep:
+        work = Path(args.keep).resolve()
+        work.mkdir(parents=True, exist_ok=True)
+    else:
+        work = Path(tempfile.mkdtemp(prefix="bench_data_prep-"))
+    from data_prep.sources import plan_work_units
+
+    results: list[Result] = []
+    started = time.perf_counter()
+    try:
+        biggest = max(args.scales)
+        for scale in sorted(set(args.scales)):
+            target = int(args.target_mb * MB * scale / biggest)
+            t0 = time.perf_counter()
+            corpus, xml_bytes = build_corpus(target, work / f"corpus-x{scale}", f"bench{scale}x")
+            units = len(plan_work_units(
+                [str(corpus)], "wiki-xml",
+                unit_bytes=int((unit_mb if unit_mb is not None else 32) * (1 << 20))))
+            print(f"[{scale}x] corpus {xml_bytes / MB:.1f} MB XML -> {corpus.stat().st_size / MB:.1f} "
+                  f"MB multistream, {units} work unit(s) ({time.perf_counter() - t0:.1f} s)",
+                  flush=True)
+            for workers in args.workers:
+                r = run_build(corpus, xml_bytes, scale, units, workers, work, unit_mb)
+                print(f"[{scale}x, {workers} worker(s)] {r.wall_s:.1f} s, "
+                      f"{r.xml_bytes / MB / r.wall_s:.2f} MB/s, peak RSS tree "
+                      f"{r.peak_tree_rss / MB:,.0f} MB", flush=True)
+                results.append(r)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    print()
+    print(table(results))
+    print()
+    print(f"TaCL reference: ~2 GB text in ~10 h ≈ {TACL_MB_S} MB/s; "
+          "target ≥ 1 MB/s of dump XML per core")
+    for r in results:
+        per_worker = r.xml_bytes / MB / r.wall_s / r.workers
+        print(f"  {r.scale}x, {r.workers} worker(s): {per_worker:.2f} MB/s/worker = "
+              f"{per_worker / TACL_MB_S:.1f}x the TaCL reference")
+    print(f"total benchmark time {time.perf_counter() - started:.0f} s"
+          + (f"; corpora and logs kept in {work}" if args.keep else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
