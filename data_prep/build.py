@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                     help="replace an existing dataset in --output")
     io.add_argument("--no-multistream-index", action="store_true",
                     help="read a multistream dump as one unit even if its -index.txt.bz2 is beside it")
-    io.add_argument("--unit-mb", type=float, default=32,
+    io.add_argument("--unit-mb", type=float, default=8,
                     help="compressed MB of a multistream dump per unit of parallel work")
     text = p.add_argument_group("text")
     text.add_argument("--language", choices=("en", "zh"), default="en")

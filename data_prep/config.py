@@ -21,7 +21,7 @@ class InputConfig:
     # Split a multistream dump by its -index.txt.bz2 into units of about this many
     # compressed bytes, so one huge file is read in parallel.
     use_multistream_index: bool = True
-    unit_bytes: int = 32 << 20
+    unit_bytes: int = 8 << 20
 
 
 @dataclass(frozen=True)
