@@ -38,6 +38,44 @@ def shard_of(doc_id: str, num_shards: int) -> int:
     return int.from_bytes(digest, "little") % num_shards
 
 
+def extract_sentences(
+    record: WikiPage | PlainDocument,
+    splitter: SentenceSplitter,
+    min_doc_chars: int,
+    count_skip: CountSkip,
+) -> list[str] | None:
+    """The sentences of a record (article filter, markup removal, splitting), or
+    None and a counted skip."""
+    if isinstance(record, WikiPage):
+        if record.namespace != 0:
+            count_skip("not_article_namespace")
+            return None
+        if record.redirect or is_redirect(record.text):
+            count_skip("redirect")
+            return None
+        if not record.text.strip():
+            count_skip("empty_page")
+            return None
+        paragraphs = clean_wikitext(record.text)
+        pre_split = False
+    else:
+        paragraphs, pre_split = record.paragraphs, record.pre_split
+        if not paragraphs:
+            count_skip("empty_page")
+            return None
+    if sum(len(p) for p in paragraphs) < min_doc_chars:
+        count_skip("too_short")
+        return None
+    if pre_split:
+        sentences = [s for s in (splitter.normalize_line(p) for p in paragraphs) if s]
+    else:
+        sentences = [s for p in paragraphs for s in splitter(p)]
+    if not sentences:
+        count_skip("no_sentences")
+        return None
+    return sentences
+
+
 class DocumentProcessor:
     """Holds the heavy objects (tokenizer, splitter, segmenter); build one per
     worker (Beam ``DoFn.setup``) and call it per record."""
@@ -52,34 +90,7 @@ class DocumentProcessor:
 
     def sentences_of(self, record: WikiPage | PlainDocument, count_skip: CountSkip) -> list[str] | None:
         """The sentences of a record, or None (and a counted skip)."""
-        if isinstance(record, WikiPage):
-            if record.namespace != 0:
-                count_skip("not_article_namespace")
-                return None
-            if record.redirect or is_redirect(record.text):
-                count_skip("redirect")
-                return None
-            if not record.text.strip():
-                count_skip("empty_page")
-                return None
-            paragraphs = clean_wikitext(record.text)
-            pre_split = False
-        else:
-            paragraphs, pre_split = record.paragraphs, record.pre_split
-            if not paragraphs:
-                count_skip("empty_page")
-                return None
-        if sum(len(p) for p in paragraphs) < self.config.cleaning.min_doc_chars:
-            count_skip("too_short")
-            return None
-        if pre_split:
-            sentences = [s for s in (self.splitter.normalize_line(p) for p in paragraphs) if s]
-        else:
-            sentences = [s for p in paragraphs for s in self.splitter(p)]
-        if not sentences:
-            count_skip("no_sentences")
-            return None
-        return sentences
+        return extract_sentences(record, self.splitter, self.config.cleaning.min_doc_chars, count_skip)
 
     def __call__(self, record: WikiPage | PlainDocument, count_skip: CountSkip) -> TokenizedDocument | None:
         sentences = self.sentences_of(record, count_skip)

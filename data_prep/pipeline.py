@@ -32,7 +32,7 @@ from .shards import (
     make_manifest,
     write_manifest_atomically,
 )
-from .sources import WorkUnit, read_text_documents, read_wiki_pages, read_wikiextractor_documents
+from .sources import WorkUnit, read_records
 
 log = logging.getLogger(__name__)
 METRICS_NAMESPACE = "data_prep"
@@ -62,12 +62,7 @@ class PrepareDocuments(beam.DoFn):
             skips[kind] = skips.get(kind, 0) + 1
             Metrics.counter(METRICS_NAMESPACE, f"skipped_{kind}").inc()
 
-        if unit.format == "wiki-xml":
-            records: Iterator[Any] = read_wiki_pages(unit)
-        elif unit.format == "text":
-            records = read_text_documents(unit, count_skip)
-        else:
-            records = read_wikiextractor_documents(unit, count_skip)
+        records = read_records(unit, count_skip)
         tmp_dir = Path(self.config.output.directory) / TMP_DIR_NAME
         spill = SpillWriter(tmp_dir, self.facts.token_dtype)
         documents = chars = 0

@@ -119,7 +119,7 @@ def find_index(dump_path: str) -> str | None:
 
 
 def plan_work_units(
-    paths: list[str], fmt: str, use_index: bool = True, unit_bytes: int = 32 << 20
+    paths: list[str], fmt: str, use_index: bool = True, unit_bytes: int = 8 << 20
 ) -> list[WorkUnit]:
     """Split inputs into units of parallel work. A multistream dump with its index
     becomes ranges of about ``unit_bytes`` compressed bytes; anything else is one
@@ -322,3 +322,12 @@ def read_wikiextractor_documents(unit: WorkUnit, count_skip: CountSkip) -> Itera
             paragraphs = paragraphs[1:]
         doc_id = str(record.get("id") or f"{name}:{line_no}")
         yield PlainDocument(doc_id, title, paragraphs, False, unit.path)
+
+
+def read_records(unit: WorkUnit, count_skip: CountSkip) -> Iterator[WikiPage | PlainDocument]:
+    """The records of a work unit in the reader of its format."""
+    if unit.format == "wiki-xml":
+        return read_wiki_pages(unit)
+    if unit.format == "text":
+        return read_text_documents(unit, count_skip)
+    return read_wikiextractor_documents(unit, count_skip)

@@ -13,42 +13,18 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from .documents import extract_sentences
 from .sentences import SentenceConfig, SentenceSplitter
-from .sources import (
-    FORMATS,
-    InputError,
-    PlainDocument,
-    WikiPage,
-    expand_inputs,
-    plan_work_units,
-    read_text_documents,
-    read_wiki_pages,
-    read_wikiextractor_documents,
-)
-from .wikitext import clean_wikitext, is_redirect
+from .sources import FORMATS, InputError, expand_inputs, plan_work_units, read_records
 
 
 def iter_sentences(patterns: list[str], fmt: str, language: str) -> Iterator[str]:
-    """Sentences of the articles of the inputs (redirects and other namespaces
-    skipped, markup removed)."""
+    """Sentences of the articles of the inputs, as the build extracts them (no
+    minimum document length)."""
     splitter = SentenceSplitter(SentenceConfig(language))
     for unit in plan_work_units(expand_inputs(patterns), fmt, use_index=False):
-        records: Iterator[WikiPage | PlainDocument]
-        if fmt == "wiki-xml":
-            records = read_wiki_pages(unit)
-        elif fmt == "text":
-            records = read_text_documents(unit, lambda kind: None)
-        else:
-            records = read_wikiextractor_documents(unit, lambda kind: None)
-        for record in records:
-            if isinstance(record, WikiPage):
-                if record.namespace != 0 or record.redirect or is_redirect(record.text):
-                    continue
-                paragraphs, pre_split = clean_wikitext(record.text), False
-            else:
-                paragraphs, pre_split = record.paragraphs, record.pre_split
-            for paragraph in paragraphs:
-                yield from ([paragraph] if pre_split else splitter(paragraph))
+        for record in read_records(unit, lambda kind: None):
+            yield from extract_sentences(record, splitter, 0, lambda kind: None) or []
 
 
 def train_wordpiece(sentences: Iterator[str], vocab_size: int, lowercase: bool, output: Path) -> Path:
