@@ -32,7 +32,7 @@ from .shards import (
     make_manifest,
     write_manifest_atomically,
 )
-from .sources import WorkUnit, read_records
+from .sources import ReadProgress, WorkUnit, read_records
 
 log = logging.getLogger(__name__)
 METRICS_NAMESPACE = "data_prep"
@@ -62,7 +62,8 @@ class PrepareDocuments(beam.DoFn):
             skips[kind] = skips.get(kind, 0) + 1
             Metrics.counter(METRICS_NAMESPACE, f"skipped_{kind}").inc()
 
-        records = read_records(unit, count_skip)
+        progress = ReadProgress(unit)
+        records = read_records(unit, count_skip, progress)
         tmp_dir = Path(self.config.output.directory) / TMP_DIR_NAME
         spill = SpillWriter(tmp_dir, self.facts.token_dtype)
         documents = chars = 0
@@ -72,8 +73,13 @@ class PrepareDocuments(beam.DoFn):
                 now = time.monotonic()
                 if now - last_report > 30:
                     last_report = now
-                    log.info("reading %s: %d documents, %.1f MB of text so far (%.2f MB/s)",
-                             unit.describe(), documents, chars / 1e6, chars / 1e6 / (now - started))
+                    done = max(progress.fraction, 1e-6)
+                    log.info(
+                        "reading %s: %.0f%% (%d documents, %.2f MB/s of input), ETA %.0f s",
+                        unit.describe(), 100 * done, documents,
+                        done * progress.total / 1e6 / (now - started),
+                        (now - started) * (1 - done) / done,
+                    )
                 document = self.processor(record, count_skip)
                 if document is None:
                     continue

@@ -9,6 +9,7 @@ bz2 streams of a multistream dump. Readers stream: memory stays O(one page).
 from __future__ import annotations
 
 import bz2
+import contextlib
 import glob
 import gzip
 import json
@@ -147,18 +148,51 @@ def plan_work_units(
     return units
 
 
-def _open_binary(path: str) -> BinaryIO:
-    if path.endswith(".bz2"):
-        return bz2.open(path, "rb")  # reads every stream of a multistream file
-    if path.endswith(".gz"):
-        return gzip.open(path, "rb")
-    return open(path, "rb")
+class ReadProgress:
+    """How far a reader is through its work unit, in bytes of the file as stored
+    (compressed bytes for .bz2/.gz), for progress logs with an ETA."""
+
+    def __init__(self, unit: WorkUnit) -> None:
+        self.total = (unit.stop - unit.start) if unit.stop is not None else os.path.getsize(unit.path)
+        self._origin = unit.start
+        self._tell: Callable[[], int] = lambda: self._origin
+
+    def track(self, raw: BinaryIO) -> None:
+        # Once the reader closes the file, it has read it all.
+        self._tell = lambda: self._origin + self.total if raw.closed else raw.tell()
+
+    @property
+    def fraction(self) -> float:
+        if not self.total:
+            return 1.0
+        return min(1.0, max(0.0, (self._tell() - self._origin) / self.total))
 
 
-def _bz2_range_chunks(path: str, start: int, stop: int) -> Iterator[bytes]:
+@contextlib.contextmanager
+def _open_binary(path: str, progress: ReadProgress | None = None) -> Iterator[BinaryIO]:
+    """The decompressed bytes of a file (.bz2 with every stream of a multistream
+    file, .gz, or plain)."""
+    with open(path, "rb") as raw:
+        if progress is not None:
+            progress.track(raw)
+        if path.endswith(".bz2"):
+            with bz2.BZ2File(raw) as f:
+                yield f
+        elif path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw) as f:
+                yield f
+        else:
+            yield raw
+
+
+def _bz2_range_chunks(
+    path: str, start: int, stop: int, progress: ReadProgress | None = None
+) -> Iterator[bytes]:
     """Decompressed bytes of the bz2 streams lying in ``[start, stop)``."""
     with open(path, "rb") as f:
         f.seek(start)
+        if progress is not None:
+            progress.track(f)
         remaining = stop - start
         decompressor = bz2.BZ2Decompressor()
         mid_stream = False
@@ -245,8 +279,8 @@ def _parse_pages(chunks: Iterator[bytes], source: str, fragment: bool) -> Iterat
         ) from err
 
 
-def _file_chunks(path: str) -> Iterator[bytes]:
-    with _open_binary(path) as f:
+def _file_chunks(path: str, progress: ReadProgress | None = None) -> Iterator[bytes]:
+    with _open_binary(path, progress) as f:
         while True:
             data = f.read(_CHUNK)
             if not data:
@@ -254,13 +288,13 @@ def _file_chunks(path: str) -> Iterator[bytes]:
             yield data
 
 
-def read_wiki_pages(unit: WorkUnit) -> Iterator[WikiPage]:
+def read_wiki_pages(unit: WorkUnit, progress: ReadProgress | None = None) -> Iterator[WikiPage]:
     """Every page of a wiki-xml work unit; :class:`InputError` on corrupt input."""
     fragment = unit.stop is not None
     chunks = (
-        _bz2_range_chunks(unit.path, unit.start, unit.stop)
+        _bz2_range_chunks(unit.path, unit.start, unit.stop, progress)
         if unit.stop is not None
-        else _file_chunks(unit.path)
+        else _file_chunks(unit.path, progress)
     )
     try:
         yield from _parse_pages(chunks, unit.describe(), fragment)
@@ -270,9 +304,11 @@ def read_wiki_pages(unit: WorkUnit) -> Iterator[WikiPage]:
         raise InputError(f"{unit.describe()}: corrupt or truncated compressed data: {err}") from err
 
 
-def _decoded_lines(path: str, count_skip: CountSkip) -> Iterator[tuple[int, str]]:
+def _decoded_lines(
+    path: str, count_skip: CountSkip, progress: ReadProgress | None = None
+) -> Iterator[tuple[int, str]]:
     try:
-        with _open_binary(path) as f:
+        with _open_binary(path, progress) as f:
             for line_no, raw in enumerate(f, 1):
                 try:
                     yield line_no, raw.decode("utf-8")
@@ -282,13 +318,15 @@ def _decoded_lines(path: str, count_skip: CountSkip) -> Iterator[tuple[int, str]
         raise InputError(f"{path}: unreadable or corrupt compressed data: {err}") from err
 
 
-def read_text_documents(unit: WorkUnit, count_skip: CountSkip) -> Iterator[PlainDocument]:
+def read_text_documents(
+    unit: WorkUnit, count_skip: CountSkip, progress: ReadProgress | None = None
+) -> Iterator[PlainDocument]:
     """Documents of a text file: one sentence a line, a blank line between
     documents (the format of google-research/bert and the TaCL reference)."""
     name = unit.id_prefix
     sentences: list[str] = []
     number = 0
-    for _, line in _decoded_lines(unit.path, count_skip):
+    for _, line in _decoded_lines(unit.path, count_skip, progress):
         line = line.strip()
         if line:
             sentences.append(line)
@@ -301,11 +339,13 @@ def read_text_documents(unit: WorkUnit, count_skip: CountSkip) -> Iterator[Plain
         yield PlainDocument(f"{name}:{number}", sentences[0][:80], sentences, True, unit.path)
 
 
-def read_wikiextractor_documents(unit: WorkUnit, count_skip: CountSkip) -> Iterator[PlainDocument]:
+def read_wikiextractor_documents(
+    unit: WorkUnit, count_skip: CountSkip, progress: ReadProgress | None = None
+) -> Iterator[PlainDocument]:
     """Documents of WikiExtractor ``--json`` output: one object a line with ``id``,
     ``title`` and ``text`` (paragraphs separated by newlines, the title first)."""
     name = unit.id_prefix
-    for line_no, line in _decoded_lines(unit.path, count_skip):
+    for line_no, line in _decoded_lines(unit.path, count_skip, progress):
         if not line.strip():
             continue
         try:
@@ -324,10 +364,12 @@ def read_wikiextractor_documents(unit: WorkUnit, count_skip: CountSkip) -> Itera
         yield PlainDocument(doc_id, title, paragraphs, False, unit.path)
 
 
-def read_records(unit: WorkUnit, count_skip: CountSkip) -> Iterator[WikiPage | PlainDocument]:
+def read_records(
+    unit: WorkUnit, count_skip: CountSkip, progress: ReadProgress | None = None
+) -> Iterator[WikiPage | PlainDocument]:
     """The records of a work unit in the reader of its format."""
     if unit.format == "wiki-xml":
-        return read_wiki_pages(unit)
+        return read_wiki_pages(unit, progress)
     if unit.format == "text":
-        return read_text_documents(unit, count_skip)
-    return read_wikiextractor_documents(unit, count_skip)
+        return read_text_documents(unit, count_skip, progress)
+    return read_wikiextractor_documents(unit, count_skip, progress)

@@ -565,3 +565,19 @@ def test_wikiextractor_title_only_document(tmp_path: Path) -> None:
     path.write_text(json.dumps({"id": "1", "title": "Stub", "text": "Stub\n"}) + "\n")
     (doc,) = read_wikiextractor_documents(WorkUnit(str(path), "wikiextractor-json"), SkipCounter())
     assert doc.paragraphs == []
+
+
+def test_read_progress_tracks_stored_bytes(tmp_path: Path) -> None:
+    """The progress (for ETA logs) rises monotonically to 1 for a whole file and for
+    a byte range of a multistream dump."""
+    from data_prep.multistream import write_multistream as recompress
+    from data_prep.sources import ReadProgress
+
+    dump, _ = recompress(str(ENWIKI_SAMPLE), str(tmp_path / "p-multistream.xml.bz2"), 20)
+    units = [WorkUnit(str(ENWIKI_SAMPLE), "wiki-xml"), *plan_work_units([str(dump)], "wiki-xml", unit_bytes=400_000)]
+    for unit in units:
+        progress = ReadProgress(unit)
+        seen = [progress.fraction]
+        for _ in read_wiki_pages(unit, progress):
+            seen.append(progress.fraction)
+        assert seen == sorted(seen) and seen[0] < 0.5 and seen[-1] == 1.0
