@@ -1,0 +1,119 @@
+"""From a :class:`~tacl_scale.data.PretrainDataset` to training batches: a
+deterministic global shuffle sliced per rank with a resumable position, and the
+collate function that pads instances into tensors.
+
+Only numpy here; tensors are made in :func:`collate` (torch is imported there), so
+data-prep code can import this package without torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ShuffleConfig:
+    """How instances are ordered and split across ranks."""
+
+    seed: int = 1234
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank {self.rank} outside world size {self.world_size}")
+
+
+class RankSlicedShuffle:
+    """Epoch ``e``'s order is a permutation of all instances seeded by
+    ``(seed, e)``; rank ``r`` takes positions ``r, r + W, r + 2W, ...`` of it, cut to
+    a multiple of ``W`` so every rank sees the same number of instances (the few
+    left over join the next epoch's shuffle, as a drop-last sampler would).
+
+    The position is ``(epoch, index)`` in the rank's own stream, so a run resumes
+    exactly where it stopped: :meth:`iter_from` yields ``(epoch, index, instance)``.
+    """
+
+    def __init__(self, num_instances: int, config: ShuffleConfig) -> None:
+        if num_instances < config.world_size:
+            raise ValueError(
+                f"{num_instances} instances cannot be split over {config.world_size} ranks"
+            )
+        self.num_instances = num_instances
+        self.config = config
+        self.per_rank = num_instances // config.world_size
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """This rank's instance indices for ``epoch``."""
+        rng = np.random.default_rng([self.config.seed, epoch])
+        order = rng.permutation(self.num_instances)
+        used = order[: self.per_rank * self.config.world_size]
+        return used[self.config.rank :: self.config.world_size]
+
+    def iter_from(self, epoch: int = 0, index: int = 0) -> Iterator[tuple[int, int, int]]:
+        """Endless ``(epoch, index, instance)`` from a saved position."""
+        while True:
+            order = self.epoch_order(epoch)
+            for i in range(index, len(order)):
+                yield epoch, i, int(order[i])
+            epoch, index = epoch + 1, 0
+
+
+@dataclass(frozen=True)
+class CollateConfig:
+    """How instances become a padded batch."""
+
+    pad_id: int = 0
+    pad_to_multiple_of: int = 8  # tensor-core friendly lengths
+    pad_to_length: int | None = None  # pad every batch to this length instead
+
+
+def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str, Any]:
+    """Pad instances into tensors:
+
+    - ``input_ids`` (masked), ``original_ids`` (unmasked, the teacher's input),
+      ``token_type_ids``, ``attention_mask`` (1 on real tokens): ``(B, L)`` long
+    - ``masked``: ``(B, L)`` bool, True at the positions to predict
+    - ``mlm_labels``: ``(B, L)`` long, the original token at masked positions, -100
+      elsewhere (the HF ignore index)
+    - ``nsp_label``: ``(B,)`` long
+    """
+    import torch
+
+    if not items:
+        raise ValueError("cannot collate an empty batch")
+    longest = max(len(item["original_ids"]) for item in items)
+    if config.pad_to_length is not None:
+        if longest > config.pad_to_length:
+            raise ValueError(f"instance of {longest} tokens exceeds pad_to_length {config.pad_to_length}")
+        length = config.pad_to_length
+    else:
+        step = max(config.pad_to_multiple_of, 1)
+        length = -(-longest // step) * step
+    batch = len(items)
+    input_ids = np.full((batch, length), config.pad_id, dtype=np.int64)
+    original_ids = np.full((batch, length), config.pad_id, dtype=np.int64)
+    token_type_ids = np.zeros((batch, length), dtype=np.int64)
+    attention_mask = np.zeros((batch, length), dtype=np.int64)
+    masked = np.zeros((batch, length), dtype=bool)
+    for row, item in enumerate(items):
+        n = len(item["original_ids"])
+        input_ids[row, :n] = item["input_ids"]
+        original_ids[row, :n] = item["original_ids"]
+        token_type_ids[row, :n] = item["token_type_ids"]
+        attention_mask[row, :n] = 1
+        masked[row, item["masked_positions"]] = True
+    mlm_labels = np.where(masked, original_ids, -100)
+    return {
+        "input_ids": torch.from_numpy(input_ids),
+        "original_ids": torch.from_numpy(original_ids),
+        "token_type_ids": torch.from_numpy(token_type_ids),
+        "attention_mask": torch.from_numpy(attention_mask),
+        "masked": torch.from_numpy(masked),
+        "mlm_labels": torch.from_numpy(mlm_labels),
+        "nsp_label": torch.tensor([int(item["nsp_label"]) for item in items], dtype=torch.long),
+    }
