@@ -1,0 +1,135 @@
+"""Student, teacher and the TaCL objective (DESIGN.md, "The method, exactly").
+
+- Student: ``BertForPreTraining`` (trained), on the masked input.
+- Teacher: a bare ``BertModel`` encoder (no pooler, no heads) with the student's
+  *initial* weights, frozen, eval mode, on the unmasked input; fp16 on CUDA by
+  default. It is a plain module, never registered with an optimiser or engine.
+- Loss: ``L = L_TaCL + L_MLM + L_NSP``, any subset by ``objectives``. The MLM head runs
+  only at masked positions (no full-sequence vocabulary projection).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import BertConfig, BertForPreTraining, BertModel
+
+from kernels import tacl_loss
+
+log = logging.getLogger(__name__)
+
+OBJECTIVES = ("tacl", "mlm", "nsp")
+TEACHER_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """Which losses, and the TaCL temperature (paper: 0.01)."""
+
+    objectives: tuple[str, ...] = OBJECTIVES
+    temperature: float = 0.01
+    tacl_impl: str = "auto"
+
+    def __post_init__(self) -> None:
+        unknown = set(self.objectives) - set(OBJECTIVES)
+        if unknown or not self.objectives:
+            raise ValueError(f"objectives must be a non-empty subset of {OBJECTIVES}, got {self.objectives}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+def load_student(path: str | Path) -> BertForPreTraining:
+    """A ``BertForPreTraining`` from a HF model directory (heads missing from the
+    checkpoint, e.g. a sentence encoder's, are initialised and logged) or from a
+    ``BertConfig`` JSON file (random initialisation). SDPA attention."""
+    path = Path(path)
+    if path.is_file():
+        try:
+            config = BertConfig(**json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError) as err:
+            raise ValueError(f"{path}: not a BertConfig JSON: {err}") from err
+        config._attn_implementation = "sdpa"
+        log.info("student: random init from %s", path)
+        return BertForPreTraining(config)
+    if not path.is_dir():
+        raise ValueError(f"{path}: neither a model directory nor a BertConfig JSON")
+    model, info = BertForPreTraining.from_pretrained(
+        str(path), attn_implementation="sdpa", local_files_only=True, output_loading_info=True
+    )
+    if info.get("missing_keys"):
+        log.warning("student: initialised %d missing weights (e.g. MLM/NSP heads): %s",
+                    len(info["missing_keys"]), ", ".join(sorted(info["missing_keys"])[:6]))
+    return model
+
+
+def default_teacher_dtype(device: torch.device) -> str:
+    """fp16 on CUDA as in the paper; fp32 on CPU, where half matmuls are slow."""
+    return "fp16" if device.type == "cuda" else "fp32"
+
+
+def make_teacher(student: BertForPreTraining, dtype: str, device: torch.device) -> BertModel:
+    """A frozen copy of the student's encoder as it is now (call before training)."""
+    if dtype not in TEACHER_DTYPES:
+        raise ValueError(f"teacher dtype {dtype!r} not in {sorted(TEACHER_DTYPES)}")
+    teacher = BertModel(copy.deepcopy(student.config), add_pooling_layer=False)
+    state = {k: v for k, v in student.bert.state_dict().items() if not k.startswith("pooler.")}
+    teacher.load_state_dict(state)
+    teacher.to(device=device, dtype=TEACHER_DTYPES[dtype]).eval()
+    teacher.requires_grad_(False)
+    return teacher
+
+
+def pretraining_losses(
+    student: BertForPreTraining,
+    teacher: BertModel | None,
+    batch: dict[str, torch.Tensor],
+    config: ObjectiveConfig,
+) -> dict[str, torch.Tensor]:
+    """``loss`` (the sum of the chosen objectives) and each part with its metrics:
+    ``tacl``, ``tacl_acc``, ``mlm``, ``mlm_acc``, ``nsp``, ``nsp_acc``."""
+    out = student.bert(
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        token_type_ids=batch["token_type_ids"],
+    )
+    hidden, pooled = out.last_hidden_state, out.pooler_output
+    masked = batch["masked"]
+    parts: dict[str, torch.Tensor] = {}
+    total = hidden.new_zeros((), dtype=torch.float32)
+    if "mlm" in config.objectives:
+        logits = student.cls.predictions(hidden[masked])  # (M, V): masked rows only
+        labels = batch["original_ids"][masked]
+        if labels.numel():
+            parts["mlm"] = F.cross_entropy(logits.float(), labels)
+            parts["mlm_acc"] = (logits.argmax(-1) == labels).float().mean()
+        else:
+            parts["mlm"] = logits.float().sum() * 0.0
+        total = total + parts["mlm"]
+    if "nsp" in config.objectives:
+        nsp_logits = student.cls.seq_relationship(pooled)
+        parts["nsp"] = F.cross_entropy(nsp_logits.float(), batch["nsp_label"])
+        parts["nsp_acc"] = (nsp_logits.argmax(-1) == batch["nsp_label"]).float().mean()
+        total = total + parts["nsp"]
+    if "tacl" in config.objectives:
+        if teacher is None:
+            raise ValueError("the tacl objective needs a teacher")
+        with torch.no_grad():  # not inference_mode: its outputs are saved for backward
+            target = teacher(
+                input_ids=batch["original_ids"],
+                attention_mask=batch["attention_mask"],
+                token_type_ids=batch["token_type_ids"],
+            ).last_hidden_state
+        loss, correct, count = tacl_loss(
+            hidden, target, masked, batch["attention_mask"], config.temperature, config.tacl_impl
+        )
+        parts["tacl"] = loss
+        parts["tacl_acc"] = correct.float() / count.clamp(min=1)
+        total = total + loss
+    parts["loss"] = total
+    return parts

@@ -1,0 +1,122 @@
+"""Student/teacher construction and the combined TaCL + MLM + NSP objective on a
+tiny random BERT (CPU)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import BertConfig
+
+from kernels import tacl_loss
+from tacl_scale.model import ObjectiveConfig, load_student, make_teacher, pretraining_losses
+
+TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=64)
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "bert.json"
+    path.write_text(json.dumps(TINY))
+    return path
+
+
+def make_batch(seed: int = 0, batch: int = 4, length: int = 16) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    original = torch.randint(5, 120, (batch, length), generator=g)
+    attention = torch.ones(batch, length, dtype=torch.long)
+    attention[1, 12:] = 0
+    original[attention == 0] = 0
+    masked = (torch.rand(batch, length, generator=g) < 0.2) & attention.bool()
+    masked[:, 1] = True
+    inputs = original.clone()
+    inputs[masked] = 3
+    types = torch.zeros(batch, length, dtype=torch.long)
+    types[:, length // 2 :] = 1
+    return {"input_ids": inputs, "original_ids": original, "attention_mask": attention,
+            "token_type_ids": types, "masked": masked,
+            "nsp_label": torch.tensor([0, 1, 0, 1][:batch])}
+
+
+def test_teacher_is_a_frozen_copy_of_the_initial_encoder(config_file: Path) -> None:
+    student = load_student(config_file)
+    assert student.config._attn_implementation == "sdpa"
+    teacher = make_teacher(student, "fp32", torch.device("cpu"))
+    assert teacher.pooler is None and not teacher.training
+    assert all(not p.requires_grad for p in teacher.parameters())
+    for name, value in teacher.state_dict().items():
+        assert torch.equal(value, student.bert.state_dict()[name])
+    # training the student leaves the teacher untouched
+    with torch.no_grad():
+        student.bert.embeddings.word_embeddings.weight.add_(1.0)
+    assert not torch.equal(teacher.embeddings.word_embeddings.weight,
+                           student.bert.embeddings.word_embeddings.weight)
+    half = make_teacher(load_student(config_file), "bf16", torch.device("cpu"))
+    assert next(half.parameters()).dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="teacher dtype"):
+        make_teacher(student, "int8", torch.device("cpu"))
+
+
+def test_losses_match_their_definitions(config_file: Path) -> None:
+    torch.manual_seed(0)
+    student = load_student(config_file).eval()  # no dropout: deterministic comparison
+    teacher = make_teacher(student, "fp32", torch.device("cpu"))
+    batch = make_batch()
+    parts = pretraining_losses(student, teacher, batch, ObjectiveConfig())
+    # Full-sequence HF forward, then pick the masked positions: same MLM loss.
+    full = student(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                   token_type_ids=batch["token_type_ids"])
+    mlm = F.cross_entropy(full.prediction_logits[batch["masked"]], batch["original_ids"][batch["masked"]])
+    nsp = F.cross_entropy(full.seq_relationship_logits, batch["nsp_label"])
+    hidden = student.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                          token_type_ids=batch["token_type_ids"]).last_hidden_state
+    target = teacher(input_ids=batch["original_ids"], attention_mask=batch["attention_mask"],
+                     token_type_ids=batch["token_type_ids"]).last_hidden_state
+    tacl, _, _ = tacl_loss(hidden, target, batch["masked"], batch["attention_mask"], 0.01)
+    assert parts["mlm"].item() == pytest.approx(mlm.item(), rel=1e-5)
+    assert parts["nsp"].item() == pytest.approx(nsp.item(), rel=1e-5)
+    assert parts["tacl"].item() == pytest.approx(tacl.item(), rel=1e-5)
+    assert parts["loss"].item() == pytest.approx((mlm + nsp + tacl).item(), rel=1e-5)
+    assert 0.0 <= parts["tacl_acc"].item() <= 1.0
+
+
+@pytest.mark.parametrize("objectives", [("mlm", "nsp"), ("tacl",), ("tacl", "mlm", "nsp")])
+def test_objective_switches_and_gradients(config_file: Path, objectives: tuple[str, ...]) -> None:
+    torch.manual_seed(1)
+    student = load_student(config_file)
+    teacher = make_teacher(student, "fp32", torch.device("cpu"))
+    parts = pretraining_losses(student, teacher, make_batch(1), ObjectiveConfig(objectives=objectives))
+    unselected = {"tacl", "mlm", "nsp"} - set(objectives)
+    assert set(objectives) <= set(parts) and not unselected & set(parts)
+    parts["loss"].backward()
+    assert all(p.grad is None for p in teacher.parameters())
+    assert student.bert.encoder.layer[0].attention.self.query.weight.grad.abs().sum() > 0
+    nsp_grad = student.cls.seq_relationship.weight.grad
+    assert (nsp_grad is not None and nsp_grad.abs().sum() > 0) == ("nsp" in objectives)
+
+
+def test_bad_configs(config_file: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="objectives"):
+        ObjectiveConfig(objectives=("tacl", "sop"))
+    with pytest.raises(ValueError, match="temperature"):
+        ObjectiveConfig(temperature=0)
+    with pytest.raises(ValueError, match="neither"):
+        load_student(tmp_path / "missing")
+    student = load_student(config_file)
+    with pytest.raises(ValueError, match="needs a teacher"):
+        pretraining_losses(student, None, make_batch(), ObjectiveConfig(objectives=("tacl",)))
+
+
+def test_hf_directory_with_missing_heads_is_initialised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from transformers import BertModel
+
+    encoder_only = BertModel(BertConfig(**TINY))
+    encoder_only.save_pretrained(tmp_path / "enc")
+    with caplog.at_level("WARNING"):
+        student = load_student(tmp_path / "enc")
+    assert "missing weights" in caplog.text
+    assert torch.equal(student.bert.embeddings.word_embeddings.weight, encoder_only.embeddings.word_embeddings.weight)
