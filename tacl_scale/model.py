@@ -85,14 +85,25 @@ def make_teacher(student: BertForPreTraining, dtype: str, device: torch.device) 
     return teacher
 
 
+def teacher_states(teacher: BertModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The teacher's last hidden states on the unmasked input (no graph)."""
+    with torch.no_grad():  # not inference_mode: the TaCL loss saves them for backward
+        return teacher(
+            input_ids=batch["original_ids"],
+            attention_mask=batch["attention_mask"],
+            token_type_ids=batch["token_type_ids"],
+        ).last_hidden_state
+
+
 def pretraining_losses(
     student: BertForPreTraining,
-    teacher: BertModel | None,
     batch: dict[str, torch.Tensor],
     config: ObjectiveConfig,
+    teacher_hidden: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """``loss`` (the sum of the chosen objectives) and each part with its metrics:
-    ``tacl``, ``tacl_acc``, ``mlm``, ``mlm_acc``, ``nsp``, ``nsp_acc``."""
+    ``tacl``, ``tacl_acc``, ``mlm``, ``mlm_acc``, ``nsp``, ``nsp_acc``.
+    ``teacher_hidden`` (from :func:`teacher_states`) is needed for TaCL."""
     out = student.bert(
         input_ids=batch["input_ids"],
         attention_mask=batch["attention_mask"],
@@ -117,19 +128,28 @@ def pretraining_losses(
         parts["nsp_acc"] = (nsp_logits.argmax(-1) == batch["nsp_label"]).float().mean()
         total = total + parts["nsp"]
     if "tacl" in config.objectives:
-        if teacher is None:
-            raise ValueError("the tacl objective needs a teacher")
-        with torch.no_grad():  # not inference_mode: its outputs are saved for backward
-            target = teacher(
-                input_ids=batch["original_ids"],
-                attention_mask=batch["attention_mask"],
-                token_type_ids=batch["token_type_ids"],
-            ).last_hidden_state
+        if teacher_hidden is None:
+            raise ValueError("the tacl objective needs the teacher's hidden states")
         loss, correct, count = tacl_loss(
-            hidden, target, masked, batch["attention_mask"], config.temperature, config.tacl_impl
+            hidden, teacher_hidden, masked, batch["attention_mask"], config.temperature, config.tacl_impl
         )
         parts["tacl"] = loss
         parts["tacl_acc"] = correct.float() / count.clamp(min=1)
         total = total + loss
     parts["loss"] = total
     return parts
+
+
+class PretrainingModule(torch.nn.Module):
+    """The student with its objective, as one module for the DeepSpeed engine (the
+    teacher stays outside: it is not trained, checkpointed or partitioned)."""
+
+    def __init__(self, student: BertForPreTraining, config: ObjectiveConfig) -> None:
+        super().__init__()
+        self.student = student
+        self.config = config
+
+    def forward(
+        self, batch: dict[str, torch.Tensor], teacher_hidden: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        return pretraining_losses(self.student, batch, self.config, teacher_hidden)

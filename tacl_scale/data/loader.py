@@ -8,6 +8,7 @@ data-prep code can import this package without torch.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -117,3 +118,86 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
         "mlm_labels": torch.from_numpy(mlm_labels),
         "nsp_label": torch.tensor([int(item["nsp_label"]) for item in items], dtype=torch.long),
     }
+
+
+class MicroBatches:
+    """Index lists for the micro-batches of one rank, from a saved position.
+
+    ``consumed`` counts the instances this rank has already trained on; it is the
+    whole data position a checkpoint needs. Items are ``(epoch, instance)`` pairs so
+    dynamic masking can seed each instance per epoch.
+    """
+
+    def __init__(self, shuffle: RankSlicedShuffle, micro_batch_size: int, consumed: int = 0) -> None:
+        self.shuffle = shuffle
+        self.micro_batch_size = micro_batch_size
+        self.consumed = consumed
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        epoch, index = divmod(self.consumed, self.shuffle.per_rank)
+        stream = self.shuffle.iter_from(epoch, index)
+        while True:
+            yield [(e, i) for e, _, i in itertools.islice(stream, self.micro_batch_size)]
+
+
+@dataclass(frozen=True)
+class DynamicMasking:
+    """Re-mask from the unmasked ids on the fly (RoBERTa style) with the dataset's
+    own masking rules, seeded by (seed, epoch, instance)."""
+
+    seed: int
+    masked_lm_prob: float
+    max_predictions: int
+    mask_token_prob: float
+    random_token_prob: float
+    special_ids: tuple[int, ...]
+    mask_id: int
+    vocab_size: int
+
+    @classmethod
+    def from_manifest(cls, manifest: dict[str, Any], seed: int) -> DynamicMasking:
+        masking = manifest["masking"]
+        specials = manifest["tokenizer"]["special_ids"]
+        return cls(
+            seed=seed,
+            masked_lm_prob=masking["masked_lm_prob"],
+            max_predictions=masking["max_predictions_per_seq"],
+            mask_token_prob=masking["mask_token_prob"],
+            random_token_prob=masking["random_token_prob"],
+            special_ids=tuple(sorted(set(specials.values()))),
+            mask_id=specials["mask"],
+            vocab_size=manifest["tokenizer"]["vocab_size"],
+        )
+
+    def apply(self, item: dict[str, Any], epoch: int, instance: int) -> dict[str, Any]:
+        from data_prep.masking import MaskingConfig, mask_tokens
+
+        rng = np.random.default_rng([self.seed, epoch, instance])
+        original = item["original_ids"]
+        maskable = ~np.isin(original, self.special_ids)
+        replacements = np.setdiff1d(np.arange(self.vocab_size), self.special_ids)
+        config = MaskingConfig(self.masked_lm_prob, self.max_predictions, self.mask_token_prob,
+                               self.random_token_prob)
+        masked = mask_tokens(original, maskable, None, config, self.max_predictions,
+                             self.mask_id, replacements, rng)
+        input_ids = original.copy()
+        input_ids[masked.positions] = masked.placed
+        return {**item, "input_ids": input_ids, "masked_positions": masked.positions}
+
+
+class TrainingInstances:
+    """Map-style dataset over ``(epoch, instance)`` keys for a torch DataLoader."""
+
+    def __init__(self, dataset: Any, dynamic_masking: DynamicMasking | None = None) -> None:
+        self.dataset = dataset
+        self.dynamic_masking = dynamic_masking
+
+    def __getitem__(self, key: tuple[int, int]) -> dict[str, Any]:
+        epoch, instance = key
+        item = self.dataset[instance]
+        if self.dynamic_masking is not None:
+            item = self.dynamic_masking.apply(item, epoch, instance)
+        return item
+
+    def __len__(self) -> int:
+        return len(self.dataset)
