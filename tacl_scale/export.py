@@ -46,9 +46,12 @@ def write_tokenizer(source: dict[str, Any], out: Path) -> None:
         return
     from transformers import BertTokenizerFast
 
+    # from_pretrained on a directory holding vocab.txt reads it the same way in
+    # every transformers version (constructor arguments changed in v5).
+    shutil.copy2(source["vocab_file"], out / "vocab.txt")
     lowercase = source.get("lowercase")
-    BertTokenizerFast(vocab_file=source["vocab_file"], do_lower_case=True if lowercase is None else lowercase
-                      ).save_pretrained(out)
+    tokenizer = BertTokenizerFast.from_pretrained(str(out), do_lower_case=True if lowercase is None else lowercase)
+    tokenizer.save_pretrained(out)
 
 
 def export_student(student: BertForPreTraining, out: Path, source: dict[str, Any]) -> Path:

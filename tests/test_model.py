@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from transformers import BertConfig
 
 from kernels import tacl_loss
-from tacl_scale.model import ObjectiveConfig, load_student, make_teacher, pretraining_losses
+from tacl_scale.model import ObjectiveConfig, load_student, make_teacher, pretraining_losses, teacher_states
 
 TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)
@@ -66,7 +66,7 @@ def test_losses_match_their_definitions(config_file: Path) -> None:
     student = load_student(config_file).eval()  # no dropout: deterministic comparison
     teacher = make_teacher(student, "fp32", torch.device("cpu"))
     batch = make_batch()
-    parts = pretraining_losses(student, teacher, batch, ObjectiveConfig())
+    parts = pretraining_losses(student, batch, ObjectiveConfig(), teacher_states(teacher, batch))
     # Full-sequence HF forward, then pick the masked positions: same MLM loss.
     full = student(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                    token_type_ids=batch["token_type_ids"])
@@ -89,7 +89,8 @@ def test_objective_switches_and_gradients(config_file: Path, objectives: tuple[s
     torch.manual_seed(1)
     student = load_student(config_file)
     teacher = make_teacher(student, "fp32", torch.device("cpu"))
-    parts = pretraining_losses(student, teacher, make_batch(1), ObjectiveConfig(objectives=objectives))
+    batch = make_batch(1)
+    parts = pretraining_losses(student, batch, ObjectiveConfig(objectives=objectives), teacher_states(teacher, batch))
     unselected = {"tacl", "mlm", "nsp"} - set(objectives)
     assert set(objectives) <= set(parts) and not unselected & set(parts)
     parts["loss"].backward()
@@ -107,8 +108,8 @@ def test_bad_configs(config_file: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="neither"):
         load_student(tmp_path / "missing")
     student = load_student(config_file)
-    with pytest.raises(ValueError, match="needs a teacher"):
-        pretraining_losses(student, None, make_batch(), ObjectiveConfig(objectives=("tacl",)))
+    with pytest.raises(ValueError, match="needs the teacher"):
+        pretraining_losses(student, make_batch(), ObjectiveConfig(objectives=("tacl",)))
 
 
 def test_hf_directory_with_missing_heads_is_initialised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

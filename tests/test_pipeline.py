@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -181,7 +182,10 @@ def test_wikiextractor_json_and_hf_directory_tokenizer(tmp_path: Path) -> None:
     from transformers import BertTokenizerFast
 
     tok_dir = tmp_path / "tok"
-    BertTokenizerFast(vocab_file=str(EN_VOCAB), do_lower_case=True).save_pretrained(tok_dir)
+    tok_dir.mkdir()
+    shutil.copy2(EN_VOCAB, tok_dir / "vocab.txt")
+    BertTokenizerFast.from_pretrained(str(tok_dir), do_lower_case=True).save_pretrained(tok_dir)
+    (tok_dir / "vocab.txt").unlink()  # the tokenizer.json alone must do
     lines = []
     for n in range(6):
         body = " ".join(f"Sentence number {k} of article {n} talks about rivers and hills." for k in range(12))
@@ -193,6 +197,8 @@ def test_wikiextractor_json_and_hf_directory_tokenizer(tmp_path: Path) -> None:
                         "--tokenizer", str(tok_dir), "--max-seq-len", "64")
     ds = PretrainDataset(out)
     assert ds.manifest["tokenizer"]["kind"] == "hf"
+    assert ds.manifest["tokenizer"]["special_ids"]["mask"] == 103
+    assert ds.manifest["tokenizer"]["vocab_size"] == 30522
     assert ds.manifest["totals"]["documents"] == 6
     assert ds.manifest["skips"]["malformed_json_lines"] == 1
 

@@ -1,0 +1,184 @@
+"""Training through the real ``deepspeed`` launcher with CPU ranks (gloo), on a
+dataset built by the pipeline from the real Chinese sample."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset
+
+pytestmark = pytest.mark.slow
+
+DEEPSPEED = Path(sys.executable).parent / "deepspeed"
+TINY_BERT = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+             "intermediate_size": 64, "max_position_embeddings": 128}
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, DS_ACCELERATOR="cpu", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+
+
+def launch(args: list[str], ranks: int = 2) -> subprocess.CompletedProcess[str]:
+    """``deepspeed --num_gpus RANKS tacl_scale/train.py ARGS`` on CPU."""
+    port = str(random.randint(20000, 40000))
+    cmd = [str(DEEPSPEED), "--num_gpus", str(ranks), "--master_port", port, "tacl_scale/train.py", *args]
+    return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+
+
+def single_process(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """train.py as one process without the launcher (for the refusals)."""
+    env = _env() | {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": str(random.randint(20000, 40000))}
+    return subprocess.run([sys.executable, "tacl_scale/train.py", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def metrics(run: Path) -> dict[int, dict[str, float]]:
+    """Per-step metrics of rank 0 (the last record of a step wins after a resume)."""
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r for r in records}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("train")
+    dataset = build_dataset(root / "ds", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+                            "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
+                            "--max-seq-len", "64")
+    config = root / "bert.json"
+    config.write_text(json.dumps(TINY_BERT))
+    return {"root": root, "data": dataset, "config": config}
+
+
+def common(setup: dict[str, Path], steps: int = 6) -> list[str]:
+    return ["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--model", str(setup["config"]),
+            "--steps", str(steps), "--save-every", "3", "--log-every", "1", "--num-workers", "1",
+            "--lr", "1e-3"]
+
+
+@pytest.fixture(scope="module")
+def full_run(setup: dict[str, Path]) -> Path:
+    run = setup["root"] / "full"
+    res = launch([*common(setup), "--output", str(run)])
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return run
+
+
+def test_two_ranks_train_checkpoint_log_and_export(full_run: Path) -> None:
+    steps = metrics(full_run)
+    assert sorted(steps) == [1, 2, 3, 4, 5, 6]
+    for record in steps.values():
+        for key in ("loss", "tacl", "mlm", "nsp", "tacl_acc", "lr", "samples_per_s", "tokens_per_s"):
+            assert key in record and record[key] == record[key]  # present, not NaN
+        assert record["loss"] == pytest.approx(record["tacl"] + record["mlm"] + record["nsp"], rel=1e-5)
+    run = json.loads((full_run / "run.json").read_text())
+    assert run["world_size"] == 2 and run["deepspeed_config"]["gradient_accumulation_steps"] == 1
+    assert (full_run / "checkpoints" / "latest").read_text() == "step00000006"
+    assert sorted(p.name for p in (full_run / "checkpoints").iterdir() if p.is_dir()) == [
+        "step00000003", "step00000006"]
+    assert list((full_run / "tensorboard").glob("events.out.tfevents.*"))
+
+    from transformers import AutoModel, BertForPreTraining, BertTokenizerFast
+
+    exported = full_run / "export"
+    model = BertForPreTraining.from_pretrained(exported)
+    encoder = AutoModel.from_pretrained(exported)
+    assert torch.equal(model.bert.embeddings.word_embeddings.weight, encoder.embeddings.word_embeddings.weight)
+    tokenizer = BertTokenizerFast.from_pretrained(exported)
+    assert tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]", "[MASK]"]) == [101, 102, 103]
+    from data_prep.tokenization import TokenizerConfig, load_tokenizer
+
+    ours = load_tokenizer(TokenizerConfig(str(ZH_VOCAB)))
+    sentence = "数学是研究数量、结构以及空间等概念的一门学科。"
+    assert tokenizer(sentence, add_special_tokens=False)["input_ids"] == ours.encode([sentence])[0].ids.tolist()
+
+
+def test_export_cli_matches_the_final_export(full_run: Path, tmp_path: Path) -> None:
+    from transformers import BertForPreTraining
+
+    res = subprocess.run([sys.executable, "-m", "tacl_scale.export", str(full_run), str(tmp_path / "out")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    a = BertForPreTraining.from_pretrained(tmp_path / "out").state_dict()
+    b = BertForPreTraining.from_pretrained(full_run / "export").state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    bad = subprocess.run([sys.executable, "-m", "tacl_scale.export", str(tmp_path), str(tmp_path / "x")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and "run.json" in bad.stderr
+
+
+def test_resume_gives_the_same_losses_with_two_ranks(setup: dict[str, Path], full_run: Path) -> None:
+    run = setup["root"] / "resumed"
+    first = launch([*common(setup), "--output", str(run), "--stop-after-steps", "3"])
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert sorted(metrics(run)) == [1, 2, 3] and not (run / "export").exists()
+    second = launch([*common(setup), "--output", str(run), "--resume"])
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resumed from" in second.stdout + second.stderr
+    straight, resumed = metrics(full_run), metrics(run)
+    assert sorted(resumed) == [1, 2, 3, 4, 5, 6]
+    for step in range(1, 7):
+        for key in ("loss", "tacl", "mlm", "nsp"):
+            assert resumed[step][key] == pytest.approx(straight[step][key], rel=1e-6, abs=1e-7), (step, key)
+
+
+def test_loss_falls_when_overfitting_and_objective_switch(setup: dict[str, Path]) -> None:
+    run = setup["root"] / "overfit"
+    args = ["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--model", str(setup["config"]),
+            "--steps", "40", "--save-every", "40", "--log-every", "10", "--num-workers", "0",
+            "--lr", "3e-3", "--warmup-ratio", "0.05", "--objectives", "mlm,nsp", "--no-export",
+            "--output", str(run), "--batch-size", "4", "--micro-batch-size", "4"]
+    # One rank, a 4-instance batch drawn from a dataset of a few dozen instances.
+    res = launch(args, ranks=1)
+    assert res.returncode == 0, res.stderr[-3000:]
+    steps = metrics(run)
+    assert "tacl" not in steps[1] and "mlm" in steps[1]
+    early = sum(steps[s]["mlm"] for s in range(1, 6)) / 5
+    late = sum(steps[s]["mlm"] for s in range(36, 41)) / 5
+    assert late < early - 1.0, (early, late)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("vocab", "differs"),
+        ("positions", "positions"),
+        ("ds_no_zero", "zero_optimization"),
+        ("batch", "not a multiple"),
+        ("existing_run", "holds another run"),
+    ],
+)
+def test_refusals(setup: dict[str, Path], tmp_path: Path, change: str, message: str) -> None:
+    args = {"--ds": "ds_configs/cpu.json", "--data": str(setup["data"]), "--model": str(setup["config"]),
+            "--output": str(tmp_path / "run"), "--steps": "2", "--num-workers": "0"}
+    if change == "vocab":
+        model_dir = tmp_path / "model"
+        from transformers import BertConfig, BertForPreTraining
+
+        BertForPreTraining(BertConfig(**TINY_BERT)).save_pretrained(model_dir)
+        (model_dir / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nother\n")
+        args["--model"] = str(model_dir)
+    elif change == "positions":
+        small = tmp_path / "small.json"
+        small.write_text(json.dumps(TINY_BERT | {"max_position_embeddings": 32}))
+        args["--model"] = str(small)
+    elif change == "ds_no_zero":
+        bad = tmp_path / "ds.json"
+        bad.write_text(json.dumps({"train_micro_batch_size_per_gpu": 4}))
+        args["--ds"] = str(bad)
+    elif change == "batch":
+        args["--batch-size"] = "10"
+        args["--micro-batch-size"] = "4"
+    elif change == "existing_run":
+        (tmp_path / "run").mkdir()
+        (tmp_path / "run" / "run.json").write_text("{}")
+    res = single_process([item for pair in args.items() for item in pair])
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
+    assert message in res.stderr
