@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job end to end on the embedded default: generate a small MediaWiki dump
 # (no Wikipedia text ships with the project), train a WordPiece vocabulary on it,
-# build a sharded masked dataset with the Beam pipeline (DirectRunner, 2 workers)
-# and print its summary with decoded instances.
+# build a sharded masked dataset with the Beam pipeline (DirectRunner, 2 workers),
+# print its summary, then train a tiny BERT with TaCL through the real deepspeed
+# launcher on 2 CPU ranks and export the student as a HF model directory.
 #   bash scripts/quickstart.sh [--skip-setup] [OUT_DIR]      (default OUT_DIR runs/quickstart)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,15 +12,30 @@ OUT=${1:-runs/quickstart}
 PY=${PY:-.venv/bin/python}
 export TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
-echo "== 1/4 generate the sample corpus"
+echo "== 1/5 generate the sample corpus"
 "$PY" -m data_prep.sample_corpus "$OUT/corpus/enwiki-generated-pages-articles.xml.bz2" --articles 60
-echo "== 2/4 train a WordPiece vocabulary on it"
+echo "== 2/5 train a WordPiece vocabulary on it"
 "$PY" -m data_prep.train_vocab --input "$OUT/corpus/*.xml.bz2" --vocab-size 4000 --output "$OUT/vocab.txt"
-echo "== 3/4 build the dataset (Beam DirectRunner, 2 worker processes)"
+echo "== 3/5 build the dataset (Beam DirectRunner, 2 worker processes)"
 "$PY" -m data_prep.build --input "$OUT/corpus/*.xml.bz2" --tokenizer "$OUT/vocab.txt" \
   --output "$OUT/dataset" --num-shards 2 --max-seq-len 128 --dupe-factor 5 --overwrite --quiet \
   --direct_num_workers 2 --direct_running_mode multi_processing
-echo "== 4/4 inspect it"
+echo "== 4/5 inspect it"
 "$PY" -m data_prep.inspect "$OUT/dataset" -n 2
+echo "== 5/5 train TaCL (tiny BERT, 2 CPU ranks, ZeRO-2 through the deepspeed launcher)"
+VOCAB_SIZE=$(wc -l < "$OUT/vocab.txt")
+cat > "$OUT/bert-tiny.json" <<JSON
+{"vocab_size": $VOCAB_SIZE, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+ "intermediate_size": 256, "max_position_embeddings": 128}
+JSON
+rm -rf "$OUT/run"
+DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 "$(dirname "$PY")/deepspeed" --num_gpus 2 tacl_scale/train.py \
+  --ds ds_configs/cpu.json --data "$OUT/dataset" --model "$OUT/bert-tiny.json" --output "$OUT/run" \
+  --steps ${STEPS:-30} --save-every 10 --log-every 5 --lr 5e-4 --num-workers 1 2>&1 \
+  | grep -E "^step |exported|error|Error" || true
+test -f "$OUT/run/export/config.json" || { echo "training failed; see above" >&2; exit 1; }
 echo
-echo "dataset: $OUT/dataset   (read it with: from tacl_scale.data import PretrainDataset)"
+echo "dataset:      $OUT/dataset   (from tacl_scale.data import PretrainDataset)"
+echo "checkpoints:  $OUT/run/checkpoints"
+echo "TensorBoard:  tensorboard --logdir $OUT/run/tensorboard"
+echo "student (HF): $OUT/run/export   (BertForPreTraining.from_pretrained / AutoModel.from_pretrained)"

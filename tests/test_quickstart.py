@@ -29,6 +29,12 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
     # The generated dump exercises the filters.
     skips = ds.manifest["skips"]
     assert skips["redirect"] > 0 and skips["not_article_namespace"] > 0 and skips["empty_page"] == 1
+    # ... then trained through the deepspeed launcher and exported.
+    assert "step 30/30" in res.stdout and "TensorBoard:" in res.stdout
+    from transformers import BertForPreTraining
+
+    model = BertForPreTraining.from_pretrained(tmp_path / "qs" / "run" / "export")
+    assert model.config.vocab_size == ds.manifest["tokenizer"]["vocab_size"]
 
 
 def test_train_vocab_writes_a_bert_vocabulary(tmp_path: Path) -> None:
