@@ -1,0 +1,153 @@
+"""Training-step throughput of tacl-scale's student + teacher + objective, with the
+step-time split.
+
+    python benchmarks/bench_train.py                     # the shape below, CPU, 2 threads
+    python benchmarks/bench_train.py --hidden 768 --layers 12 --heads 12 --intermediate 3072 --device cuda
+
+Default shape: where the paper's public code was measured on this kind of machine
+(BERT hidden 256, 4 layers, 4 heads, intermediate 1024, vocab 30,522, length 128,
+micro-batch 16, one process with 2 threads, 5 warm-up + 30 timed steps): the public
+code trains TaCL there at 7.5 sequences/s (MLM+NSP alone at 9.7).
+
+It runs the same modules train.py runs (``make_teacher``, ``teacher_states``,
+``PretrainingModule``, AdamW) in one process without the DeepSpeed engine, on random
+token batches with 15% of positions masked, once per objective set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+from transformers import BertConfig, BertForPreTraining  # noqa: E402
+
+from tacl_scale.data.loader import CollateConfig, collate  # noqa: E402
+from tacl_scale.model import ObjectiveConfig, PretrainingModule, make_teacher, teacher_states  # noqa: E402
+
+PUBLIC_CODE = {"tacl,mlm,nsp": 7.5, "mlm,nsp": 9.7}
+
+
+def random_items(count: int, length: int, vocab: int, generator: torch.Generator) -> list[dict]:
+    items = []
+    for _ in range(count):
+        ids = torch.randint(1000, vocab, (length,), generator=generator)
+        ids[0], ids[length // 2], ids[-1] = 101, 102, 102
+        positions = torch.randperm(length - 2, generator=generator)[: round(0.15 * length)] + 1
+        positions = positions.sort().values
+        masked = ids.clone()
+        masked[positions] = 103
+        types = torch.zeros(length, dtype=torch.long)
+        types[length // 2 + 1 :] = 1
+        items.append({"original_ids": ids.numpy(), "input_ids": masked.numpy(),
+                      "token_type_ids": types.numpy(), "masked_positions": positions.numpy(),
+                      "nsp_label": int(torch.randint(0, 2, (1,), generator=generator))})
+    return items
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run(objectives: str, args: argparse.Namespace, device: torch.device) -> dict[str, float]:
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=args.vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
+                        num_attention_heads=args.heads, intermediate_size=args.intermediate,
+                        max_position_embeddings=max(512, args.length))
+    config._attn_implementation = "sdpa"
+    student = BertForPreTraining(config).to(device).train()
+    objective = ObjectiveConfig(tuple(objectives.split(",")))
+    teacher = make_teacher(student, args.teacher_dtype or ("fp16" if device.type == "cuda" else "fp32"),
+                           device) if "tacl" in objective.objectives else None
+    module = PretrainingModule(student, objective)
+    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4, weight_decay=0.01)
+    generator = torch.Generator().manual_seed(0)
+    pool = random_items(args.batch * 4, args.length, args.vocab, generator)
+    split = {"data": 0.0, "teacher": 0.0, "student_fwd_loss": 0.0, "backward": 0.0, "optimizer": 0.0}
+    timed_start = 0.0
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            split = dict.fromkeys(split, 0.0)
+            sync(device)
+            timed_start = time.perf_counter()
+        t0 = time.perf_counter()
+        items = [pool[(step * args.batch + k) % len(pool)] for k in range(args.batch)]
+        batch = {k: v.to(device) for k, v in collate(items, CollateConfig()).items()}
+        sync(device)
+        t1 = time.perf_counter()
+        hidden = teacher_states(teacher, batch) if teacher is not None else None
+        sync(device)
+        t2 = time.perf_counter()
+        parts = module(batch, hidden)
+        sync(device)
+        t3 = time.perf_counter()
+        parts["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+        sync(device)
+        t4 = time.perf_counter()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        sync(device)
+        t5 = time.perf_counter()
+        for key, (a, b) in zip(split, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)), strict=True):
+            split[key] += b - a
+    total = time.perf_counter() - timed_start
+    result = {"seq_per_s": args.steps * args.batch / total,
+              "tokens_per_s": args.steps * args.batch * args.length / total,
+              "step_ms": 1000 * total / args.steps}
+    result.update({f"{k}_ms": 1000 * v / args.steps for k, v in split.items()})
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--intermediate", type=int, default=1024)
+    p.add_argument("--vocab", type=int, default=30522)
+    p.add_argument("--length", type=int, default=128)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--teacher-dtype", choices=("fp16", "bf16", "fp32"), default=None)
+    p.add_argument("--objectives", nargs="+", default=["tacl,mlm,nsp", "mlm,nsp"])
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    print(f"shape: hidden {args.hidden}, {args.layers} layers, {args.heads} heads, intermediate "
+          f"{args.intermediate}, vocab {args.vocab}, length {args.length}, micro-batch {args.batch}; "
+          f"{args.device}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+          f"{args.warmup} warm-up + {args.steps} timed steps")
+    header = ("objectives", "seq/s", "tokens/s", "step ms", "data", "teacher", "fwd+loss", "backward",
+              "optimizer", "public code seq/s", "ratio")
+    rows = []
+    for objectives in args.objectives:
+        r = run(objectives, args, device)
+        public = PUBLIC_CODE.get(objectives) if (args.hidden, args.layers, args.length, args.batch) == (
+            256, 4, 128, 16) and args.device == "cpu" else None
+        rows.append((objectives, f"{r['seq_per_s']:.1f}", f"{r['tokens_per_s']:,.0f}", f"{r['step_ms']:.0f}",
+                     f"{r['data_ms']:.0f}", f"{r['teacher_ms']:.0f}", f"{r['student_fwd_loss_ms']:.0f}",
+                     f"{r['backward_ms']:.0f}", f"{r['optimizer_ms']:.0f}",
+                     f"{public}" if public else "-", f"{r['seq_per_s'] / public:.1f}x" if public else "-"))
+    widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
+    for row in rows:
+        print("  ".join(str(c).rjust(w) for c, w in zip(row, widths, strict=True)))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {peak:.0f} MB" + (f", peak CUDA memory {torch.cuda.max_memory_allocated() / 2**20:.0f} MB"
+                                       if device.type == "cuda" else ""))
+    print("(step split columns are ms per step; target for TaCL at the default shape: >= 22 seq/s = 3x 7.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
