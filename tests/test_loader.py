@@ -73,3 +73,39 @@ def test_collate_real_instances(tmp_path: Path) -> None:
         collate(items, CollateConfig(pad_to_length=16))
     with pytest.raises(ValueError, match="empty"):
         collate([], CollateConfig())
+
+
+def _manifest(vocab_size: int = 500) -> dict:
+    return {"masking": {"masked_lm_prob": 0.15, "max_predictions_per_seq": 20, "mask_token_prob": 0.8,
+                        "random_token_prob": 0.1},
+            "tokenizer": {"special_ids": {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4},
+                          "vocab_size": vocab_size}}
+
+
+def test_dynamic_masking_is_seeded_by_epoch_and_instance() -> None:
+    from tacl_scale.data.loader import DynamicMasking, TrainingInstances
+
+    rng = np.random.default_rng(0)
+    items = []
+    for _ in range(50):
+        ids = rng.integers(5, 500, 100)
+        ids[0], ids[40], ids[-1] = 2, 3, 3
+        items.append({"original_ids": ids, "input_ids": ids.copy(), "token_type_ids": np.zeros(100, int),
+                      "masked_positions": np.array([5]), "nsp_label": 0})
+    dyn = DynamicMasking.from_manifest(_manifest(), seed=3)
+    data = TrainingInstances(items, dyn)
+    a, again, other_epoch = data[(0, 7)], data[(0, 7)], data[(1, 7)]
+    assert np.array_equal(a["masked_positions"], again["masked_positions"])
+    assert not np.array_equal(a["masked_positions"], other_epoch["masked_positions"])
+    masked_total = 0
+    for key in range(50):
+        item = data[(2, key)]
+        pos = item["masked_positions"]
+        assert not np.isin(item["original_ids"][pos], [0, 1, 2, 3, 4]).any()
+        assert not np.isin(item["input_ids"], [0, 1]).any()  # never a random special
+        unmasked = np.setdiff1d(np.arange(100), pos)
+        assert np.array_equal(item["input_ids"][unmasked], item["original_ids"][unmasked])
+        masked_total += len(pos)
+    assert masked_total == 50 * 15  # round(0.15 * 97 maskable)
+    static = TrainingInstances(items)
+    assert np.array_equal(static[(0, 7)]["masked_positions"], [5])

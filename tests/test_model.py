@@ -121,3 +121,23 @@ def test_hf_directory_with_missing_heads_is_initialised(tmp_path: Path, caplog: 
         student = load_student(tmp_path / "enc")
     assert "missing weights" in caplog.text
     assert torch.equal(student.bert.embeddings.word_embeddings.weight, encoder_only.embeddings.word_embeddings.weight)
+
+
+def test_teacher_never_changes_while_the_student_trains(config_file: Path) -> None:
+    from tacl_scale.model import PretrainingModule
+
+    torch.manual_seed(2)
+    student = load_student(config_file)
+    teacher = make_teacher(student, "fp32", torch.device("cpu"))
+    before = {k: v.clone() for k, v in teacher.state_dict().items()}
+    module = PretrainingModule(student, ObjectiveConfig())
+    assert not {id(p) for p in teacher.parameters()} & {id(p) for p in module.parameters()}
+    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-2)
+    for step in range(3):
+        batch = make_batch(step)
+        module(batch, teacher_states(teacher, batch))["loss"].backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert all(torch.equal(v, before[k]) for k, v in teacher.state_dict().items())
+    assert not torch.equal(student.bert.embeddings.word_embeddings.weight,
+                           before["embeddings.word_embeddings.weight"])
