@@ -182,3 +182,45 @@ def test_refusals(setup: dict[str, Path], tmp_path: Path, change: str, message: 
     res = single_process([item for pair in args.items() for item in pair])
     assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
     assert message in res.stderr
+
+
+def test_killed_run_resumes_with_the_same_losses(setup: dict[str, Path], full_run: Path) -> None:
+    """SIGKILL the whole launcher process group once a checkpoint exists, resume,
+    and compare every step with the uninterrupted run (steps done twice after the
+    checkpoint are taken from the resumed job)."""
+    import signal
+    import time
+
+    run = setup["root"] / "killed"
+    port = str(random.randint(20000, 40000))
+    cmd = [str(DEEPSPEED), "--num_gpus", "2", "--master_port", port, "tacl_scale/train.py",
+           *common(setup), "--output", str(run)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    latest = run / "checkpoints" / "latest"
+    while time.monotonic() < deadline and not latest.exists() and proc.poll() is None:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert latest.read_text() == "step00000003", "killed after the first checkpoint"
+    assert not (run / "export").exists()
+    resumed = launch([*common(setup), "--output", str(run), "--resume"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    straight, after = metrics(full_run), metrics(run)
+    assert sorted(after) == [1, 2, 3, 4, 5, 6]
+    for step in range(1, 7):
+        assert after[step]["loss"] == pytest.approx(straight[step]["loss"], rel=1e-6, abs=1e-7), step
+
+
+def test_an_interrupted_save_never_becomes_latest(tmp_path: Path) -> None:
+    from tacl_scale.checkpoint import latest_tag
+
+    root = tmp_path / "checkpoints"
+    (root / "step00000003").mkdir(parents=True)
+    assert latest_tag(root) is None  # written, but the pointer was never moved
+    (root / "latest").write_text("step00000003")
+    (root / "step00000006").mkdir()  # a later save that died before the pointer moved
+    assert latest_tag(root) == "step00000003"
+    (root / "latest").write_text("step00000009")  # pointer to a tag that is gone
+    assert latest_tag(root) is None
