@@ -12,6 +12,7 @@ from .model import ObjectiveConfig
 @dataclass(frozen=True)
 class DataConfig:
     paths: tuple[str, ...]
+    weights: tuple[float, ...] | None = None  # share of each dataset; None: their sizes
     pad_to_multiple_of: int = 8
     pad_to_max_length: bool = False
     num_workers: int = 2

@@ -24,13 +24,13 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script by the deepspeed launcher
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
 import torch
 
 from tacl_scale import checkpoint
 from tacl_scale.config import CheckpointConfig, DataConfig, OptimConfig, TrainConfig
 from tacl_scale.data import PretrainDataset
 from tacl_scale.data.loader import (
+    BlendedDatasets,
     CollateConfig,
     DynamicMasking,
     MicroBatches,
@@ -40,6 +40,7 @@ from tacl_scale.data.loader import (
     collate,
 )
 from tacl_scale.export import RUN_FILE, export_student, tokenizer_source
+from tacl_scale.flops import peak_flops, step_flops
 from tacl_scale.model import (
     OBJECTIVES,
     TEACHER_DTYPES,
@@ -63,7 +64,9 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--ds", required=True, metavar="CONFIG.json", help="DeepSpeed config (ds_configs/zero2.json)")
     p.add_argument("--data", required=True, action="append", metavar="DIR",
-                   help="dataset directory built by data_prep.build; repeat to concatenate several")
+                   help="dataset directory built by data_prep.build; repeat to blend several")
+    p.add_argument("--data-weights", type=float, nargs="+", default=None, metavar="W",
+                   help="one weight per --data: each dataset's share of an epoch (default: their sizes)")
     p.add_argument("--model", required=True, metavar="PATH",
                    help="HF BERT directory (student and teacher init) or a BertConfig JSON (random init)")
     p.add_argument("--output", required=True, metavar="RUN_DIR", help="run directory")
@@ -74,8 +77,9 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--tacl-impl", choices=("auto", "torch", "triton"), default="auto")
     p.add_argument("--teacher-dtype", choices=sorted(TEACHER_DTYPES), default=None,
                    help="teacher precision (default fp16 on CUDA, fp32 on CPU)")
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--lr", type=float, default=None, help="default: the config's optimizer lr, else 1e-4")
+    p.add_argument("--weight-decay", type=float, default=None,
+                   help="default: the config's optimizer weight_decay, else 0.01")
     p.add_argument("--warmup-ratio", type=float, default=0.1, help="share of steps of linear warm-up")
     p.add_argument("--batch-size", type=int, default=None,
                    help="global batch per optimizer step (default: the config's train_batch_size, else 256)")
@@ -97,22 +101,31 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--no-export", action="store_true", help="skip the HF export at the end")
     p.add_argument("--local_rank", type=int, default=-1, help=argparse.SUPPRESS)  # set by the launcher
     args = p.parse_args(argv)
+    if args.data_weights is not None and len(args.data_weights) != len(args.data):
+        p.error(f"--data-weights has {len(args.data_weights)} values for {len(args.data)} --data")
     try:
         objective = ObjectiveConfig(tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
                                     args.temperature, args.tacl_impl)
     except ValueError as err:
         p.error(str(err))
     ds_defaults = _read_json(args.ds)
+    adam = ds_defaults.get("optimizer", {}).get("params", {})
     micro = args.micro_batch_size or ds_defaults.get("train_micro_batch_size_per_gpu") or 32
     return TrainConfig(
         model=args.model,
         output=os.path.abspath(args.output),
         deepspeed_config=args.ds,
-        data=DataConfig(tuple(args.data), pad_to_max_length=args.pad_to_max_length,
+        data=DataConfig(tuple(args.data), weights=tuple(args.data_weights) if args.data_weights else None,
+                        pad_to_max_length=args.pad_to_max_length,
                         num_workers=args.num_workers, dynamic_masking=args.dynamic_masking),
         objective=objective,
         optim=OptimConfig(
-            steps=args.steps, lr=args.lr, weight_decay=args.weight_decay, warmup_ratio=args.warmup_ratio,
+            steps=args.steps,
+            lr=args.lr if args.lr is not None else adam.get("lr", 1e-4),
+            weight_decay=args.weight_decay if args.weight_decay is not None else adam.get("weight_decay", 0.01),
+            betas=tuple(adam.get("betas", (0.9, 0.999))),
+            eps=adam.get("eps", 1e-6),
+            warmup_ratio=args.warmup_ratio,
             grad_clip=args.grad_clip if args.grad_clip is not None else ds_defaults.get("gradient_clipping", 1.0),
             batch_size=args.batch_size or ds_defaults.get("train_batch_size") or 256,
             micro_batch_size=int(micro),
@@ -140,10 +153,13 @@ def deepspeed_config(config: TrainConfig, world_size: int, on_cpu: bool) -> dict
     ds = _read_json(config.deepspeed_config)
     if "zero_optimization" not in ds:
         raise TrainError(f"{config.deepspeed_config}: no zero_optimization section (ZeRO stage)")
-    for key in ("optimizer", "scheduler"):
-        if key in ds:
-            raise TrainError(f"{config.deepspeed_config}: remove '{key}': train.py builds AdamW and the "
-                             "warm-up/decay schedule from its flags (--lr, --weight-decay, --warmup-ratio)")
+    if "scheduler" in ds:
+        raise TrainError(f"{config.deepspeed_config}: remove 'scheduler': train.py builds the warm-up/decay "
+                         "schedule from --steps and --warmup-ratio")
+    optimizer = ds.pop("optimizer", None)
+    if optimizer is not None and str(optimizer.get("type", "")).lower() not in ("adam", "adamw"):
+        raise TrainError(f"{config.deepspeed_config}: optimizer {optimizer.get('type')!r}; TaCL trains with "
+                         "AdamW (its params are read as defaults of --lr/--weight-decay)")
     optim = config.optim
     per_step = optim.micro_batch_size * world_size
     if optim.batch_size % per_step:
@@ -186,21 +202,6 @@ def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_pa
         if ds.manifest["max_seq_len"] > config.max_position_embeddings:
             raise TrainError(f"{ds.path}: sequences up to {ds.manifest['max_seq_len']} tokens, the model "
                              f"has {config.max_position_embeddings} positions ({model_path})")
-
-
-class ConcatDatasets:
-    """Several datasets as one index space."""
-
-    def __init__(self, datasets: list[PretrainDataset]) -> None:
-        self.datasets = datasets
-        self.offsets = np.cumsum([0] + [len(d) for d in datasets])
-
-    def __len__(self) -> int:
-        return int(self.offsets[-1])
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        which = int(np.searchsorted(self.offsets, index, side="right")) - 1
-        return self.datasets[which][index - int(self.offsets[which])]
 
 
 def _param_groups(module: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -270,7 +271,7 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
         (run_dir / RUN_FILE).write_text(json.dumps(run_info, indent=2), encoding="utf-8")
     dist.barrier()
 
-    data = ConcatDatasets(datasets)
+    data = BlendedDatasets(datasets, config.data.weights, config.seed)
     shuffle = RankSlicedShuffle(len(data), ShuffleConfig(config.seed, rank, world))
     masking = DynamicMasking.from_manifest(datasets[0].manifest, config.seed) if config.data.dynamic_masking else None
     max_len = max(d.manifest["max_seq_len"] for d in datasets)
@@ -297,6 +298,7 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
         writer = SummaryWriter(str(run_dir / "tensorboard"))
     metrics_file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8") if rank == 0 else None
     history: list[dict[str, float]] = []
+    peak = peak_flops(torch.cuda.get_device_name()) if not on_cpu and torch.cuda.is_available() else None
     started = time.monotonic()
     first_step = step
     engine.train()
@@ -332,6 +334,10 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
         elapsed = time.monotonic() - step_start
         values["samples_per_s"] = optim.batch_size / elapsed
         values["tokens_per_s"] = float(packed[-1]) / elapsed
+        if peak is not None:  # GPUs only: model FLOPs utilisation of this step
+            flops = step_flops(student.config, optim.micro_batch_size, int(batch["input_ids"].shape[1]),
+                               int(batch["masked"].sum()), config.objective.objectives)
+            values["mfu"] = flops * accumulation / elapsed / peak
         if rank == 0:
             record = {"step": step, **values}
             history.append(record)

@@ -109,3 +109,22 @@ def test_dynamic_masking_is_seeded_by_epoch_and_instance() -> None:
     assert masked_total == 50 * 15  # round(0.15 * 97 maskable)
     static = TrainingInstances(items)
     assert np.array_equal(static[(0, 7)]["masked_positions"], [5])
+
+
+def test_blended_datasets_follow_the_weights() -> None:
+    from tacl_scale.data.loader import BlendedDatasets
+
+    a = [{"src": "a", "i": i} for i in range(100)]
+    b = [{"src": "b", "i": i} for i in range(300)]
+    plain = BlendedDatasets([a, b])
+    assert len(plain) == 400 and [plain[k] for k in range(400)] == a + b  # concatenation
+    blend = BlendedDatasets([a, b], weights=[3, 1], seed=1)
+    items = [blend[k] for k in range(len(blend))]
+    assert len(items) == 400 and sum(x["src"] == "a" for x in items) == 300
+    from_a = [x["i"] for x in items if x["src"] == "a"]
+    assert sorted(set(from_a)) == list(range(100)) and all(from_a.count(i) == 3 for i in range(100))
+    from_b = [x["i"] for x in items if x["src"] == "b"]
+    assert len(set(from_b)) == 100 and max(from_b) > 250, "a spread-out subset of b"
+    assert [blend[k] for k in range(400)] == [BlendedDatasets([a, b], [3, 1], seed=1)[k] for k in range(400)]
+    with pytest.raises(ValueError, match="weight"):
+        BlendedDatasets([a, b], weights=[1])

@@ -224,3 +224,36 @@ def test_an_interrupted_save_never_becomes_latest(tmp_path: Path) -> None:
     assert latest_tag(root) == "step00000003"
     (root / "latest").write_text("step00000009")  # pointer to a tag that is gone
     assert latest_tag(root) is None
+
+
+def test_config_optimizer_params_are_defaults_and_flags_override(tmp_path: Path) -> None:
+    from tacl_scale.train import parse_args
+
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"zero_optimization": {"stage": 2}, "train_batch_size": 64,
+                              "train_micro_batch_size_per_gpu": 8, "gradient_clipping": 0.5,
+                              "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.1,
+                                                                        "betas": [0.9, 0.98], "eps": 1e-8}}}))
+    base = ["--ds", str(ds), "--data", "d", "--model", "m", "--output", "o"]
+    config = parse_args(base)
+    assert (config.optim.lr, config.optim.weight_decay, config.optim.betas, config.optim.eps) == (
+        3e-4, 0.1, (0.9, 0.98), 1e-8)
+    assert (config.optim.batch_size, config.optim.micro_batch_size, config.optim.grad_clip) == (64, 8, 0.5)
+    config = parse_args([*base, "--lr", "1e-5", "--batch-size", "32", "--data", "d2",
+                         "--data-weights", "1", "2", "--objectives", "mlm,nsp"])
+    assert config.optim.lr == 1e-5 and config.optim.batch_size == 32
+    assert config.data.weights == (1.0, 2.0) and config.objective.objectives == ("mlm", "nsp")
+    paper = parse_args(["--ds", "ds_configs/zero2.json", "--data", "d", "--model", "m", "--output", "o"])
+    assert (paper.optim.lr, paper.optim.batch_size, paper.optim.steps, paper.optim.warmup_ratio,
+            paper.objective.temperature) == (1e-4, 256, 150_000, 0.1, 0.01)
+
+
+def test_blended_data_and_dynamic_masking_train(setup: dict[str, Path], tmp_path: Path) -> None:
+    run = tmp_path / "blend"
+    res = launch(["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--data", str(setup["data"]),
+                  "--data-weights", "1", "3", "--dynamic-masking", "--model", str(setup["config"]),
+                  "--steps", "2", "--num-workers", "0", "--no-export", "--output", str(run)], ranks=1)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run_info = json.loads((run / "run.json").read_text())
+    assert run_info["config"]["data"]["weights"] == [1.0, 3.0] and run_info["config"]["data"]["dynamic_masking"]
+    assert sorted(metrics(run)) == [1, 2]

@@ -1,0 +1,23 @@
+from types import SimpleNamespace
+
+import pytest
+
+from tacl_scale.flops import encoder_forward_flops, peak_flops, step_flops
+
+BASE = SimpleNamespace(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, vocab_size=30522)
+
+
+def test_encoder_flops_match_the_parameter_rule_of_thumb() -> None:
+    # ~2 FLOPs per weight per token for the layer matmuls (85M weights in BERT-base
+    # layers), plus attention scores and weighted sums.
+    flops = encoder_forward_flops(BASE, batch=1, length=128)
+    weights = 12 * (4 * 768 * 768 + 2 * 768 * 3072)
+    assert flops == pytest.approx(2 * weights * 128 + 12 * 4 * 128 * 128 * 768)
+
+
+def test_step_flops_count_teacher_and_heads() -> None:
+    mlm_nsp = step_flops(BASE, 32, 256, 1200, ("mlm", "nsp"))
+    tacl = step_flops(BASE, 32, 256, 1200, ("tacl", "mlm", "nsp"))
+    encoder = encoder_forward_flops(BASE, 32, 256)
+    assert tacl - mlm_nsp == pytest.approx(encoder + 3 * 2 * 1200 * 256 * 768)
+    assert peak_flops("NVIDIA H200") == 989e12 and peak_flops("cpu") is None
