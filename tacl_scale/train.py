@@ -148,7 +148,7 @@ def _read_json(path: str) -> dict[str, Any]:
     return value
 
 
-def deepspeed_config(config: TrainConfig, world_size: int, on_cpu: bool) -> dict[str, Any]:
+def deepspeed_config(config: TrainConfig, world_size: int, on_cpu: bool, rank: int = 0) -> dict[str, Any]:
     """The ``--ds`` JSON with batch sizes, clipping and precision settled."""
     ds = _read_json(config.deepspeed_config)
     if "zero_optimization" not in ds:
@@ -174,8 +174,9 @@ def deepspeed_config(config: TrainConfig, world_size: int, on_cpu: bool) -> dict
     ds.setdefault("steps_per_print", 10**9)  # train.py prints its own progress
     if on_cpu and ds.get("fp16", {}).get("enabled"):
         ds["fp16"]["enabled"] = False
-        log.warning("%s asks for fp16, which the CPU accelerator cannot do: training in fp32 instead",
-                    config.deepspeed_config)
+        if rank == 0:
+            log.warning("%s asks for fp16, which the CPU accelerator cannot do: training in fp32 instead",
+                        config.deepspeed_config)
     return ds
 
 
@@ -248,7 +249,7 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
     optimizer = torch.optim.AdamW(_param_groups(module, optim.weight_decay), lr=optim.lr,
                                   betas=optim.betas, eps=optim.eps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, optim.lr_factor)
-    ds_config = deepspeed_config(config, world, on_cpu)
+    ds_config = deepspeed_config(config, world, on_cpu, rank)
     engine, _, _, _ = deepspeed.initialize(model=module, optimizer=optimizer, lr_scheduler=scheduler,
                                            config=ds_config)
 

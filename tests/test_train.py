@@ -134,9 +134,9 @@ def test_loss_falls_when_overfitting_and_objective_switch(setup: dict[str, Path]
     args = ["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--model", str(setup["config"]),
             "--steps", "40", "--save-every", "40", "--log-every", "10", "--num-workers", "0",
             "--lr", "3e-3", "--warmup-ratio", "0.05", "--objectives", "mlm,nsp", "--no-export",
-            "--output", str(run), "--batch-size", "4", "--micro-batch-size", "4"]
-    # One rank, a 4-instance batch drawn from a dataset of a few dozen instances.
-    res = launch(args, ranks=1)
+            "--output", str(run), "--batch-size", "8", "--micro-batch-size", "4"]
+    # Two ranks, 8-instance batches drawn from a dataset of a few dozen instances.
+    res = launch(args, ranks=2)
     assert res.returncode == 0, res.stderr[-3000:]
     steps = metrics(run)
     assert "tacl" not in steps[1] and "mlm" in steps[1]
@@ -257,3 +257,15 @@ def test_blended_data_and_dynamic_masking_train(setup: dict[str, Path], tmp_path
     run_info = json.loads((run / "run.json").read_text())
     assert run_info["config"]["data"]["weights"] == [1.0, 3.0] and run_info["config"]["data"]["dynamic_masking"]
     assert sorted(metrics(run)) == [1, 2]
+
+
+def test_the_documented_fp16_config_falls_back_on_cpu_with_one_log_line(setup: dict[str, Path], tmp_path: Path) -> None:
+    res = launch(["--ds", "ds_configs/zero2.json", "--data", str(setup["data"]), "--model", str(setup["config"]),
+                  "--steps", "2", "--batch-size", "8", "--micro-batch-size", "4", "--num-workers", "0",
+                  "--no-export", "--output", str(tmp_path / "run")])
+    assert res.returncode == 0, res.stderr[-3000:]
+    output = res.stdout + res.stderr
+    assert output.count("asks for fp16, which the CPU accelerator cannot do: training in fp32") == 1
+    run_info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run_info["deepspeed_config"]["fp16"]["enabled"] is False
+    assert run_info["deepspeed_config"]["zero_optimization"]["stage"] == 2
