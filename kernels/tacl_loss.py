@@ -13,6 +13,9 @@ counts the masked ``i`` whose argmax over ``j`` is ``i``.
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -81,12 +84,23 @@ def tacl_loss(
     unmasked input; it gets no gradient). ``masked``: bool (B, L). ``attention_mask``:
     0/1 (B, L). ``loss`` is a float32 scalar (float64 for float64 inputs; 0 and still differentiable when nothing
     is masked); the counts are integer tensors. ``impl``: ``torch`` (reference),
-    ``triton`` (fused kernel), ``auto`` (Triton on CUDA when available).
+    ``triton`` (fused kernel; on CPU tensors only under ``TRITON_INTERPRET=1``),
+    ``auto`` (Triton on CUDA when available, else the reference).
     """
     if impl not in IMPLEMENTATIONS:
         raise ValueError(f"impl {impl!r} is not one of {IMPLEMENTATIONS}")
+    if impl == "auto":
+        impl = "triton" if student.is_cuda and triton_available() else "torch"
     if impl == "triton":
-        raise NotImplementedError(
-            "the fused Triton TaCL kernel is not built yet; use impl='torch' or 'auto'"
-        )
+        if not triton_available():
+            raise RuntimeError("impl='triton' needs the triton package")
+        if not student.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError("impl='triton' on CPU tensors needs TRITON_INTERPRET=1 (the Triton interpreter)")
+        from .tacl_triton import tacl_loss_triton
+
+        return tacl_loss_triton(student, teacher, masked, attention_mask, temperature)
     return tacl_loss_reference(student, teacher, masked, attention_mask, temperature)
+
+
+def triton_available() -> bool:
+    return importlib.util.find_spec("triton") is not None

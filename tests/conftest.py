@@ -18,6 +18,18 @@ ZH_VOCAB = DATA / "vocab" / "bert-base-chinese.txt"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# Without a GPU, the Triton kernels run under Triton's interpreter on CPU tensors;
+# it must be chosen before any kernel is defined.
+if not _has_cuda():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
 def build_dataset(output: Path, *args: str) -> Path:
     """Run ``data_prep.build`` in-process with CLI arguments; return the dataset dir."""
     from data_prep.build import parse_args, run_build

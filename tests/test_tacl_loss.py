@@ -4,6 +4,7 @@ DESIGN.md's formula."""
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
@@ -127,5 +128,6 @@ def test_bad_arguments() -> None:
         tacl_loss(s, t, m, a, impl="cuda")
     with pytest.raises(ValueError, match="must both be"):
         tacl_loss(s, t[:, :-1], m, a)
-    with pytest.raises(NotImplementedError, match="Triton"):
-        tacl_loss(s, t, m, a, impl="triton")
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
+            tacl_loss(s, t, m, a, impl="triton")

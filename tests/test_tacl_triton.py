@@ -1,0 +1,99 @@
+"""The fused Triton TaCL kernel against the PyTorch reference: on CPU tensors under
+TRITON_INTERPRET=1 (set by conftest when there is no GPU), on CUDA when a GPU is
+there."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from kernels import tacl_loss
+from kernels.tacl_loss import tacl_loss_reference
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+pytestmark = pytest.mark.skipif(
+    DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1", reason="needs a GPU or TRITON_INTERPRET=1"
+)
+
+
+def batch(seed, b=3, length=37, dim=96, share=0.3, dtype=torch.float32, padding=(0, 7, 27), noise=0.5):
+    g = torch.Generator().manual_seed(seed)
+    student = torch.randn(b, length, dim, generator=g)
+    teacher = student + noise * torch.randn(b, length, dim, generator=g)
+    attention = torch.ones(b, length, dtype=torch.long)
+    for row, pad in enumerate(padding[:b]):
+        if pad:
+            attention[row, length - pad :] = 0
+    masked = (torch.rand(b, length, generator=g) < share) & attention.bool()
+    return (student.to(DEVICE, dtype).requires_grad_(True), teacher.to(DEVICE, dtype), masked.to(DEVICE),
+            attention.to(DEVICE))
+
+
+def compare(s, t, m, a, tau, loss_tol, grad_tol):
+    ref_s = s.detach().float().requires_grad_(True)
+    ref = tacl_loss_reference(ref_s, t.float(), m, a, tau)
+    ref[0].backward()
+    got = tacl_loss(s, t, m, a, temperature=tau, impl="triton")
+    got[0].backward()
+    assert got[0].dtype == torch.float32
+    assert got[0].item() == pytest.approx(ref[0].item(), rel=loss_tol, abs=loss_tol)
+    assert got[2].item() == ref[2].item()
+    assert abs(got[1].item() - ref[1].item()) <= (0 if loss_tol < 1e-4 else max(1, ref[2].item() // 50))
+    torch.testing.assert_close(s.grad.float(), ref_s.grad, rtol=grad_tol, atol=grad_tol)
+
+
+@pytest.mark.parametrize("tau", [0.01, 1.0])
+@pytest.mark.parametrize("dim", [64, 96, 768])
+def test_fp32_matches_reference(dim: int, tau: float) -> None:
+    s, t, m, a = batch(dim, dim=dim, noise=2.0)
+    compare(s, t, m, a, tau, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_matches_reference(dtype: torch.dtype) -> None:
+    s, t, m, a = batch(1, dtype=dtype, noise=2.0)
+    compare(s, t, m, a, 0.1, 2e-2, 5e-2)
+
+
+def test_length_not_a_power_of_two_and_heavy_padding() -> None:
+    s, t, m, a = batch(2, b=4, length=131, dim=64, padding=(0, 100, 120, 128), noise=1.0)
+    compare(s, t, m, a, 0.05, 1e-5, 1e-5)
+
+
+def test_all_positions_masked_and_none_masked() -> None:
+    s, t, _, a = batch(3, noise=1.0)
+    compare(s, t, a.bool(), a, 0.1, 1e-5, 1e-5)
+    s2, t2, _, a2 = batch(3)
+    loss, correct, count = tacl_loss(s2, t2, torch.zeros_like(a2, dtype=torch.bool), a2, impl="triton")
+    assert loss.item() == 0.0 and correct.item() == 0 and count.item() == 0
+    loss.backward()
+    assert torch.all(s2.grad == 0)
+
+
+def test_stable_at_low_temperature_with_near_identical_vectors() -> None:
+    s, t, m, a = batch(4, noise=1e-4)
+    loss, correct, count = tacl_loss(s, t, m, a, temperature=0.01, impl="triton")
+    assert torch.isfinite(loss) and correct.item() == count.item()
+    loss.backward()
+    assert torch.isfinite(s.grad).all()
+    s2, t2, m2, a2 = batch(4, noise=0.05)
+    compare(s2, t2, m2, a2, 0.01, 1e-4, 1e-4)
+
+
+def test_zero_student_row() -> None:
+    s, t, m, a = batch(5, noise=1.0)
+    with torch.no_grad():
+        s[0, 3] = 0.0
+    m[0, 3] = True
+    compare(s, t, m, a, 0.5, 1e-5, 1e-5)
+
+
+def test_block_sizes_bound_the_tiles() -> None:
+    from kernels.tacl_triton import block_sizes
+
+    for length in (8, 128, 256, 512):
+        for dim in (32, 64, 768, 1024):
+            bm, bn, bd, bdo = block_sizes(length, dim)
+            assert bm * bn <= 16 * 64 and bm * bd <= 16 * 64 and bn * bd <= 64 * 64 and bdo <= 64
