@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from functools import partial
@@ -57,6 +58,31 @@ log = logging.getLogger("tacl_scale.train")
 
 class TrainError(RuntimeError):
     """Training refused to start; the message says why."""
+
+
+PREEMPTED_MARKER = "PREEMPTED"
+
+
+class StopRequest:
+    """SIGUSR1 (Slurm's --signal before the time limit) or SIGTERM (preemption,
+    scancel) asks for a checkpoint at the next step boundary and a clean exit; the
+    job script then requeues the job, which resumes. Ranks agree on the step with an
+    all-reduce, since the signal can reach them at different moments."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        for sig in (signal.SIGUSR1, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.signal_name = signal.Signals(signum).name
+
+    def agreed(self) -> bool:
+        import torch.distributed as dist
+
+        flag = torch.tensor([1 if self.signal_name else 0], dtype=torch.int32)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
@@ -303,6 +329,10 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
     started = time.monotonic()
     first_step = step
     engine.train()
+    stop_request = StopRequest()
+    if rank == 0:
+        (run_dir / PREEMPTED_MARKER).unlink(missing_ok=True)
+    preempted = False
     last_step = optim.steps
     if config.checkpoint.stop_after_steps is not None:
         last_step = min(last_step, step + config.checkpoint.stop_after_steps)
@@ -353,14 +383,20 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
                 shown = "  ".join(f"{k} {values[k]:.4f}" for k in ("loss", *OBJECTIVES) if k in values)
                 print(f"step {step}/{optim.steps}  {shown}  lr {values['lr']:.2e}  "
                       f"{values['samples_per_s']:.1f} samples/s  ETA {eta:.0f}s", flush=True)
-        if step % config.checkpoint.save_every == 0 or step == last_step:
+        preempted = stop_request.agreed() and step < optim.steps
+        if step % config.checkpoint.save_every == 0 or step == last_step or preempted:
             checkpoint.save(engine, ckpt_root, step, {"step": step, "consumed": consumed},
                             config.checkpoint.keep_last)
+        if preempted:
+            if rank == 0:
+                (run_dir / PREEMPTED_MARKER).write_text(f"{stop_request.signal_name} at step {step}\n")
+                print(f"{stop_request.signal_name}: checkpointed step {step}, exiting for a requeue", flush=True)
+            break
     if rank == 0:
         assert writer is not None and metrics_file is not None
         writer.close()
         metrics_file.close()
-        if config.export and step == optim.steps:
+        if config.export and step == optim.steps and not preempted:
             out = export_student(engine.module.student, run_dir / "export",
                                  tokenizer_source(config.model, datasets[0].manifest))
             print(f"exported the student to {out}", flush=True)

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Shared body of slurm/pretrain_{base,large}.sh: TaCL pre-training on the Slurm
+# allocation, one task per GPU (or per CPU rank), resuming from the run's latest
+# checkpoint, requeuing itself when train.py checkpoints on SIGUSR1/SIGTERM.
+#
+# Arguments are train.py flags; each one given replaces the recipe's value.
+# Environment (all optional):
+#   TACL_HOME   checkout to run from (default: the directory sbatch was called in)
+#   VENV        virtualenv to activate (default $TACL_HOME/.venv); CONDA_ENV: a conda env instead
+#   LAUNCHER    srun (default: one task per GPU through srun) | deepspeed (DeepSpeed's
+#               multi-node runner with a hostfile generated from the allocation; needs
+#               passwordless ssh/pdsh between the nodes)
+#   SIZE        base | large (set by the wrapper scripts); LANG_CODE en | zh (base only)
+#   MASTER_PORT rendezvous port (default 20000 + job id mod 10000)
+set -euo pipefail
+TACL_HOME=${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}
+cd "$TACL_HOME"
+
+# --- environment, each piece overridable
+if [[ -n ${CONDA_ENV:-} ]]; then
+  # shellcheck disable=SC1091
+  source "$(conda info --base)/etc/profile.d/conda.sh" && conda activate "$CONDA_ENV"
+elif [[ -f ${VENV:-$TACL_HOME/.venv}/bin/activate ]]; then
+  # shellcheck disable=SC1091
+  source "${VENV:-$TACL_HOME/.venv}/bin/activate"
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
+export TOKENIZERS_PARALLELISM=${TOKENIZERS_PARALLELISM:-false}
+export NCCL_ASYNC_ERROR_HANDLING=${NCCL_ASYNC_ERROR_HANDLING:-1}
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+export HF_HOME=${HF_HOME:-$TACL_HOME/.cache/huggingface}
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$TACL_HOME/.cache/triton}
+export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$TACL_HOME/.cache/torch_extensions}
+
+# --- the paper's recipe (TaCL, Su et al. 2022): max len 256, batch 256, lr 1e-4,
+# 10% warm-up, 150k steps, ZeRO-2 fp16
+case ${SIZE:-large} in
+  large) MODEL=${MODEL:-models/bert-large-uncased}; DATA=${DATA:-data/enwiki-bert-uncased-256}
+         RUN_DIR=${RUN_DIR:-runs/tacl-large-en}; MICRO=${MICRO:-8} ;;
+  base)  if [[ ${LANG_CODE:-en} == zh ]]; then
+           MODEL=${MODEL:-models/bert-base-chinese}; DATA=${DATA:-data/zhwiki-bert-chinese-256}
+           RUN_DIR=${RUN_DIR:-runs/tacl-base-zh}
+         else
+           MODEL=${MODEL:-models/bert-base-uncased}; DATA=${DATA:-data/enwiki-bert-uncased-256}
+           RUN_DIR=${RUN_DIR:-runs/tacl-base-en}
+         fi
+         MICRO=${MICRO:-32} ;;
+  *) echo "error: SIZE must be base or large, not '${SIZE}'" >&2; exit 2 ;;
+esac
+declare -A RECIPE=(
+  [--ds]=ds_configs/zero2.json [--model]=$MODEL [--data]=$DATA [--output]=$RUN_DIR
+  [--steps]=150000 [--batch-size]=256 [--micro-batch-size]=$MICRO [--lr]=1e-4
+  [--warmup-ratio]=0.1 [--save-every]=1000
+)
+# A flag given on the command line replaces the recipe's (argparse would otherwise
+# see both, and --data accumulates).
+for arg in "$@"; do
+  [[ $arg == --* ]] && unset "RECIPE[$arg]"
+done
+ARGS=()
+for flag in "${!RECIPE[@]}"; do ARGS+=("$flag" "${RECIPE[$flag]}"); done
+ARGS+=("$@" --resume)
+
+# Values the checks below need, as train.py will see them (the last one wins).
+value_of() {
+  local flag=$1 found=""
+  for ((i = 0; i < ${#ARGS[@]}; i++)); do
+    [[ ${ARGS[$i]} == "$flag" ]] && found=${ARGS[$((i + 1))]}
+  done
+  echo "$found"
+}
+RUN_DIR=$(value_of --output)
+BATCH=$(value_of --batch-size)
+MICRO=$(value_of --micro-batch-size)
+WORLD=${SLURM_NTASKS:-1}
+if (( BATCH % (MICRO * WORLD) != 0 )); then
+  echo "error: global batch $BATCH is not micro-batch $MICRO x $WORLD tasks x an integer accumulation;" \
+       "choose --micro-batch-size or the task count so that it divides" >&2
+  exit 2
+fi
+mkdir -p "$RUN_DIR"
+exec > >(tee -a "$RUN_DIR/slurm-${SLURM_JOB_ID:-local}.log") 2>&1
+echo "job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $WORLD task(s) on ${SLURM_JOB_NODELIST:-localhost}," \
+     "global batch $BATCH = micro $MICRO x $WORLD x accumulation $((BATCH / (MICRO * WORLD)))"
+
+MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+export MASTER_ADDR
+export MASTER_PORT=${MASTER_PORT:-$((20000 + ${SLURM_JOB_ID:-0} % 10000))}
+
+status=0
+if [[ ${LAUNCHER:-srun} == deepspeed ]]; then
+  HOSTFILE="$RUN_DIR/hostfile-${SLURM_JOB_ID}"
+  scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/\$/ slots=${SLURM_NTASKS_PER_NODE:-1}/" > "$HOSTFILE"
+  deepspeed --hostfile "$HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" \
+    tacl_scale/train.py "${ARGS[@]}" || status=$?
+else
+  # One task per GPU/rank; rank, world size and local rank come from Slurm.
+  srun --kill-on-bad-exit=1 bash -c \
+    'export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID; exec python tacl_scale/train.py "$@"' \
+    train "${ARGS[@]}" || status=$?
+fi
+
+if [[ -f "$RUN_DIR/PREEMPTED" ]]; then
+  echo "train.py checkpointed on a signal ($(cat "$RUN_DIR/PREEMPTED")): requeuing job $SLURM_JOB_ID"
+  scontrol requeue "$SLURM_JOB_ID"
+  exit 0
+fi
+exit "$status"

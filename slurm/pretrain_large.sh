@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# TaCL-large (paper recipe): bert-large-uncased init, max len 256, global batch 256,
+# lr 1e-4, 10% warm-up, 150k steps, ZeRO-2 fp16. Submit from the repository root:
+#   sbatch slurm/pretrain_large.sh [--model DIR --data DIR --output RUN_DIR --steps N ...]
+# Arguments are train.py flags and replace the recipe's. The job resumes from the
+# run's latest checkpoint, and requeues itself after checkpointing on the time-limit
+# signal (USR1, 5 min before) or on preemption (TERM). See slurm/_pretrain.sh for
+# the environment variables (VENV, CONDA_ENV, LAUNCHER, ...).
+#SBATCH --job-name=tacl-large
+#SBATCH --nodes=4
+#SBATCH --ntasks-per-node=8
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=8
+#SBATCH --time=48:00:00
+#SBATCH --signal=USR1@300
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --output=%x-%j.out
+set -euo pipefail
+SIZE=large exec bash "${TACL_HOME:-${SLURM_SUBMIT_DIR:-.}}/slurm/_pretrain.sh" "$@"
