@@ -40,6 +40,7 @@ from tacl_scale.data.loader import (
     TrainingInstances,
     collate,
 )
+from tacl_scale.evaluation import evaluate, layer_self_similarity
 from tacl_scale.export import RUN_FILE, export_student, tokenizer_source
 from tacl_scale.flops import peak_flops, step_flops
 from tacl_scale.model import (
@@ -125,6 +126,10 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--log-every", type=int, default=10, help="progress line every N steps")
     p.add_argument("--no-export", action="store_true", help="skip the HF export at the end")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="every N steps, held-out losses and per-layer self-similarity to TensorBoard (0: off)")
+    p.add_argument("--eval-instances", type=int, default=256,
+                   help="instances held out of training for --eval-every")
     p.add_argument("--local_rank", type=int, default=-1, help=argparse.SUPPRESS)  # set by the launcher
     args = p.parse_args(argv)
     if args.data_weights is not None and len(args.data_weights) != len(args.data):
@@ -161,6 +166,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         seed=args.seed,
         log_every=args.log_every,
         export=not args.no_export,
+        eval_every=args.eval_every,
+        eval_instances=args.eval_instances,
     )
 
 
@@ -299,7 +306,9 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
     dist.barrier()
 
     data = BlendedDatasets(datasets, config.data.weights, config.seed)
-    shuffle = RankSlicedShuffle(len(data), ShuffleConfig(config.seed, rank, world))
+    # --eval-every holds the last instances of the index space out of training.
+    held_out = min(config.eval_instances, len(data) // 10) if config.eval_every > 0 else 0
+    shuffle = RankSlicedShuffle(len(data) - held_out, ShuffleConfig(config.seed, rank, world))
     masking = DynamicMasking.from_manifest(datasets[0].manifest, config.seed) if config.data.dynamic_masking else None
     max_len = max(d.manifest["max_seq_len"] for d in datasets)
     collate_config = CollateConfig(pad_id=datasets[0].manifest["tokenizer"]["special_ids"]["pad"],
@@ -317,6 +326,15 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
     )
     batches = iter(loader)
     accumulation = ds_config["gradient_accumulation_steps"]
+    eval_batches: list[dict[str, torch.Tensor]] = []
+    if held_out and rank == 0:
+        instances = TrainingInstances(data)
+        keys = [(0, i) for i in range(len(data) - held_out, len(data))]
+        eval_batches = [
+            {k: v.to(device) for k, v in collate([instances[key] for key in keys[i : i + optim.micro_batch_size]],
+                                                 collate_config).items()}
+            for i in range(0, len(keys), optim.micro_batch_size)
+        ]
 
     writer = None
     if rank == 0:
@@ -384,6 +402,15 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
                 print(f"step {step}/{optim.steps}  {shown}  lr {values['lr']:.2e}  "
                       f"{values['samples_per_s']:.1f} samples/s  ETA {eta:.0f}s", flush=True)
         preempted = stop_request.agreed() and step < optim.steps
+        if config.eval_every > 0 and (step % config.eval_every == 0 or step == optim.steps):
+            if rank == 0 and writer is not None:
+                if teacher is not None and step - first_step <= config.eval_every:
+                    # The initial model (= the teacher), once per job, as the reference line.
+                    for k, value in enumerate(layer_self_similarity(teacher, eval_batches)):
+                        writer.add_scalar(f"eval_initial/selfsim_layer{k}", value, step)
+                for key, value in evaluate(engine.module.student, teacher, eval_batches, config.objective).items():
+                    writer.add_scalar(f"eval/{key}", value, step)
+            dist.barrier()
         if step % config.checkpoint.save_every == 0 or step == last_step or preempted:
             checkpoint.save(engine, ckpt_root, step, {"step": step, "consumed": consumed},
                             config.checkpoint.keep_last)

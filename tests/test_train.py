@@ -251,12 +251,22 @@ def test_config_optimizer_params_are_defaults_and_flags_override(tmp_path: Path)
 def test_blended_data_and_dynamic_masking_train(setup: dict[str, Path], tmp_path: Path) -> None:
     run = tmp_path / "blend"
     res = launch(["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--data", str(setup["data"]),
-                  "--data-weights", "1", "3", "--dynamic-masking", "--model", str(setup["config"]),
+                  "--data-weights", "1", "3", "--dynamic-masking", "--eval-every", "1",
+                  "--model", str(setup["config"]),
                   "--steps", "2", "--num-workers", "0", "--no-export", "--output", str(run)], ranks=1)
     assert res.returncode == 0, res.stderr[-3000:]
     run_info = json.loads((run / "run.json").read_text())
     assert run_info["config"]["data"]["weights"] == [1.0, 3.0] and run_info["config"]["data"]["dynamic_masking"]
     assert sorted(metrics(run)) == [1, 2]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(next((run / "tensorboard").glob("events.out.tfevents.*"))))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    for tag in ("eval/loss", "eval/tacl", "eval/mlm", "eval/nsp", "eval/selfsim_layer0", "eval/selfsim_layer2",
+                "eval_initial/selfsim_layer2", "train/loss", "train/lr", "train/grad_norm"):
+        assert tag in tags, tag
+    assert [e.step for e in events.Scalars("eval/selfsim_layer2")] == [1, 2]
 
 
 def test_the_documented_fp16_config_falls_back_on_cpu_with_one_log_line(setup: dict[str, Path], tmp_path: Path) -> None:

@@ -1,0 +1,267 @@
+"""Geometry of token representations (TaCL paper §3.2.2).
+
+    python -m tacl_scale.analysis selfsim --model PATH [--model PATH2 ...] --sentences FILE --out DIR
+
+For every layer (embeddings + each transformer layer) and every sentence encoded
+alone as ``[CLS] sentence [SEP]``, the self-similarity of its real tokens (Eq. 3):
+
+    s(x) = 1/(n(n−1)) Σ_i Σ_{j≠i} cos(h_i, h_j)
+
+reported as two aggregates, named apart: ``eq3`` — the mean over sentences of s(x)
+(the paper's Eq. 3) — and ``pair_weighted`` — all off-diagonal pair cosines over the
+number of pairs (what the public TaCL analysis code plots). Beside it, ``isotropy``:
+the mean cosine between random tokens of *different* sentences (Ethayarajh 2019),
+so self-similarity is not read alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+def sentence_self_similarity(hidden: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per sentence: (sum of cos(h_i, h_j) over ordered pairs i≠j of real tokens,
+    number of such pairs). ``hidden`` (B, L, D), ``mask`` (B, L) bool."""
+    unit = F.normalize(hidden.float(), dim=-1) * mask[..., None]
+    # Σ_i Σ_j cos = ‖Σ_i ĥ_i‖²; subtract the diagonal (n terms of 1, for non-zero rows).
+    total = unit.sum(dim=1).pow(2).sum(dim=-1)
+    diagonal = unit.pow(2).sum(dim=(1, 2))
+    n = mask.sum(dim=1).double()
+    return (total - diagonal).double(), n * (n - 1)
+
+
+@dataclass
+class LayerStats:
+    """Accumulates one layer's statistics over batches."""
+
+    per_sentence: list[float]
+    pair_sum: float = 0.0
+    pair_count: float = 0.0
+
+    def add(self, sums: torch.Tensor, pairs: torch.Tensor) -> None:
+        keep = pairs > 0
+        self.per_sentence.extend((sums[keep] / pairs[keep]).tolist())
+        self.pair_sum += float(sums[keep].sum())
+        self.pair_count += float(pairs[keep].sum())
+
+    def summary(self) -> dict[str, float]:
+        values = torch.tensor(self.per_sentence, dtype=torch.float64)
+        return {
+            "eq3_mean": float(values.mean()) if len(values) else float("nan"),
+            "eq3_std": float(values.std()) if len(values) > 1 else 0.0,
+            "n_sentences": len(values),
+            "pair_weighted_mean": self.pair_sum / self.pair_count if self.pair_count else float("nan"),
+            "n_pairs": int(self.pair_count),
+        }
+
+
+def isotropy(tokens: torch.Tensor, sentence_ids: torch.Tensor) -> float:
+    """Mean cosine between token vectors of different sentences."""
+    unit = F.normalize(tokens.double(), dim=-1)
+    sims = unit @ unit.T
+    different = sentence_ids[:, None] != sentence_ids[None, :]
+    return float(sims[different].mean()) if different.any() else float("nan")
+
+
+def resolve_model(path: str, workdir: Path) -> Path:
+    """A HF directory as is; a training run or checkpoint directory exported first."""
+    candidate = Path(path)
+    if (candidate / "config.json").is_file():
+        return candidate
+    from .export import export_checkpoint
+
+    return export_checkpoint(candidate, workdir / candidate.name.replace("/", "_"))
+
+
+def analyse_model(
+    model_dir: Path,
+    sentences: list[str],
+    batch_size: int,
+    device: torch.device,
+    exclude_special: bool,
+    isotropy_tokens: int = 2000,
+    seed: int = 0,
+) -> list[dict[str, float]]:
+    """Per-layer statistics of one model over the sentences."""
+    from tqdm import tqdm
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModel.from_pretrained(str(model_dir)).to(device).eval()
+    layers: list[LayerStats] = []
+    samples: list[list[torch.Tensor]] = []
+    sample_ids: list[torch.Tensor] = []
+    generator = torch.Generator().manual_seed(seed)
+    per_batch = max(1, isotropy_tokens * batch_size // max(len(sentences), 1))
+    for start in tqdm(range(0, len(sentences), batch_size), desc=model_dir.name, unit="batch", leave=False):
+        chunk = sentences[start : start + batch_size]
+        enc = tokenizer(chunk, padding=True, truncation=True, max_length=model.config.max_position_embeddings,
+                        return_tensors="pt", return_special_tokens_mask=True)
+        mask = enc["attention_mask"].bool()
+        if exclude_special:
+            mask &= ~enc["special_tokens_mask"].bool()
+        with torch.no_grad():
+            out = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device),
+                        token_type_ids=enc.get("token_type_ids", torch.zeros_like(enc["input_ids"])).to(device),
+                        output_hidden_states=True)
+        if not layers:
+            layers = [LayerStats([]) for _ in out.hidden_states]
+            samples = [[] for _ in out.hidden_states]
+        rows, cols = mask.nonzero(as_tuple=True)
+        pick = torch.randperm(len(rows), generator=generator)[:per_batch]
+        sample_ids.append(rows[pick] + start)
+        for k, hidden in enumerate(out.hidden_states):
+            hidden = hidden.cpu()
+            layers[k].add(*sentence_self_similarity(hidden, mask))
+            samples[k].append(hidden[rows[pick], cols[pick]])
+    ids = torch.cat(sample_ids)
+    results = []
+    for k, stats in enumerate(layers):
+        results.append({"layer": k, **stats.summary(), "isotropy": isotropy(torch.cat(samples[k]), ids)})
+    return results
+
+
+def heatmap(model_dir: Path, sentence: str, layer: int, device: torch.device, out: Path, title: str) -> Path:
+    """The token × token cosine matrix of one sentence, as a labelled PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModel.from_pretrained(str(model_dir)).to(device).eval()
+    enc = tokenizer(sentence, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**{k: v.to(device) for k, v in enc.items()}, output_hidden_states=True).hidden_states[layer]
+    unit = F.normalize(hidden[0].float().cpu(), dim=-1)
+    sims = (unit @ unit.T).numpy()
+    labels = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    size = max(4.0, 0.35 * len(labels) + 2)
+    fig, ax = plt.subplots(figsize=(size, size))
+    image = ax.imshow(sims, vmin=-1, vmax=1, cmap="viridis")
+    ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def plot_by_layer(results: dict[str, list[dict[str, float]]], out: Path) -> Path:
+    """Self-similarity (Eq. 3) by layer, one line per model (paper Figure 2)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, layers in results.items():
+        ax.plot([r["layer"] for r in layers], [r["eq3_mean"] for r in layers], marker="o", label=name)
+    ax.set_xlabel("layer (0 = embeddings)")
+    ax.set_ylabel("self-similarity (Eq. 3)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def read_sentences(path: Path, limit: int | None) -> list[str]:
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not lines:
+        raise ValueError(f"{path}: no sentences")
+    return lines[:limit] if limit else lines
+
+
+def selfsim(args: argparse.Namespace) -> dict[str, Any]:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sentences = read_sentences(Path(args.sentences), args.max_sentences)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    results: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in args.model:
+            model_dir = resolve_model(path, Path(tmp))
+            name = _unique_name(Path(path), results)
+            results[name] = analyse_model(model_dir, sentences, args.batch_size, device, args.exclude_special)
+            if args.heatmap_sentence:
+                layer = args.heatmap_layer if args.heatmap_layer is not None else len(results[name]) - 1
+                heatmap(model_dir, args.heatmap_sentence, layer, device, out / f"heatmap_{name}.png",
+                        f"{name}, layer {layer}")
+    report = {"settings": {"sentences": str(args.sentences), "n_sentences": len(sentences),
+                           "exclude_special": args.exclude_special, "models": list(args.model)},
+              "models": results}
+    (out / "selfsim.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    with open(out / "selfsim.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["model", "layer", "eq3_mean", "eq3_std", "n_sentences", "pair_weighted_mean", "n_pairs",
+                         "isotropy"])
+        for name, layers in results.items():
+            for r in layers:
+                writer.writerow([name, r["layer"], f"{r['eq3_mean']:.6f}", f"{r['eq3_std']:.6f}", r["n_sentences"],
+                                 f"{r['pair_weighted_mean']:.6f}", r["n_pairs"], f"{r['isotropy']:.6f}"])
+    plot_by_layer(results, out / "selfsim_by_layer.png")
+    return report
+
+
+def _unique_name(path: Path, taken: dict[str, Any]) -> str:
+    name = path.name if path.name != "export" else path.parent.name
+    base, k = name, 2
+    while name in taken:
+        name, k = f"{base}-{k}", k + 1
+    return name
+
+
+def format_table(report: dict[str, Any]) -> str:
+    lines = []
+    for name, layers in report["models"].items():
+        lines.append(f"{name}: layer  eq3 (mean±std)   pair-weighted  isotropy")
+        for r in layers:
+            lines.append(f"  {r['layer']:>12}  {r['eq3_mean']:.4f}±{r['eq3_std']:.4f}  "
+                         f"{r['pair_weighted_mean']:.4f}         {r['isotropy']:.4f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tacl_scale.analysis", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("selfsim", help="layer-wise self-similarity, isotropy and heat maps")
+    s.add_argument("--model", action="append", required=True,
+                   help="HF model directory, or a training run/checkpoint directory; repeatable")
+    s.add_argument("--sentences", required=True, help="text file, one sentence a line")
+    s.add_argument("--out", required=True, help="output directory")
+    s.add_argument("--max-sentences", type=int, default=None)
+    s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    s.add_argument("--exclude-special", action="store_true", help="drop [CLS]/[SEP] (default: keep them)")
+    s.add_argument("--heatmap-sentence", default=None, help="also draw this sentence's cosine matrix")
+    s.add_argument("--heatmap-layer", type=int, default=None, help="layer of the heat map (default: top)")
+    args = p.parse_args(argv)
+    try:
+        report = selfsim(args)
+    except (ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(format_table(report))
+    print(f"wrote {Path(args.out) / 'selfsim.json'}, selfsim.csv, selfsim_by_layer.png"
+          + (", heatmap_*.png" if args.heatmap_sentence else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

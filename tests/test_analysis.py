@@ -1,0 +1,101 @@
+"""Self-similarity (Eq. 3), isotropy, the analysis CLI and the training-time
+evaluation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import EN_VOCAB  # noqa: I001
+from transformers import BertConfig, BertModel, BertTokenizerFast
+
+from tacl_scale.analysis import LayerStats, isotropy, main, sentence_self_similarity
+from tacl_scale.evaluation import layer_self_similarity
+
+
+def test_eq3_hand_computed() -> None:
+    identical = torch.ones(1, 3, 4)
+    orthogonal = torch.eye(3, 4)[None]
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    sums, pairs = sentence_self_similarity(torch.cat([identical, orthogonal]), mask.repeat(2, 1))
+    assert pairs.tolist() == [6, 6]
+    assert (sums / pairs).tolist() == pytest.approx([1.0, 0.0])
+    # two vectors at 60°: cos = 0.5
+    pair = torch.tensor([[[1.0, 0.0], [0.5, 3**0.5 / 2]]])
+    s, n = sentence_self_similarity(pair, torch.ones(1, 2, dtype=torch.bool))
+    assert float(s / n) == pytest.approx(0.5)
+
+
+def test_padding_is_ignored_and_the_two_aggregates_differ() -> None:
+    hidden = torch.randn(2, 5, 8)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    sums, pairs = sentence_self_similarity(hidden, mask)
+    garbage = hidden.clone()
+    garbage[0, 3:] = 1000.0
+    sums2, _ = sentence_self_similarity(garbage, mask)
+    assert torch.allclose(sums, sums2)
+    unit = torch.nn.functional.normalize(hidden[0, :3], dim=-1)
+    direct = (unit @ unit.T).sum() - 3
+    assert float(sums[0]) == pytest.approx(float(direct), rel=1e-5) and pairs.tolist() == [6, 20]
+    stats = LayerStats([])
+    stats.add(torch.tensor([6.0, 0.0]), torch.tensor([6.0, 20.0]))
+    summary = stats.summary()
+    assert summary["eq3_mean"] == pytest.approx(0.5)  # mean of per-sentence values (1, 0)
+    assert summary["pair_weighted_mean"] == pytest.approx(6 / 26)  # pair-weighted
+    assert summary["n_sentences"] == 2 and summary["n_pairs"] == 26
+
+
+def test_isotropy_uses_pairs_from_different_sentences_only() -> None:
+    tokens = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    assert isotropy(tokens, torch.tensor([0, 0, 1])) == pytest.approx(0.0)
+    assert isotropy(tokens, torch.tensor([0, 1, 2])) == pytest.approx(1 / 3)
+
+
+@pytest.fixture
+def tiny_model(tmp_path: Path) -> Path:
+    torch.manual_seed(0)
+    directory = tmp_path / "tiny"
+    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(directory)
+    (directory / "vocab.txt").write_bytes(EN_VOCAB.read_bytes())
+    BertTokenizerFast.from_pretrained(str(directory)).save_pretrained(directory)
+    return directory
+
+
+def test_cli_writes_json_csv_and_readable_pngs(tiny_model: Path, tmp_path: Path) -> None:
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("The river flows north.\nA small town lies on the hill.\nIt rained.\n\nShort one.\n")
+    out = tmp_path / "out"
+    assert main(["selfsim", "--model", str(tiny_model), "--model", str(tiny_model), "--sentences", str(sentences),
+                 "--out", str(out), "--batch-size", "2", "--heatmap-sentence", "The river flows north."]) == 0
+    report = json.loads((out / "selfsim.json").read_text())
+    assert list(report["models"]) == ["tiny", "tiny-2"]
+    layers = report["models"]["tiny"]
+    assert [r["layer"] for r in layers] == [0, 1, 2] and all(r["n_sentences"] == 4 for r in layers)
+    assert all(-1 <= r["eq3_mean"] <= 1 and -1 <= r["isotropy"] <= 1 for r in layers)
+    assert (out / "selfsim.csv").read_text().count("\n") == 1 + 2 * 3
+    import matplotlib.image as mpimg
+
+    for png in ("selfsim_by_layer.png", "heatmap_tiny.png"):
+        image = mpimg.imread(out / png)
+        assert image.shape[0] > 100 and image.shape[1] > 100
+    excluded = tmp_path / "ex"
+    assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(sentences), "--out", str(excluded),
+                 "--exclude-special"]) == 0
+    with_special = json.loads((out / "selfsim.json").read_text())["models"]["tiny"][0]["n_pairs"]
+    without = json.loads((excluded / "selfsim.json").read_text())["models"]["tiny"][0]["n_pairs"]
+    assert without < with_special
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(empty), "--out", str(excluded)]) == 1
+
+
+def test_layer_self_similarity_of_an_encoder(tiny_model: Path) -> None:
+    encoder = BertModel.from_pretrained(tiny_model).eval()
+    batch = {"original_ids": torch.randint(1000, 2000, (3, 10)), "attention_mask": torch.ones(3, 10, dtype=torch.long),
+             "token_type_ids": torch.zeros(3, 10, dtype=torch.long)}
+    with torch.no_grad():
+        values = layer_self_similarity(encoder, [batch])
+    assert len(values) == 3 and all(-1 <= v <= 1 for v in values)
