@@ -2,27 +2,28 @@
 # The main job end to end on the embedded default: generate a small MediaWiki dump
 # (no Wikipedia text ships with the project), train a WordPiece vocabulary on it,
 # build a sharded masked dataset with the Beam pipeline (DirectRunner, 2 workers),
-# print its summary, then train a tiny BERT with TaCL through the real deepspeed
-# launcher on 2 CPU ranks and export the student as a HF model directory.
+# print its summary, train a tiny BERT with TaCL through the real deepspeed
+# launcher on 2 CPU ranks, export the student as a HF model directory, and compare
+# its layer-wise self-similarity with the initial model's.
 #   bash scripts/quickstart.sh [--skip-setup] [OUT_DIR]      (default OUT_DIR runs/quickstart)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--skip-setup" ]]; then shift; else bash scripts/setup.sh; fi
 OUT=${1:-runs/quickstart}
 PY=${PY:-.venv/bin/python}
-export TOKENIZERS_PARALLELISM=false
+export TOKENIZERS_PARALLELISM=false TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1
 mkdir -p "$OUT"
-echo "== 1/5 generate the sample corpus"
+echo "== 1/6 generate the sample corpus"
 "$PY" -m data_prep.sample_corpus "$OUT/corpus/enwiki-generated-pages-articles.xml.bz2" --articles 60
-echo "== 2/5 train a WordPiece vocabulary on it"
+echo "== 2/6 train a WordPiece vocabulary on it"
 "$PY" -m data_prep.train_vocab --input "$OUT/corpus/*.xml.bz2" --vocab-size 4000 --output "$OUT/vocab.txt"
-echo "== 3/5 build the dataset (Beam DirectRunner, 2 worker processes)"
+echo "== 3/6 build the dataset (Beam DirectRunner, 2 worker processes)"
 "$PY" -m data_prep.build --input "$OUT/corpus/*.xml.bz2" --tokenizer "$OUT/vocab.txt" \
   --output "$OUT/dataset" --num-shards 2 --max-seq-len 128 --dupe-factor 5 --overwrite --quiet \
   --direct_num_workers 2 --direct_running_mode multi_processing
-echo "== 4/5 inspect it"
+echo "== 4/6 inspect it"
 "$PY" -m data_prep.inspect "$OUT/dataset" -n 2
-echo "== 5/5 train TaCL (tiny BERT, 2 CPU ranks, ZeRO-2 through the deepspeed launcher)"
+echo "== 5/6 train TaCL (tiny BERT, 2 CPU ranks, ZeRO-2 through the deepspeed launcher)"
 VOCAB_SIZE=$(wc -l < "$OUT/vocab.txt")
 cat > "$OUT/bert-tiny.json" <<JSON
 {"vocab_size": $VOCAB_SIZE, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -34,8 +35,20 @@ DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 "$(dirname "$PY")/deepspeed" --num_gpus 2 t
   --steps ${STEPS:-30} --save-every 10 --log-every 5 --lr 5e-4 --num-workers 1 2>&1 \
   | grep -E "^step |exported|error|Error" || true
 test -f "$OUT/run/export/config.json" || { echo "training failed; see above" >&2; exit 1; }
+echo "== 6/6 self-similarity by layer: initial model vs the TaCL student"
+"$PY" - "$OUT" <<'PYCODE'
+import itertools, sys
+from data_prep.train_vocab import iter_sentences
+out = sys.argv[1]
+sentences = itertools.islice(iter_sentences([f"{out}/corpus/*.xml.bz2"], "wiki-xml", "en"), 400)
+open(f"{out}/sentences.txt", "w", encoding="utf-8").write("\n".join(sentences) + "\n")
+PYCODE
+"$PY" -m tacl_scale.analysis selfsim --model "$OUT/run/initial" --model "$OUT/run/export" \
+  --sentences "$OUT/sentences.txt" --out "$OUT/analysis" \
+  --heatmap-sentence "The river flows through the old town." 2>&1 | grep -vE "UNEXPECTED|^Key|^-+|^Notes|can be ignored|^$|BertModel LOAD REPORT" || true
 echo
 echo "dataset:      $OUT/dataset   (from tacl_scale.data import PretrainDataset)"
 echo "checkpoints:  $OUT/run/checkpoints"
 echo "TensorBoard:  tensorboard --logdir $OUT/run/tensorboard"
 echo "student (HF): $OUT/run/export   (BertForPreTraining.from_pretrained / AutoModel.from_pretrained)"
+echo "analysis:     $OUT/analysis/selfsim_by_layer.png, heatmap_*.png, selfsim.json"

@@ -277,6 +277,9 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
     if "tacl" in config.objective.objectives:
         teacher = make_teacher(student, config.teacher_dtype or default_teacher_dtype(device), device)
 
+    if rank == 0 and Path(config.model).is_file() and not (run_dir / "initial").exists():
+        # A random init has no directory of its own: keep it, the reference for analyses.
+        export_student(student, run_dir / "initial", tokenizer_source(config.model, datasets[0].manifest))
     module = PretrainingModule(student, config.objective)
     optim = config.optim
     optimizer = torch.optim.AdamW(_param_groups(module, optim.weight_decay), lr=optim.lr,

@@ -3,6 +3,7 @@ commands it uses."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -35,6 +36,11 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
 
     model = BertForPreTraining.from_pretrained(tmp_path / "qs" / "run" / "export")
     assert model.config.vocab_size == ds.manifest["tokenizer"]["vocab_size"]
+    # ... and analysed against the initial model.
+    analysis = tmp_path / "qs" / "analysis"
+    report = json.loads((analysis / "selfsim.json").read_text())
+    assert list(report["models"]) == ["initial", "run"] and len(report["models"]["run"]) == 3
+    assert (analysis / "selfsim_by_layer.png").stat().st_size > 1000 and list(analysis.glob("heatmap_*.png"))
 
 
 def test_train_vocab_writes_a_bert_vocabulary(tmp_path: Path) -> None:
