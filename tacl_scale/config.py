@@ -63,7 +63,7 @@ class TrainConfig:
     seed: int = 1234
     log_every: int = 10
     export: bool = True
-    eval_every: int = 0  # held-out losses and self-similarity every N steps
+    eval_every: int = 1000  # held-out losses and self-similarity every N steps (0: off)
     eval_instances: int = 256
 
     def to_dict(self) -> dict[str, Any]:

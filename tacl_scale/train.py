@@ -126,7 +126,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--log-every", type=int, default=10, help="progress line every N steps")
     p.add_argument("--no-export", action="store_true", help="skip the HF export at the end")
-    p.add_argument("--eval-every", type=int, default=0,
+    p.add_argument("--eval-every", type=int, default=1000,
                    help="every N steps, held-out losses and per-layer self-similarity to TensorBoard (0: off)")
     p.add_argument("--eval-instances", type=int, default=256,
                    help="instances held out of training for --eval-every")
