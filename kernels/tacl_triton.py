@@ -41,10 +41,8 @@ def _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq, cols, col_ok, D, L,
 
 
 @triton.jit
-def _tacl_forward(s_ptr, t_ptr, attn_ptr, target_ptr, blk_seq_ptr, blk_start_ptr, blk_count_ptr,
-                  lse_ptr, target_logit_ptr, correct_ptr, inv_tau, L, D,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, IEEE: tl.constexpr):
-    block = tl.program_id(0)
+def _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr, block, BLOCK_M: tl.constexpr):
+    """The sequence, row indices, row validity and target positions of a block."""
     seq = tl.load(blk_seq_ptr + block)
     start = tl.load(blk_start_ptr + block)
     count = tl.load(blk_count_ptr + block)
@@ -52,18 +50,37 @@ def _tacl_forward(s_ptr, t_ptr, attn_ptr, target_ptr, blk_seq_ptr, blk_start_ptr
     row_ok = offs < count
     rows = start + offs
     target = tl.load(target_ptr + rows, mask=row_ok, other=-1)
+    return seq, rows, row_ok, target
+
+
+@triton.jit
+def _logits_tile(s_ptr, t_ptr, attn_ptr, rows, row_ok, seq, n0, inv_tau, D, L,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, IEEE: tl.constexpr):
+    """Columns ``n0 .. n0+BLOCK_N`` of the sequence: their indices, whether they are
+    real tokens, and the scaled similarity logits of the block's rows with them."""
+    cols = n0 + tl.arange(0, BLOCK_N)
+    in_seq = cols < L
+    real = tl.load(attn_ptr + seq * L + cols, mask=in_seq, other=0) != 0
+    col_ok = in_seq & real
+    logits = _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq, cols, col_ok, D, L,
+                              BLOCK_M, BLOCK_N, BLOCK_D, IEEE) * inv_tau
+    return cols, col_ok, logits
+
+
+@triton.jit
+def _tacl_forward(s_ptr, t_ptr, attn_ptr, target_ptr, blk_seq_ptr, blk_start_ptr, blk_count_ptr,
+                  lse_ptr, target_logit_ptr, correct_ptr, inv_tau, L, D,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, IEEE: tl.constexpr):
+    block = tl.program_id(0)
+    seq, rows, row_ok, target = _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr, block, BLOCK_M)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     target_logit = tl.zeros((BLOCK_M,), dtype=tl.float32)
     best = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     best_idx = tl.full((BLOCK_M,), -1, dtype=tl.int32)
     for n0 in range(0, L, BLOCK_N):
-        cols = n0 + tl.arange(0, BLOCK_N)
-        in_seq = cols < L
-        real = tl.load(attn_ptr + seq * L + cols, mask=in_seq, other=0) != 0
-        col_ok = in_seq & real
-        logits = _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq, cols, col_ok, D, L,
-                                  BLOCK_M, BLOCK_N, BLOCK_D, IEEE) * inv_tau
+        cols, col_ok, logits = _logits_tile(s_ptr, t_ptr, attn_ptr, rows, row_ok, seq, n0, inv_tau, D, L,
+                                            BLOCK_M, BLOCK_N, BLOCK_D, IEEE)
         logits = tl.where(col_ok[None, :], logits, float("-inf"))
         tile_max = tl.max(logits, axis=1)
         m_new = tl.maximum(m_i, tile_max)
@@ -91,22 +108,12 @@ def _tacl_backward(s_ptr, t_ptr, attn_ptr, target_ptr, blk_seq_ptr, blk_start_pt
     block = tl.program_id(0)
     dout = tl.program_id(1) * BLOCK_DOUT + tl.arange(0, BLOCK_DOUT)
     dout_ok = dout < D
-    seq = tl.load(blk_seq_ptr + block)
-    start = tl.load(blk_start_ptr + block)
-    count = tl.load(blk_count_ptr + block)
-    offs = tl.arange(0, BLOCK_M)
-    row_ok = offs < count
-    rows = start + offs
-    target = tl.load(target_ptr + rows, mask=row_ok, other=-1)
+    seq, rows, row_ok, target = _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr, block, BLOCK_M)
     lse = tl.load(lse_ptr + rows, mask=row_ok, other=0.0)
     grad = tl.zeros((BLOCK_M, BLOCK_DOUT), dtype=tl.float32)
     for n0 in range(0, L, BLOCK_N):
-        cols = n0 + tl.arange(0, BLOCK_N)
-        in_seq = cols < L
-        real = tl.load(attn_ptr + seq * L + cols, mask=in_seq, other=0) != 0
-        col_ok = in_seq & real
-        logits = _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq, cols, col_ok, D, L,
-                                  BLOCK_M, BLOCK_N, BLOCK_D, IEEE) * inv_tau
+        cols, col_ok, logits = _logits_tile(s_ptr, t_ptr, attn_ptr, rows, row_ok, seq, n0, inv_tau, D, L,
+                                            BLOCK_M, BLOCK_N, BLOCK_D, IEEE)
         p = tl.where(col_ok[None, :] & row_ok[:, None], tl.exp(logits - lse[:, None]), 0.0)
         g = p - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
         t = tl.load(t_ptr + (seq * L + cols[:, None]) * D + dout[None, :],

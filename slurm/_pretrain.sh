@@ -13,19 +13,11 @@
 #   SIZE        base | large (set by the wrapper scripts); LANG_CODE en | zh (base only)
 #   MASTER_PORT rendezvous port (default 20000 + job id mod 10000)
 set -euo pipefail
-TACL_HOME=${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}
-cd "$TACL_HOME"
+# shellcheck disable=SC1091
+source "${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}/slurm/_env.sh"
 
 # --- environment, each piece overridable
-if [[ -n ${CONDA_ENV:-} ]]; then
-  # shellcheck disable=SC1091
-  source "$(conda info --base)/etc/profile.d/conda.sh" && conda activate "$CONDA_ENV"
-elif [[ -f ${VENV:-$TACL_HOME/.venv}/bin/activate ]]; then
-  # shellcheck disable=SC1091
-  source "${VENV:-$TACL_HOME/.venv}/bin/activate"
-fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
-export TOKENIZERS_PARALLELISM=${TOKENIZERS_PARALLELISM:-false}
 export NCCL_ASYNC_ERROR_HANDLING=${NCCL_ASYNC_ERROR_HANDLING:-1}
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 export HF_HOME=${HF_HOME:-$TACL_HOME/.cache/huggingface}

@@ -15,16 +15,8 @@
 #SBATCH --time=24:00:00
 #SBATCH --output=%x-%j.out
 set -euo pipefail
-TACL_HOME=${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}
-cd "$TACL_HOME"
-if [[ -n ${CONDA_ENV:-} ]]; then
-  # shellcheck disable=SC1091
-  source "$(conda info --base)/etc/profile.d/conda.sh" && conda activate "$CONDA_ENV"
-elif [[ -f ${VENV:-$TACL_HOME/.venv}/bin/activate ]]; then
-  # shellcheck disable=SC1091
-  source "${VENV:-$TACL_HOME/.venv}/bin/activate"
-fi
-export TOKENIZERS_PARALLELISM=${TOKENIZERS_PARALLELISM:-false}
+# shellcheck disable=SC1091
+source "${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}/slurm/_env.sh"
 WORKERS=${SLURM_CPUS_PER_TASK:-1}
 echo "job ${SLURM_JOB_ID:-?}: data_prep.build with $WORKERS worker process(es) on $(hostname)"
 exec python -m data_prep.build "$@" --direct_num_workers "$WORKERS" \
