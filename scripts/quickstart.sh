@@ -20,7 +20,8 @@ echo "== 2/6 train a WordPiece vocabulary on it"
 echo "== 3/6 build the dataset (Beam DirectRunner, 2 worker processes)"
 "$PY" -m data_prep.build --input "$OUT/corpus/*.xml.bz2" --tokenizer "$OUT/vocab.txt" \
   --output "$OUT/dataset" --num-shards 2 --max-seq-len 128 --dupe-factor 5 --overwrite --quiet \
-  --direct_num_workers 2 --direct_running_mode multi_processing
+  --direct_num_workers 2 --direct_running_mode multi_processing > "$OUT/build.log"
+echo "   built $OUT/dataset (its summary is printed by the next step)"
 echo "== 4/6 inspect it"
 "$PY" -m data_prep.inspect "$OUT/dataset" -n 2
 echo "== 5/6 train TaCL (tiny BERT, 2 CPU ranks, ZeRO-2 through the deepspeed launcher)"

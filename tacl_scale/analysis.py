@@ -83,8 +83,17 @@ def resolve_model(path: str, workdir: Path) -> Path:
     return export_checkpoint(candidate, workdir / candidate.name.replace("/", "_"))
 
 
+def load_encoder(model_dir: Path, device: torch.device) -> tuple[Any, Any]:
+    """(tokenizer, encoder in eval mode) of a HF directory."""
+    from transformers import AutoModel, AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(model_dir)), AutoModel.from_pretrained(str(model_dir)).to(device).eval()
+
+
 def analyse_model(
-    model_dir: Path,
+    tokenizer: Any,
+    model: Any,
+    name: str,
     sentences: list[str],
     batch_size: int,
     device: torch.device,
@@ -94,16 +103,13 @@ def analyse_model(
 ) -> list[dict[str, float]]:
     """Per-layer statistics of one model over the sentences."""
     from tqdm import tqdm
-    from transformers import AutoModel, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    model = AutoModel.from_pretrained(str(model_dir)).to(device).eval()
     layers: list[LayerStats] = []
     samples: list[list[torch.Tensor]] = []
     sample_ids: list[torch.Tensor] = []
     generator = torch.Generator().manual_seed(seed)
     per_batch = max(1, isotropy_tokens * batch_size // max(len(sentences), 1))
-    for start in tqdm(range(0, len(sentences), batch_size), desc=model_dir.name, unit="batch", leave=False):
+    for start in tqdm(range(0, len(sentences), batch_size), desc=name, unit="batch", leave=False):
         chunk = sentences[start : start + batch_size]
         enc = tokenizer(chunk, padding=True, truncation=True, max_length=model.config.max_position_embeddings,
                         return_tensors="pt", return_special_tokens_mask=True)
@@ -131,16 +137,14 @@ def analyse_model(
     return results
 
 
-def heatmap(model_dir: Path, sentence: str, layer: int, device: torch.device, out: Path, title: str) -> Path:
+def heatmap(tokenizer: Any, model: Any, sentence: str, layer: int, device: torch.device, out: Path,
+            title: str) -> Path:
     """The token × token cosine matrix of one sentence, as a labelled PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from transformers import AutoModel, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    model = AutoModel.from_pretrained(str(model_dir)).to(device).eval()
     enc = tokenizer(sentence, return_tensors="pt")
     with torch.no_grad():
         hidden = model(**{k: v.to(device) for k, v in enc.items()}, output_hidden_states=True).hidden_states[layer]
@@ -195,12 +199,13 @@ def selfsim(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for path in args.model:
-            model_dir = resolve_model(path, Path(tmp))
+            tokenizer, model = load_encoder(resolve_model(path, Path(tmp)), device)
             name = _unique_name(Path(path), results)
-            results[name] = analyse_model(model_dir, sentences, args.batch_size, device, args.exclude_special)
+            results[name] = analyse_model(tokenizer, model, name, sentences, args.batch_size, device,
+                                          args.exclude_special)
             if args.heatmap_sentence:
                 layer = args.heatmap_layer if args.heatmap_layer is not None else len(results[name]) - 1
-                heatmap(model_dir, args.heatmap_sentence, layer, device, out / f"heatmap_{name}.png",
+                heatmap(tokenizer, model, args.heatmap_sentence, layer, device, out / f"heatmap_{name}.png",
                         f"{name}, layer {layer}")
     report = {"settings": {"sentences": str(args.sentences), "n_sentences": len(sentences),
                            "exclude_special": args.exclude_special, "models": list(args.model)},

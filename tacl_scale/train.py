@@ -246,7 +246,7 @@ def _param_groups(module: torch.nn.Module, weight_decay: float) -> list[dict[str
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def _prepare_run_dir(config: TrainConfig, rank: int) -> Path:
+def _prepare_run_dir(config: TrainConfig) -> Path:
     run_dir = Path(config.output)
     run_file = run_dir / RUN_FILE
     if run_file.exists() and not config.checkpoint.resume:
@@ -265,9 +265,10 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
     on_cpu = accelerator.device_name() == "cpu"
     deepspeed.init_distributed(dist_backend="gloo" if on_cpu else None)
     rank, world = dist.get_rank(), dist.get_world_size()
-    run_dir = _prepare_run_dir(config, rank)
+    run_dir = _prepare_run_dir(config)
 
     datasets = [PretrainDataset(path) for path in config.data.paths]
+    tokenizer_files = tokenizer_source(config.model, datasets[0].manifest)
     torch.manual_seed(config.seed)  # a BertConfig init is the same on every rank and at resume
     student = load_student(config.model)
     check_data_and_model(datasets, student, config.model)
@@ -279,7 +280,7 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
 
     if rank == 0 and Path(config.model).is_file() and not (run_dir / "initial").exists():
         # A random init has no directory of its own: keep it, the reference for analyses.
-        export_student(student, run_dir / "initial", tokenizer_source(config.model, datasets[0].manifest))
+        export_student(student, run_dir / "initial", tokenizer_files)
     module = PretrainingModule(student, config.objective)
     optim = config.optim
     optimizer = torch.optim.AdamW(_param_groups(module, optim.weight_decay), lr=optim.lr,
@@ -301,9 +302,8 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
         step, consumed = int(state["step"]), int(state["consumed"])
         log.info("resumed from %s at step %d", ckpt_root / tag, step)
     if rank == 0:
-        manifest = datasets[0].manifest
         run_info = {"config": config.to_dict(), "world_size": world,
-                    "tokenizer_source": tokenizer_source(config.model, manifest),
+                    "tokenizer_source": tokenizer_files,
                     "deepspeed_config": ds_config}
         (run_dir / RUN_FILE).write_text(json.dumps(run_info, indent=2), encoding="utf-8")
     dist.barrier()
@@ -428,7 +428,7 @@ def train(config: TrainConfig) -> list[dict[str, float]]:
         metrics_file.close()
         if config.export and step == optim.steps and not preempted:
             out = export_student(engine.module.student, run_dir / "export",
-                                 tokenizer_source(config.model, datasets[0].manifest))
+                                 tokenizer_files)
             print(f"exported the student to {out}", flush=True)
     dist.barrier()
     return history

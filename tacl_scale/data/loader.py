@@ -8,6 +8,7 @@ data-prep code can import this package without torch.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -169,17 +170,26 @@ class DynamicMasking:
             vocab_size=manifest["tokenizer"]["vocab_size"],
         )
 
+    @functools.cached_property
+    def _replacement_ids(self) -> np.ndarray:
+        # Computed once per worker, not per instance (the vocabulary minus specials).
+        return np.setdiff1d(np.arange(self.vocab_size), self.special_ids)
+
+    @functools.cached_property
+    def _masking_config(self) -> Any:
+        from data_prep.masking import MaskingConfig
+
+        return MaskingConfig(self.masked_lm_prob, self.max_predictions, self.mask_token_prob,
+                             self.random_token_prob)
+
     def apply(self, item: dict[str, Any], epoch: int, instance: int) -> dict[str, Any]:
-        from data_prep.masking import MaskingConfig, mask_tokens
+        from data_prep.masking import mask_tokens
 
         rng = np.random.default_rng([self.seed, epoch, instance])
         original = item["original_ids"]
         maskable = ~np.isin(original, self.special_ids)
-        replacements = np.setdiff1d(np.arange(self.vocab_size), self.special_ids)
-        config = MaskingConfig(self.masked_lm_prob, self.max_predictions, self.mask_token_prob,
-                               self.random_token_prob)
-        masked = mask_tokens(original, maskable, None, config, self.max_predictions,
-                             self.mask_id, replacements, rng)
+        masked = mask_tokens(original, maskable, None, self._masking_config, self.max_predictions,
+                             self.mask_id, self._replacement_ids, rng)
         input_ids = original.copy()
         input_ids[masked.positions] = masked.placed
         return {**item, "input_ids": input_ids, "masked_positions": masked.positions}
