@@ -240,7 +240,7 @@ def _from_vocab_file(vocab_file: Path, lowercase: bool | None) -> PretrainTokeni
         backend = BertWordPieceTokenizer(
             str(vocab_file), lowercase=lowercase, handle_chinese_chars=True
         )
-    except (OSError, UnicodeDecodeError, Exception) as err:  # tokenizers raises plain Exception
+    except Exception as err:  # tokenizers raises plain Exception, beside OSError and UnicodeDecodeError
         raise TokenizerError(f"{vocab_file}: not a WordPiece vocab.txt: {err}") from err
     roles = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
     return _HFTokenizer(backend, "wordpiece", vocab_file, lowercase, roles, DEFAULT_MAX_POSITIONS)
