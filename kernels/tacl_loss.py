@@ -9,6 +9,11 @@ where ``j`` runs over the real (non-padding) positions of the same sequence — 
 never enters the softmax, so the loss does not depend on how a batch is padded. The
 loss is the mean of ``loss_i`` over the masked positions; the contrastive accuracy
 counts the masked ``i`` whose argmax over ``j`` is ``i``.
+
+Two layouts of the same batch: **padded** (``(B, L, D)`` states with a ``(B, L)``
+attention mask; :func:`tacl_loss`) and **packed** (the real tokens of all sequences
+back to back, ``(T, D)`` states with per-sequence offsets ``cu_seqlens``, as an
+unpadded encoder produces them; :func:`tacl_loss_packed`). Both give the same loss.
 """
 
 from __future__ import annotations
@@ -67,7 +72,53 @@ def tacl_loss_reference(
     return loss, num_correct, num_masked
 
 
+def tacl_loss_packed_reference(
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    masked: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    temperature: float = 0.01,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The reference on the packed layout: the rows are put back into a padded
+    batch (a gather the gradient flows through) and scored by
+    :func:`tacl_loss_reference`."""
+    _check_packed(student, teacher, masked, cu_seqlens)
+    lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).long()
+    batch, longest = len(lengths), int(lengths.max()) if len(lengths) else 0
+    seq = torch.repeat_interleave(torch.arange(batch, device=student.device), lengths)
+    pos = torch.arange(len(seq), device=student.device) - cu_seqlens[:-1].long()[seq]
+
+    def padded(values: torch.Tensor) -> torch.Tensor:
+        out = values.new_zeros((batch, longest, *values.shape[1:]))
+        return out.index_put((seq, pos), values)
+
+    attention = padded(torch.ones_like(masked, dtype=torch.long))
+    return tacl_loss_reference(padded(student), padded(teacher), padded(masked.bool()), attention, temperature)
+
+
+def _check_packed(student: torch.Tensor, teacher: torch.Tensor, masked: torch.Tensor, cu_seqlens: torch.Tensor) -> None:
+    if student.shape != teacher.shape or student.dim() != 2:
+        raise ValueError(f"packed student {tuple(student.shape)} and teacher {tuple(teacher.shape)} must both be (T, D)")
+    if masked.shape != student.shape[:1]:
+        raise ValueError(f"packed masked {tuple(masked.shape)} must be (T,) = ({student.shape[0]},)")
+    if cu_seqlens.dim() != 1 or len(cu_seqlens) < 2:
+        raise ValueError(f"cu_seqlens {tuple(cu_seqlens.shape)} must be (B + 1,) offsets")
+
+
 IMPLEMENTATIONS = ("auto", "torch", "triton")
+
+
+def _resolve_impl(impl: str, student: torch.Tensor) -> str:
+    if impl not in IMPLEMENTATIONS:
+        raise ValueError(f"impl {impl!r} is not one of {IMPLEMENTATIONS}")
+    if impl == "auto":
+        return "triton" if student.is_cuda and triton_available() else "torch"
+    if impl == "triton":
+        if not triton_available():
+            raise RuntimeError("impl='triton' needs the triton package")
+        if not student.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError("impl='triton' on CPU tensors needs TRITON_INTERPRET=1 (the Triton interpreter)")
+    return impl
 
 
 def tacl_loss(
@@ -78,7 +129,7 @@ def tacl_loss(
     temperature: float = 0.01,
     impl: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``loss, num_correct, num_masked`` of the TaCL objective.
+    """``loss, num_correct, num_masked`` of the TaCL objective on a padded batch.
 
     ``student``/``teacher``: (B, L, D) last hidden states (the teacher on the
     unmasked input; it gets no gradient). ``masked``: bool (B, L). ``attention_mask``:
@@ -87,19 +138,31 @@ def tacl_loss(
     ``triton`` (fused kernel; on CPU tensors only under ``TRITON_INTERPRET=1``),
     ``auto`` (Triton on CUDA when available, else the reference).
     """
-    if impl not in IMPLEMENTATIONS:
-        raise ValueError(f"impl {impl!r} is not one of {IMPLEMENTATIONS}")
-    if impl == "auto":
-        impl = "triton" if student.is_cuda and triton_available() else "torch"
-    if impl == "triton":
-        if not triton_available():
-            raise RuntimeError("impl='triton' needs the triton package")
-        if not student.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-            raise RuntimeError("impl='triton' on CPU tensors needs TRITON_INTERPRET=1 (the Triton interpreter)")
+    if _resolve_impl(impl, student) == "triton":
         from .tacl_triton import tacl_loss_triton
 
         return tacl_loss_triton(student, teacher, masked, attention_mask, temperature)
     return tacl_loss_reference(student, teacher, masked, attention_mask, temperature)
+
+
+def tacl_loss_packed(
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    masked: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    temperature: float = 0.01,
+    impl: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`tacl_loss` on the packed layout: ``student``/``teacher`` (T, D), the
+    real tokens of B sequences back to back; ``masked`` bool (T,); ``cu_seqlens``
+    (B + 1,) integer offsets, sequence ``b`` being rows ``cu_seqlens[b]:cu_seqlens[b+1]``.
+    Every row is a real token, so the softmax of a masked row runs over its own
+    sequence's rows."""
+    if _resolve_impl(impl, student) == "triton":
+        from .tacl_triton import tacl_loss_triton_packed
+
+        return tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature)
+    return tacl_loss_packed_reference(student, teacher, masked, cu_seqlens, temperature)
 
 
 def triton_available() -> bool:

@@ -1,7 +1,7 @@
 """Fused Triton kernels for the TaCL loss (semantics: :mod:`kernels.tacl_loss`).
 
 The masked student rows are normalised once (``ŝ``, (M, D)) and the frozen teacher
-once per step (``t̂``, (B, L, D), kept in its own dtype for the tensor cores). Rows
+once per step (``t̂``, one row per token, kept in its own dtype for the tensor cores). Rows
 are grouped in blocks of ``BLOCK_M`` rows of one sequence; a program streams that
 sequence's teacher tiles of ``BLOCK_N`` positions, computing the similarity tile
 with ``tl.dot`` (fp32 accumulation over ``BLOCK_D`` chunks of the hidden size) and
@@ -15,6 +15,8 @@ PyTorch on the (M, D) rows.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -23,7 +25,7 @@ from .tacl_loss import NORM_EPS
 
 
 @triton.jit
-def _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq, cols, col_ok, D, L,
+def _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq_start, cols, col_ok, D,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                      IEEE: tl.constexpr):
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -31,8 +33,8 @@ def _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq, cols, col_ok, D, L,
         d = d0 + tl.arange(0, BLOCK_D)
         d_ok = d < D
         s = tl.load(s_ptr + rows[:, None] * D + d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
-        t = tl.load(t_ptr + (seq * L + cols[:, None]) * D + d[None, :], mask=col_ok[:, None] & d_ok[None, :],
-                    other=0.0)
+        t = tl.load(t_ptr + (seq_start + cols[:, None]) * D + d[None, :],
+                    mask=col_ok[:, None] & d_ok[None, :], other=0.0)
         if IEEE:
             acc += tl.dot(s, tl.trans(t), input_precision="ieee")
         else:
@@ -41,8 +43,10 @@ def _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq, cols, col_ok, D, L,
 
 
 @triton.jit
-def _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr, block, BLOCK_M: tl.constexpr):
-    """The sequence, row indices, row validity and target positions of a block."""
+def _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr, seq_start_ptr, seq_len_ptr, block,
+               BLOCK_M: tl.constexpr):
+    """The sequence of a block (its first teacher row and its column count), the
+    block's row indices, row validity and target positions."""
     seq = tl.load(blk_seq_ptr + block)
     start = tl.load(blk_start_ptr + block)
     count = tl.load(blk_count_ptr + block)
@@ -50,37 +54,40 @@ def _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr, block, BLO
     row_ok = offs < count
     rows = start + offs
     target = tl.load(target_ptr + rows, mask=row_ok, other=-1)
-    return seq, rows, row_ok, target
+    seq_start = tl.load(seq_start_ptr + seq)
+    seq_len = tl.load(seq_len_ptr + seq)
+    return seq_start, seq_len, rows, row_ok, target
 
 
 @triton.jit
-def _logits_tile(s_ptr, t_ptr, attn_ptr, rows, row_ok, seq, n0, inv_tau, D, L,
+def _logits_tile(s_ptr, t_ptr, valid_ptr, rows, row_ok, seq_start, seq_len, n0, inv_tau, D,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, IEEE: tl.constexpr):
     """Columns ``n0 .. n0+BLOCK_N`` of the sequence: their indices, whether they are
     real tokens, and the scaled similarity logits of the block's rows with them."""
     cols = n0 + tl.arange(0, BLOCK_N)
-    in_seq = cols < L
-    real = tl.load(attn_ptr + seq * L + cols, mask=in_seq, other=0) != 0
+    in_seq = cols < seq_len
+    real = tl.load(valid_ptr + seq_start + cols, mask=in_seq, other=0) != 0
     col_ok = in_seq & real
-    logits = _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq, cols, col_ok, D, L,
+    logits = _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq_start, cols, col_ok, D,
                               BLOCK_M, BLOCK_N, BLOCK_D, IEEE) * inv_tau
     return cols, col_ok, logits
 
 
 @triton.jit
-def _tacl_forward(s_ptr, t_ptr, attn_ptr, target_ptr, blk_seq_ptr, blk_start_ptr, blk_count_ptr,
-                  lse_ptr, target_logit_ptr, correct_ptr, inv_tau, L, D,
+def _tacl_forward(s_ptr, t_ptr, valid_ptr, target_ptr, blk_seq_ptr, blk_start_ptr, blk_count_ptr,
+                  seq_start_ptr, seq_len_ptr, lse_ptr, target_logit_ptr, correct_ptr, inv_tau, D,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, IEEE: tl.constexpr):
     block = tl.program_id(0)
-    seq, rows, row_ok, target = _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr, block, BLOCK_M)
+    seq_start, seq_len, rows, row_ok, target = _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr,
+                                                          seq_start_ptr, seq_len_ptr, block, BLOCK_M)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     target_logit = tl.zeros((BLOCK_M,), dtype=tl.float32)
     best = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     best_idx = tl.full((BLOCK_M,), -1, dtype=tl.int32)
-    for n0 in range(0, L, BLOCK_N):
-        cols, col_ok, logits = _logits_tile(s_ptr, t_ptr, attn_ptr, rows, row_ok, seq, n0, inv_tau, D, L,
-                                            BLOCK_M, BLOCK_N, BLOCK_D, IEEE)
+    for n0 in range(0, seq_len, BLOCK_N):
+        cols, col_ok, logits = _logits_tile(s_ptr, t_ptr, valid_ptr, rows, row_ok, seq_start, seq_len, n0,
+                                            inv_tau, D, BLOCK_M, BLOCK_N, BLOCK_D, IEEE)
         logits = tl.where(col_ok[None, :], logits, float("-inf"))
         tile_max = tl.max(logits, axis=1)
         m_new = tl.maximum(m_i, tile_max)
@@ -101,22 +108,23 @@ def _tacl_forward(s_ptr, t_ptr, attn_ptr, target_ptr, blk_seq_ptr, blk_start_ptr
 
 
 @triton.jit
-def _tacl_backward(s_ptr, t_ptr, attn_ptr, target_ptr, blk_seq_ptr, blk_start_ptr, blk_count_ptr,
-                   lse_ptr, grad_ptr, inv_tau, scale, L, D,
+def _tacl_backward(s_ptr, t_ptr, valid_ptr, target_ptr, blk_seq_ptr, blk_start_ptr, blk_count_ptr,
+                   seq_start_ptr, seq_len_ptr, lse_ptr, grad_ptr, inv_tau, scale, D,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                    BLOCK_DOUT: tl.constexpr, IEEE: tl.constexpr):
     block = tl.program_id(0)
     dout = tl.program_id(1) * BLOCK_DOUT + tl.arange(0, BLOCK_DOUT)
     dout_ok = dout < D
-    seq, rows, row_ok, target = _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr, block, BLOCK_M)
+    seq_start, seq_len, rows, row_ok, target = _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr,
+                                                          seq_start_ptr, seq_len_ptr, block, BLOCK_M)
     lse = tl.load(lse_ptr + rows, mask=row_ok, other=0.0)
     grad = tl.zeros((BLOCK_M, BLOCK_DOUT), dtype=tl.float32)
-    for n0 in range(0, L, BLOCK_N):
-        cols, col_ok, logits = _logits_tile(s_ptr, t_ptr, attn_ptr, rows, row_ok, seq, n0, inv_tau, D, L,
-                                            BLOCK_M, BLOCK_N, BLOCK_D, IEEE)
+    for n0 in range(0, seq_len, BLOCK_N):
+        cols, col_ok, logits = _logits_tile(s_ptr, t_ptr, valid_ptr, rows, row_ok, seq_start, seq_len, n0,
+                                            inv_tau, D, BLOCK_M, BLOCK_N, BLOCK_D, IEEE)
         p = tl.where(col_ok[None, :] & row_ok[:, None], tl.exp(logits - lse[:, None]), 0.0)
         g = p - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
-        t = tl.load(t_ptr + (seq * L + cols[:, None]) * D + dout[None, :],
+        t = tl.load(t_ptr + (seq_start + cols[:, None]) * D + dout[None, :],
                     mask=col_ok[:, None] & dout_ok[None, :], other=0.0)
         if IEEE:
             grad += tl.dot(g.to(t.dtype), t, input_precision="ieee")
@@ -134,13 +142,13 @@ def block_sizes(length: int, dim: int) -> tuple[int, int, int, int]:
     return 16, block_n, block_d, block_d
 
 
-def _blocks(masked: torch.Tensor, block_m: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Row blocks of one sequence each: (sequence, first row, row count)."""
-    counts = masked.sum(dim=1)
+def _blocks(counts: torch.Tensor, block_m: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Row blocks of one sequence each, from the masked-row count of every
+    sequence: (sequence, first row, row count)."""
     per_seq = (counts + block_m - 1) // block_m
-    seqs = torch.repeat_interleave(torch.arange(len(counts), device=masked.device), per_seq)
+    seqs = torch.repeat_interleave(torch.arange(len(counts), device=counts.device), per_seq)
     first_block = torch.cumsum(per_seq, 0) - per_seq
-    within = torch.arange(len(seqs), device=masked.device) - first_block[seqs]
+    within = torch.arange(len(seqs), device=counts.device) - first_block[seqs]
     row_offset = torch.cumsum(counts, 0) - counts
     starts = row_offset[seqs] + within * block_m
     sizes = torch.clamp(counts[seqs] - within * block_m, max=block_m)
@@ -148,55 +156,68 @@ def _blocks(masked: torch.Tensor, block_m: int) -> tuple[torch.Tensor, torch.Ten
 
 
 class TaclTriton(torch.autograd.Function):
+    """The loss on a flat layout that both batch layouts reduce to: ``N`` token rows
+    (``student``/``teacher`` viewed as (N, D)), a validity flag per row, and per
+    sequence its first row and its number of columns. Padded: sequence ``b`` is
+    rows ``b·L ..`` with the attention mask as validity; packed: rows
+    ``cu_seqlens[b] .. cu_seqlens[b+1]``, all valid."""
+
     @staticmethod
-    def forward(ctx, student, teacher, masked, attention_mask, temperature):  # type: ignore[override]
-        batch, length, dim = student.shape
-        real = attention_mask.bool()
-        masked = masked.bool() & real
-        seq, pos = masked.nonzero(as_tuple=True)
-        rows = student[seq, pos].float()
+    def forward(ctx, student, teacher, masked, valid, seq_start, seq_len, temperature):  # type: ignore[override]
+        shape, dim = student.shape, student.shape[-1]
+        flat_student = student.reshape(-1, dim)
+        masked = masked.reshape(-1).bool() & (valid != 0)
+        index = masked.nonzero().squeeze(1)  # ascending: grouped by sequence
+        seq_end = (seq_start + seq_len).long()
+        seq = torch.searchsorted(seq_end, index, right=True)
+        target = (index - seq_start.long()[seq]).to(torch.int32).contiguous()
+        rows = flat_student[index].float()
         norm = rows.norm(dim=-1)
-        denom = norm.clamp(min=NORM_EPS)
-        s_hat = rows / denom[:, None]
+        s_hat = rows / norm.clamp(min=NORM_EPS)[:, None]
         t_dtype = teacher.dtype if teacher.dtype in (torch.float16, torch.bfloat16) else torch.float32
         if t_dtype == torch.bfloat16 and not teacher.is_cuda:
             t_dtype = torch.float32  # Triton's CPU interpreter computes bfloat16 wrongly
-        t_hat = torch.nn.functional.normalize(teacher.float(), dim=-1, eps=NORM_EPS).to(t_dtype).contiguous()
+        t_hat = torch.nn.functional.normalize(teacher.reshape(-1, dim).float(), dim=-1, eps=NORM_EPS)
+        t_hat = t_hat.to(t_dtype).contiguous()
         s_in = s_hat.to(t_dtype).contiguous()
-        block_m, block_n, block_d, block_dout = block_sizes(length, dim)
-        blk_seq, blk_start, blk_count = _blocks(masked, block_m)
-        count = len(pos)
+        longest = int(seq_len.max()) if len(seq_len) else 0
+        block_m, block_n, block_d, block_dout = block_sizes(longest, dim)
+        counts = torch.bincount(seq, minlength=len(seq_len))
+        blk_seq, blk_start, blk_count = _blocks(counts, block_m)
+        count = len(index)
         lse = torch.empty(count, dtype=torch.float32, device=student.device)
         target_logit = torch.empty_like(lse)
         correct = torch.empty(count, dtype=torch.int32, device=student.device)
-        attn = real.to(torch.int32).contiguous()
-        target = pos.to(torch.int32).contiguous()
+        valid = valid.to(torch.int32).contiguous()
+        seq_start, seq_len = seq_start.to(torch.int32).contiguous(), seq_len.to(torch.int32).contiguous()
         ieee = t_dtype == torch.float32
         if count:
             _tacl_forward[(len(blk_seq),)](
-                s_in, t_hat, attn, target, blk_seq, blk_start, blk_count, lse, target_logit, correct,
-                1.0 / temperature, length, dim, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, IEEE=ieee,
+                s_in, t_hat, valid, target, blk_seq, blk_start, blk_count, seq_start, seq_len,
+                lse, target_logit, correct, 1.0 / temperature, dim,
+                BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, IEEE=ieee,
             )
         loss = (lse - target_logit).mean() if count else student.new_zeros((), dtype=torch.float32)
-        ctx.save_for_backward(s_in, t_hat, attn, target, blk_seq, blk_start, blk_count, lse, s_hat, norm,
-                              seq, pos)
-        ctx.meta = (temperature, student.shape, student.dtype, (block_m, block_n, block_d, block_dout), ieee)
+        ctx.save_for_backward(s_in, t_hat, valid, target, blk_seq, blk_start, blk_count, seq_start, seq_len,
+                              lse, s_hat, norm, index)
+        ctx.meta = (temperature, shape, student.dtype, (block_m, block_n, block_d, block_dout), ieee)
         return loss, correct.sum().long(), torch.tensor(count, device=student.device)
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_correct, _grad_count):  # type: ignore[override]
-        s_in, t_hat, attn, target, blk_seq, blk_start, blk_count, lse, s_hat, norm, seq, pos = ctx.saved_tensors
+        (s_in, t_hat, valid, target, blk_seq, blk_start, blk_count, seq_start, seq_len,
+         lse, s_hat, norm, index) = ctx.saved_tensors
         temperature, shape, dtype, (block_m, block_n, block_d, block_dout), ieee = ctx.meta
-        grad_student = torch.zeros(shape, dtype=dtype, device=s_in.device)
-        count = len(pos)
+        dim = shape[-1]
+        grad_student = torch.zeros((math.prod(shape[:-1]), dim), dtype=dtype, device=s_in.device)
+        count = len(index)
         if count == 0:
-            return grad_student, None, None, None, None
-        batch, length, dim = shape
+            return grad_student.reshape(shape), None, None, None, None, None, None
         grad_hat = torch.empty((count, dim), dtype=torch.float32, device=s_in.device)
         grid = (len(blk_seq), triton.cdiv(dim, block_dout))
         _tacl_backward[grid](
-            s_in, t_hat, attn, target, blk_seq, blk_start, blk_count, lse, grad_hat,
-            1.0 / temperature, float(grad_loss) / count, length, dim,
+            s_in, t_hat, valid, target, blk_seq, blk_start, blk_count, seq_start, seq_len, lse, grad_hat,
+            1.0 / temperature, float(grad_loss) / count, dim,
             BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, BLOCK_DOUT=block_dout, IEEE=ieee,
         )
         # Through ŝ = s / max(‖s‖, eps), as torch.nn.functional.normalize.
@@ -204,12 +225,30 @@ class TaclTriton(torch.autograd.Function):
         radial = (s_hat * grad_hat).sum(dim=-1, keepdim=True)
         grad_rows = torch.where(clamped[:, None], grad_hat / NORM_EPS,
                                 (grad_hat - s_hat * radial) / norm.clamp(min=NORM_EPS)[:, None])
-        grad_student[seq, pos] = grad_rows.to(dtype)
-        return grad_student, None, None, None, None
+        grad_student[index] = grad_rows.to(dtype)
+        return grad_student.reshape(shape), None, None, None, None, None, None
 
 
 def tacl_loss_triton(student, teacher, masked, attention_mask, temperature=0.01):
-    """The fused-kernel TaCL loss: same signature and results as the reference."""
+    """The fused-kernel TaCL loss on a padded batch: same signature and results as
+    the reference."""
     if student.shape != teacher.shape or student.dim() != 3:
         raise ValueError(f"student {tuple(student.shape)} and teacher {tuple(teacher.shape)} must both be (B, L, D)")
-    return TaclTriton.apply(student, teacher, masked, attention_mask, temperature)
+    batch, length, _ = student.shape
+    real = attention_mask.bool()
+    positions = torch.arange(length, device=student.device)
+    # Columns past a sequence's last real token are never visited.
+    seq_len = (torch.where(real, positions, -1).max(dim=1).values + 1).clamp(min=0)
+    seq_start = torch.arange(batch, device=student.device) * length
+    return TaclTriton.apply(student, teacher, masked, real.reshape(-1), seq_start, seq_len, temperature)
+
+
+def tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature=0.01):
+    """The fused-kernel TaCL loss on the packed layout (see
+    :func:`kernels.tacl_loss.tacl_loss_packed`)."""
+    from .tacl_loss import _check_packed
+
+    _check_packed(student, teacher, masked, cu_seqlens)
+    valid = torch.ones(student.shape[0], dtype=torch.int32, device=student.device)
+    seq_start = cu_seqlens[:-1]
+    return TaclTriton.apply(student, teacher, masked, valid, seq_start, cu_seqlens[1:] - seq_start, temperature)

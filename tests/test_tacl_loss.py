@@ -131,3 +131,44 @@ def test_bad_arguments() -> None:
     if os.environ.get("TRITON_INTERPRET") != "1":
         with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
             tacl_loss(s, t, m, a, impl="triton")
+
+
+def pack(student, teacher, masked, attention_mask):
+    """The packed layout of a right-padded batch: real rows back to back."""
+    real = attention_mask.bool()
+    lengths = real.sum(dim=1)
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
+    cu[1:] = lengths.cumsum(0)
+    return student[real], teacher[real], masked[real], cu
+
+
+@pytest.mark.parametrize("temperature", [0.01, 0.5])
+def test_packed_layout_gives_the_padded_loss_and_gradients(temperature: float) -> None:
+    from kernels import tacl_loss_packed
+
+    s, t, m, a = make_batch(10, batch=4, length=13)
+    s.requires_grad_(True)
+    loss, correct, count = tacl_loss(s, t, m, a, temperature=temperature, impl="torch")
+    loss.backward()
+    rows = s.detach()[a.bool()].clone().requires_grad_(True)
+    _, packed_t, packed_m, cu = pack(s.detach(), t, m, a)
+    p_loss, p_correct, p_count = tacl_loss_packed(rows, packed_t, packed_m, cu, temperature, impl="torch")
+    p_loss.backward()
+    assert p_loss.item() == pytest.approx(loss.item(), rel=1e-6)
+    assert (p_correct.item(), p_count.item()) == (correct.item(), count.item())
+    torch.testing.assert_close(rows.grad, s.grad[a.bool()])
+    ref_loss, _, _ = naive_tacl(s.detach(), t, m, a, temperature)
+    assert p_loss.item() == pytest.approx(ref_loss.item(), rel=1e-5, abs=1e-5)
+
+
+def test_packed_layout_refuses_bad_shapes() -> None:
+    from kernels import tacl_loss_packed
+
+    s, t, m, a = make_batch(11)
+    rows, packed_t, packed_m, cu = pack(s, t, m, a)
+    with pytest.raises(ValueError, match=r"\(T, D\)"):
+        tacl_loss_packed(s, t, m, cu)
+    with pytest.raises(ValueError, match=r"\(T,\)"):
+        tacl_loss_packed(rows, packed_t, packed_m[:-1], cu)
+    with pytest.raises(ValueError, match="offsets"):
+        tacl_loss_packed(rows, packed_t, packed_m, cu[:1])
