@@ -6,6 +6,12 @@
   default. It is a plain module, never registered with an optimiser or engine.
 - Loss: ``L = L_TaCL + L_MLM + L_NSP``, any subset by ``objectives``. The MLM head runs
   only at masked positions (no full-sequence vocabulary projection).
+
+Batches come padded (``(B, L)`` tensors with an ``attention_mask``) or packed (the
+real tokens of all sequences back to back, ``(T,)`` tensors with ``cu_seqlens`` and
+``position_ids``; see :func:`tacl_scale.data.loader.collate`). Both models use the
+attention of :mod:`tacl_scale.attention`, which runs a packed batch unpadded and a
+padded one through SDPA, so every function here takes either layout.
 """
 
 from __future__ import annotations
@@ -15,12 +21,15 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForPreTraining, BertModel
 
-from kernels import tacl_loss
+from kernels import tacl_loss, tacl_loss_packed
+
+from .attention import register as register_attention
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +56,23 @@ class ObjectiveConfig:
 def load_student(path: str | Path) -> BertForPreTraining:
     """A ``BertForPreTraining`` from a HF model directory (heads missing from the
     checkpoint, e.g. a sentence encoder's, are initialised and logged) or from a
-    ``BertConfig`` JSON file (random initialisation). SDPA attention."""
+    ``BertConfig`` JSON file (random initialisation). Attention:
+    :data:`tacl_scale.attention.ATTENTION` (unpadded for packed batches, SDPA for
+    padded ones)."""
+    attention = register_attention()
     path = Path(path)
     if path.is_file():
         try:
             config = BertConfig(**json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError) as err:
             raise ValueError(f"{path}: not a BertConfig JSON: {err}") from err
-        config._attn_implementation = "sdpa"
+        config._attn_implementation = attention
         log.info("student: random init from %s", path)
         return BertForPreTraining(config)
     if not path.is_dir():
         raise ValueError(f"{path}: neither a model directory nor a BertConfig JSON")
     model, info = BertForPreTraining.from_pretrained(
-        str(path), attn_implementation="sdpa", local_files_only=True, output_loading_info=True
+        str(path), attn_implementation=attention, local_files_only=True, output_loading_info=True
     )
     if info.get("missing_keys"):
         log.warning("student: initialised %d missing weights (e.g. MLM/NSP heads): %s",
@@ -85,31 +97,55 @@ def make_teacher(student: BertForPreTraining, dtype: str, device: torch.device) 
     return teacher
 
 
-def teacher_states(teacher: BertModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The teacher's last hidden states on the unmasked input (no graph)."""
+def is_packed(batch: dict[str, Any]) -> bool:
+    """Whether ``batch`` is in the packed (unpadded) layout."""
+    return "cu_seqlens" in batch
+
+
+def encode(encoder: BertModel, input_ids: torch.Tensor, batch: dict[str, Any], **options: Any) -> Any:
+    """``encoder``'s output on ``input_ids`` with the batch's segments and layout: a
+    packed batch runs as one row of real tokens, each attending to its own
+    sequence (outputs are (1, T, ...)); a padded one with its attention mask."""
+    if is_packed(batch):
+        cu_seqlens, longest = batch["cu_seqlens"], batch["max_seqlen"]
+        return encoder(input_ids=input_ids[None], token_type_ids=batch["token_type_ids"][None],
+                       position_ids=batch["position_ids"][None], cu_seq_lens_q=cu_seqlens,
+                       cu_seq_lens_k=cu_seqlens, max_length_q=longest, max_length_k=longest, **options)
+    return encoder(input_ids=input_ids, attention_mask=batch["attention_mask"],
+                   token_type_ids=batch["token_type_ids"], **options)
+
+
+def teacher_states(teacher: BertModel, batch: dict[str, Any]) -> torch.Tensor:
+    """The teacher's last hidden states on the unmasked input (no graph): (B, L, D)
+    for a padded batch, (T, D) for a packed one."""
     with torch.no_grad():  # not inference_mode: the TaCL loss saves them for backward
-        return teacher(
-            input_ids=batch["original_ids"],
-            attention_mask=batch["attention_mask"],
-            token_type_ids=batch["token_type_ids"],
-        ).last_hidden_state
+        hidden = encode(teacher, batch["original_ids"], batch).last_hidden_state
+    return hidden[0] if is_packed(batch) else hidden
+
+
+def student_states(student: BertForPreTraining, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The student's last hidden states on the masked input, (B, L, D) or (T, D)
+    like :func:`teacher_states`, and its pooled ``[CLS]`` vectors (B, D)."""
+    encoder = student.bert
+    out = encode(encoder, batch["input_ids"], batch)
+    if not is_packed(batch):
+        return out.last_hidden_state, out.pooler_output
+    hidden = out.last_hidden_state[0]
+    # BertModel pools the first token of its one packed row; NSP needs every sequence's [CLS].
+    first_tokens = batch["cu_seqlens"][:-1].long()
+    return hidden, encoder.pooler(hidden[first_tokens].unsqueeze(1))
 
 
 def pretraining_losses(
     student: BertForPreTraining,
-    batch: dict[str, torch.Tensor],
+    batch: dict[str, Any],
     config: ObjectiveConfig,
     teacher_hidden: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """``loss`` (the sum of the chosen objectives) and each part with its metrics:
     ``tacl``, ``tacl_acc``, ``mlm``, ``mlm_acc``, ``nsp``, ``nsp_acc``.
     ``teacher_hidden`` (from :func:`teacher_states`) is needed for TaCL."""
-    out = student.bert(
-        input_ids=batch["input_ids"],
-        attention_mask=batch["attention_mask"],
-        token_type_ids=batch["token_type_ids"],
-    )
-    hidden, pooled = out.last_hidden_state, out.pooler_output
+    hidden, pooled = student_states(student, batch)
     masked = batch["masked"]
     parts: dict[str, torch.Tensor] = {}
     total = hidden.new_zeros((), dtype=torch.float32)
@@ -130,9 +166,12 @@ def pretraining_losses(
     if "tacl" in config.objectives:
         if teacher_hidden is None:
             raise ValueError("the tacl objective needs the teacher's hidden states")
-        loss, correct, count = tacl_loss(
-            hidden, teacher_hidden, masked, batch["attention_mask"], config.temperature, config.tacl_impl
-        )
+        if is_packed(batch):
+            loss, correct, count = tacl_loss_packed(hidden, teacher_hidden, masked, batch["cu_seqlens"],
+                                                    config.temperature, config.tacl_impl)
+        else:
+            loss, correct, count = tacl_loss(hidden, teacher_hidden, masked, batch["attention_mask"],
+                                             config.temperature, config.tacl_impl)
         parts["tacl"] = loss
         parts["tacl_acc"] = correct.float() / count.clamp(min=1)
         total = total + loss
@@ -150,6 +189,6 @@ class PretrainingModule(torch.nn.Module):
         self.config = config
 
     def forward(
-        self, batch: dict[str, torch.Tensor], teacher_hidden: torch.Tensor | None = None
+        self, batch: dict[str, Any], teacher_hidden: torch.Tensor | None = None
     ) -> dict[str, torch.Tensor]:
         return pretraining_losses(self.student, batch, self.config, teacher_hidden)

@@ -11,7 +11,7 @@ import torch
 from conftest import ZH_TEXT, ZH_VOCAB, build_dataset
 
 from tacl_scale.data import PretrainDataset
-from tacl_scale.data.loader import CollateConfig, RankSlicedShuffle, ShuffleConfig, collate
+from tacl_scale.data.loader import CollateConfig, RankSlicedShuffle, ShuffleConfig, collate, sequence_lengths
 
 
 def test_shuffle_is_deterministic_per_epoch_and_partitions_the_ranks() -> None:
@@ -73,6 +73,18 @@ def test_collate_real_instances(tmp_path: Path) -> None:
         collate(items, CollateConfig(pad_to_length=16))
     with pytest.raises(ValueError, match="empty"):
         collate([], CollateConfig())
+    # Packed: the same real tokens back to back, nothing else.
+    packed = collate(items, CollateConfig(unpad=True))
+    real = batch["attention_mask"].bool()
+    for key in ("input_ids", "original_ids", "token_type_ids", "masked", "mlm_labels"):
+        assert torch.equal(packed[key], batch[key][real]), key
+    lengths = [len(i["original_ids"]) for i in items]
+    assert packed["cu_seqlens"].dtype == torch.int32
+    assert packed["cu_seqlens"].tolist() == [0, *itertools.accumulate(lengths)]
+    assert packed["max_seqlen"] == max(lengths) and "attention_mask" not in packed
+    assert packed["position_ids"].tolist() == [p for n in lengths for p in range(n)]
+    assert torch.equal(packed["nsp_label"], batch["nsp_label"])
+    assert sequence_lengths(packed).tolist() == sequence_lengths(batch).tolist() == lengths
 
 
 def _manifest(vocab_size: int = 500) -> dict:

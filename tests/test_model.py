@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from transformers import BertConfig
 
 from kernels import tacl_loss
+from tacl_scale.attention import ATTENTION
+from tacl_scale.data.loader import CollateConfig, collate
 from tacl_scale.model import ObjectiveConfig, load_student, make_teacher, pretraining_losses, teacher_states
 
 TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -44,7 +47,7 @@ def make_batch(seed: int = 0, batch: int = 4, length: int = 16) -> dict[str, tor
 
 def test_teacher_is_a_frozen_copy_of_the_initial_encoder(config_file: Path) -> None:
     student = load_student(config_file)
-    assert student.config._attn_implementation == "sdpa"
+    assert student.config._attn_implementation == ATTENTION
     teacher = make_teacher(student, "fp32", torch.device("cpu"))
     assert teacher.pooler is None and not teacher.training
     assert all(not p.requires_grad for p in teacher.parameters())
@@ -141,3 +144,96 @@ def test_teacher_never_changes_while_the_student_trains(config_file: Path) -> No
     assert all(torch.equal(v, before[k]) for k, v in teacher.state_dict().items())
     assert not torch.equal(student.bert.embeddings.word_embeddings.weight,
                            before["embeddings.word_embeddings.weight"])
+
+
+def ragged_items(seed: int = 0, lengths: tuple[int, ...] = (16, 9, 13, 5, 12)) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    items = []
+    for n in lengths:
+        ids = rng.integers(5, 120, n)
+        ids[0] = 2
+        positions = np.sort(rng.choice(np.arange(1, n), size=max(1, n // 4), replace=False))
+        inputs = ids.copy()
+        inputs[positions] = 3
+        types = np.zeros(n, dtype=np.int64)
+        types[n // 2 :] = 1
+        items.append({"original_ids": ids, "input_ids": inputs, "token_type_ids": types,
+                      "masked_positions": positions, "nsp_label": n % 2})
+    return items
+
+
+@pytest.mark.parametrize("objectives", [("tacl", "mlm", "nsp"), ("mlm", "nsp")])
+def test_unpadded_batches_give_the_padded_losses_and_gradients(config_file: Path,
+                                                               objectives: tuple[str, ...]) -> None:
+    """The packed layout runs the same model over the real tokens only: same
+    losses, same gradients (no dropout, so the comparison is exact up to float
+    reassociation)."""
+    torch.manual_seed(3)
+    student = load_student(config_file).eval()
+    teacher = make_teacher(student, "fp32", torch.device("cpu"))
+    assert teacher.config._attn_implementation == ATTENTION
+    items = ragged_items()
+    grads, losses = [], []
+    for config in (CollateConfig(), CollateConfig(unpad=True)):
+        batch = collate(items, config)
+        student.zero_grad()
+        parts = pretraining_losses(student, batch, ObjectiveConfig(objectives), teacher_states(teacher, batch))
+        parts["loss"].backward()
+        losses.append({k: v.item() for k, v in parts.items()})
+        grads.append({n: p.grad.clone() for n, p in student.named_parameters() if p.grad is not None})
+    padded, packed = losses
+    assert packed.keys() == padded.keys()
+    for key, value in padded.items():
+        assert packed[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+    assert grads[0].keys() == grads[1].keys()
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_unpadded_attention_keeps_sequences_apart(config_file: Path) -> None:
+    """A token of one packed sequence never sees another sequence: changing one
+    instance leaves the others' teacher states unchanged."""
+    student = load_student(config_file)
+    teacher = make_teacher(student, "fp32", torch.device("cpu"))
+    items = ragged_items(1)
+    before = teacher_states(teacher, collate(items, CollateConfig(unpad=True)))
+    items[2] = {**items[2], "original_ids": items[2]["original_ids"][::-1].copy()}
+    after_batch = collate(items, CollateConfig(unpad=True))
+    after = teacher_states(teacher, after_batch)
+    cu = after_batch["cu_seqlens"].tolist()
+    unchanged = torch.ones(len(after), dtype=torch.bool)
+    unchanged[cu[2]:cu[3]] = False
+    torch.testing.assert_close(after[unchanged], before[unchanged])
+    assert not torch.allclose(after[~unchanged], before[~unchanged])
+    # and a padded batch through the same attention still respects its mask
+    padded = teacher_states(teacher, collate(items, CollateConfig()))
+    torch.testing.assert_close(padded[collate(items, CollateConfig())["attention_mask"].bool()], after,
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_unpadded_training_uses_attention_dropout(config_file: Path) -> None:
+    """In training mode the packed path applies attention dropout (two forwards
+    differ), in eval mode it is deterministic."""
+    student = load_student(config_file)
+    student.config.hidden_dropout_prob = 0.0
+    for layer in student.bert.encoder.layer:
+        layer.attention.output.dropout.p = 0.0
+        layer.output.dropout.p = 0.0
+    student.bert.embeddings.dropout.p = 0.0
+    batch = collate(ragged_items(2), CollateConfig(unpad=True))
+    from tacl_scale.model import student_states
+
+    student.train()
+    a, b = student_states(student, batch)[0], student_states(student, batch)[0]
+    assert not torch.allclose(a, b)
+    student.eval()
+    torch.testing.assert_close(student_states(student, batch)[0], student_states(student, batch)[0])
+
+
+def test_exported_config_names_a_standard_attention(config_file: Path, tmp_path: Path) -> None:
+    """The run's own attention name never reaches a saved config.json, so the
+    export loads where tacl_scale is not installed."""
+    student = load_student(config_file)
+    student.save_pretrained(tmp_path / "out")
+    saved = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert ATTENTION not in json.dumps(saved)

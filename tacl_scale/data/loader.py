@@ -72,22 +72,35 @@ class CollateConfig:
     pad_id: int = 0
     pad_to_multiple_of: int = 8  # tensor-core friendly lengths
     pad_to_length: int | None = None  # pad every batch to this length instead
+    unpad: bool = False  # pack the real tokens instead of padding (see collate)
 
 
 def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str, Any]:
-    """Pad instances into tensors:
+    """Instances as tensors, padded or (``config.unpad``) packed.
+
+    Padded, every tensor ``(B, L)``:
 
     - ``input_ids`` (masked), ``original_ids`` (unmasked, the teacher's input),
-      ``token_type_ids``, ``attention_mask`` (1 on real tokens): ``(B, L)`` long
-    - ``masked``: ``(B, L)`` bool, True at the positions to predict
-    - ``mlm_labels``: ``(B, L)`` long, the original token at masked positions, -100
-      elsewhere (the HF ignore index)
-    - ``nsp_label``: ``(B,)`` long
+      ``token_type_ids``, ``attention_mask`` (1 on real tokens): long
+    - ``masked``: bool, True at the positions to predict
+    - ``mlm_labels``: long, the original token at masked positions, -100 elsewhere
+      (the HF ignore index)
+
+    Packed, the ``T`` real tokens of the B instances back to back (no padding):
+    ``input_ids``, ``original_ids``, ``token_type_ids``, ``position_ids`` (0 at each
+    instance's ``[CLS]``), ``masked``, ``mlm_labels``, all ``(T,)``; ``cu_seqlens``
+    ``(B + 1,)`` int32 offsets (instance ``b`` is ``cu_seqlens[b]:cu_seqlens[b+1]``) and
+    ``max_seqlen`` (a Python int, so no device sync is needed to read it).
+
+    Both: ``nsp_label`` ``(B,)`` long.
     """
     import torch
 
     if not items:
         raise ValueError("cannot collate an empty batch")
+    nsp_label = torch.tensor([int(item["nsp_label"]) for item in items], dtype=torch.long)
+    if config.unpad:
+        return {**_packed(items), "nsp_label": nsp_label}
     longest = max(len(item["original_ids"]) for item in items)
     if config.pad_to_length is not None:
         if longest > config.pad_to_length:
@@ -117,8 +130,39 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
         "attention_mask": torch.from_numpy(attention_mask),
         "masked": torch.from_numpy(masked),
         "mlm_labels": torch.from_numpy(mlm_labels),
-        "nsp_label": torch.tensor([int(item["nsp_label"]) for item in items], dtype=torch.long),
+        "nsp_label": nsp_label,
     }
+
+
+def _packed(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    import torch
+
+    lengths = np.array([len(item["original_ids"]) for item in items], dtype=np.int64)
+    cu_seqlens = np.zeros(len(items) + 1, dtype=np.int32)
+    cu_seqlens[1:] = np.cumsum(lengths)
+    starts = cu_seqlens[:-1].astype(np.int64)
+    masked = np.zeros(int(cu_seqlens[-1]), dtype=bool)
+    masked[np.concatenate([start + np.asarray(item["masked_positions"], dtype=np.int64)
+                           for start, item in zip(starts, items, strict=True)])] = True
+    original_ids = np.concatenate([np.asarray(item["original_ids"], dtype=np.int64) for item in items])
+    return {
+        "input_ids": torch.from_numpy(np.concatenate([np.asarray(i["input_ids"], dtype=np.int64) for i in items])),
+        "original_ids": torch.from_numpy(original_ids),
+        "token_type_ids": torch.from_numpy(
+            np.concatenate([np.asarray(i["token_type_ids"], dtype=np.int64) for i in items])),
+        "position_ids": torch.from_numpy(np.arange(int(cu_seqlens[-1])) - np.repeat(starts, lengths)),
+        "masked": torch.from_numpy(masked),
+        "mlm_labels": torch.from_numpy(np.where(masked, original_ids, -100)),
+        "cu_seqlens": torch.from_numpy(cu_seqlens),
+        "max_seqlen": int(lengths.max()),
+    }
+
+
+def sequence_lengths(batch: dict[str, Any]) -> Any:
+    """Real tokens of each instance of a collated batch (a CPU tensor)."""
+    if "cu_seqlens" in batch:
+        return (batch["cu_seqlens"][1:] - batch["cu_seqlens"][:-1]).long()
+    return batch["attention_mask"].sum(dim=1)
 
 
 class MicroBatches:
