@@ -10,13 +10,14 @@ refuse a model whose vocabulary differs.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tacl_scale.data.manifest import file_sha256
 
 # Pieces never used as the random replacement of a masked token: [PAD], [unused7],
 # <s>, <unk>, ... — special or placeholder entries rather than text.
@@ -44,14 +45,6 @@ class TokenizerConfig:
 class EncodedSentence:
     ids: np.ndarray  # int32 token ids, no special tokens
     word_starts: np.ndarray  # bool, True where a token begins a word
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class PretrainTokenizer:

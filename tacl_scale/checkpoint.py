@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 LATEST = "latest"
 
@@ -47,13 +47,14 @@ def restore_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_last: int) -> str:
-    """Save a checkpoint of ``engine`` at ``step`` (call on every rank)."""
+def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_last: int,
+         barrier: Callable[[], None]) -> str:
+    """Save a checkpoint of ``engine`` at ``step`` (call on every rank; ``barrier``
+    waits for all of them)."""
     tag = tag_for(step)
     engine.save_checkpoint(str(root), tag=tag, client_state=client_state, save_latest=False)
     torch.save(rng_states(), root / tag / f"rng_rank{engine.global_rank:05d}.pt")
-    if dist.is_initialized():
-        dist.barrier()
+    barrier()
     if engine.global_rank == 0:
         tmp = root / f".{LATEST}.tmp"
         tmp.write_text(tag, encoding="utf-8")
@@ -61,8 +62,7 @@ def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_
         tags = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith("step"))
         for old in tags[:-keep_last] if keep_last > 0 else []:
             shutil.rmtree(root / old, ignore_errors=True)
-    if dist.is_initialized():
-        dist.barrier()
+    barrier()
     return tag
 
 

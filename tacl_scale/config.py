@@ -1,12 +1,53 @@
 """Typed training configuration, one dataclass per concern, parsed once by
-``train.py`` and passed down."""
+``train.py`` (the DeepSpeed JSON included) and passed down."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .model import ObjectiveConfig
+
+
+class ConfigError(ValueError):
+    """A configuration file or a combination of settings is unusable; the message
+    names the file or flags and what to change."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The DeepSpeed JSON (``--ds``), read once. ``settings`` is the object as
+    written; :func:`tacl_scale.trainer.deepspeed_config` resolves it (batch sizes,
+    clipping, precision) for a world size."""
+
+    path: str
+    settings: dict[str, Any] = field(default_factory=lambda: {"zero_optimization": {"stage": 2}})
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> EngineConfig:
+        try:
+            settings = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"{path}: unreadable DeepSpeed config: {err}") from err
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{path}: a DeepSpeed config must be a JSON object")
+        return cls(str(path), settings)
+
+    @property
+    def precision(self) -> str:
+        """``fp16``, ``bf16`` or ``fp32``: the student's training precision asked for."""
+        if self.settings.get("fp16", {}).get("enabled"):
+            return "fp16"
+        if (self.settings.get("bf16") or self.settings.get("bfloat16") or {}).get("enabled"):
+            return "bf16"
+        return "fp32"
+
+    @property
+    def optimizer_params(self) -> dict[str, Any]:
+        """The ``optimizer.params`` section, read as defaults of the AdamW flags."""
+        return dict(self.settings.get("optimizer", {}).get("params", {}))
 
 
 @dataclass(frozen=True)
@@ -24,7 +65,7 @@ class OptimConfig:
     """Paper defaults: AdamW lr 1e-4, 10% linear warm-up then linear decay, batch
     256, 150k steps, clipping 1.0."""
 
-    steps: int = 150_000
+    steps: int = 150_000  # optimizer updates applied (skipped fp16 overflow steps do not count)
     lr: float = 1e-4
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
@@ -33,9 +74,10 @@ class OptimConfig:
     grad_clip: float = 1.0
     batch_size: int = 256  # global, per optimizer step
     micro_batch_size: int = 32  # per rank
+    max_skipped_in_a_row: int = 100  # stop with an error after this many non-finite steps in a row
 
     def lr_factor(self, step: int) -> float:
-        """Multiplier of ``lr`` after ``step`` optimizer steps."""
+        """Multiplier of ``lr`` after ``step`` applied optimizer updates."""
         warmup = max(1, int(self.warmup_ratio * self.steps))
         if step < warmup:
             return (step + 1) / warmup
@@ -51,15 +93,33 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class PerformanceConfig:
+    """How the step runs on the device; None means "on CUDA, off elsewhere"."""
+
+    unpad: bool | None = None  # packed batches, attention over real tokens only
+    fused_optimizer: bool | None = None  # torch.optim.AdamW(fused=True)
+    teacher_dtype: str | None = None  # None: fp16 on CUDA, fp32 on CPU
+
+    def resolve(self, device_type: str, pad_to_max_length: bool = False) -> tuple[bool, bool]:
+        """``(unpad, fused_optimizer)`` on a device of type ``device_type``."""
+        on_cuda = device_type == "cuda"
+        unpad = self.unpad if self.unpad is not None else on_cuda and not pad_to_max_length
+        if unpad and pad_to_max_length:
+            raise ConfigError("--unpad packs batches, --pad-to-max-length pads them: choose one")
+        fused = self.fused_optimizer if self.fused_optimizer is not None else on_cuda
+        return unpad, fused
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     model: str
     output: str
-    deepspeed_config: str
+    engine: EngineConfig
     data: DataConfig
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    teacher_dtype: str | None = None  # None: fp16 on CUDA, fp32 on CPU
+    performance: PerformanceConfig = field(default_factory=PerformanceConfig)
     seed: int = 1234
     log_every: int = 10
     export: bool = True

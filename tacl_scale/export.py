@@ -3,25 +3,33 @@ a HF model directory (weights, config, tokenizer files) that ``AutoModel`` and
 ``BertForPreTraining.from_pretrained`` load, for fine-tuning with standard scripts.
 
 ``CKPT`` is a run directory (its latest checkpoint) or one checkpoint directory
-(``RUN_DIR/checkpoints/stepNNNNNNNN``).
+(``RUN_DIR/checkpoints/stepNNNNNNNN``). The weights are ZeRO's fp32 master weights,
+consolidated by DeepSpeed's own ``zero_to_fp32`` from every rank's optimizer
+partition, so an fp16/bf16 run exports what the optimizer holds, not the
+half-precision copy the forward pass used. The run directory is self-sufficient:
+``run.json`` holds the student's ``BertConfig`` and ``RUN_DIR/tokenizer`` its
+tokenizer files, so the export does not need the original ``--model`` path.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import BertForPreTraining
+from transformers import BertConfig, BertForPreTraining
 
 from .checkpoint import latest_tag
 
 RUN_FILE = "run.json"
+TOKENIZER_DIR = "tokenizer"
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+MODULE_PREFIX = "student."  # the student's parameters inside the engine's PretrainingModule
 
 
 def tokenizer_source(model_path: str, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -54,19 +62,49 @@ def write_tokenizer(source: dict[str, Any], out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def export_student(student: BertForPreTraining, out: Path, source: dict[str, Any]) -> Path:
-    """Save the student (fp32 weights) and its tokenizer to ``out``."""
+def snapshot_tokenizer(source: dict[str, Any], run_dir: Path) -> Path:
+    """Copy the run's tokenizer files to ``RUN_DIR/tokenizer`` once (written to a
+    temporary folder, then renamed), so exports never depend on the original paths."""
+    target = run_dir / TOKENIZER_DIR
+    if target.is_dir():
+        return target
+    tmp = run_dir / f".{TOKENIZER_DIR}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    write_tokenizer(source, tmp)
+    os.replace(tmp, target)
+    return target
+
+
+def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path) -> Path:
+    """Save ``student`` as fp32 weights with the tokenizer files of ``tokenizer_dir``."""
     out.mkdir(parents=True, exist_ok=True)
-    student_fp32 = student if next(student.parameters()).dtype == torch.float32 else _fp32_copy(student)
-    student_fp32.save_pretrained(out)
-    write_tokenizer(source, out)
+    if next(student.parameters()).dtype != torch.float32:
+        raise ValueError("export_student takes fp32 weights; export a checkpoint for a half-precision run")
+    student.save_pretrained(out)
+    for path in sorted(tokenizer_dir.iterdir()):
+        if path.is_file():
+            shutil.copy2(path, out / path.name)
     return out
 
 
-def _fp32_copy(student: BertForPreTraining) -> BertForPreTraining:
-    import copy
+def student_config_dict(student: BertForPreTraining) -> dict[str, Any]:
+    """The student's ``BertConfig`` as ``run.json`` keeps it (no attention choice:
+    that belongs to the run, not to the exported model)."""
+    config = student.config.to_dict()
+    return {k: v for k, v in config.items() if "attn_implementation" not in k}
 
-    return copy.deepcopy(student).float()
+
+def master_weights(ckpt_dir: Path) -> dict[str, torch.Tensor]:
+    """The student's fp32 master weights of a checkpoint, consolidated across the
+    ZeRO partitions of every rank by DeepSpeed."""
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
+    student = {k[len(MODULE_PREFIX):]: v for k, v in state.items() if k.startswith(MODULE_PREFIX)}
+    if not student:
+        raise ValueError(f"{ckpt_dir}: no {MODULE_PREFIX}* weights in the checkpoint")
+    return student
 
 
 def _resolve(ckpt: Path) -> tuple[Path, Path]:
@@ -84,18 +122,28 @@ def _resolve(ckpt: Path) -> tuple[Path, Path]:
 
 
 def export_checkpoint(ckpt: Path, out: Path) -> Path:
-    from .model import load_student
-
+    """Write checkpoint ``ckpt``'s student (fp32 master weights) to ``out``."""
     run_dir, ckpt_dir = _resolve(ckpt)
     run = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
-    states = sorted(ckpt_dir.glob("mp_rank_*_model_states.pt"))
-    if not states:
-        raise ValueError(f"{ckpt_dir}: no mp_rank_*_model_states.pt")
-    module_state = torch.load(states[0], map_location="cpu", weights_only=False)["module"]
-    student = load_student(run["config"]["model"])
-    prefix = "student."
-    student.load_state_dict({k[len(prefix):]: v.float() for k, v in module_state.items() if k.startswith(prefix)})
-    return export_student(student, out, run["tokenizer_source"])
+    if not any(ckpt_dir.glob("*optim_states.pt")):
+        raise ValueError(f"{ckpt_dir}: no ZeRO optimizer states (*optim_states.pt): not a complete checkpoint")
+    weights = master_weights(ckpt_dir)
+    if "student_config" in run:
+        student = BertForPreTraining(BertConfig.from_dict(run["student_config"]))
+    else:  # runs written before run.json kept the config
+        from .model import load_student
+
+        student = load_student(run["config"]["model"])
+    missing, unexpected = student.load_state_dict(weights, strict=False)
+    # Tied or buffer-like entries (the MLM decoder shares the word embeddings) may be absent.
+    missing = [k for k in missing if not k.endswith(("decoder.weight", "position_ids", "token_type_ids"))]
+    if missing or unexpected:
+        raise ValueError(f"{ckpt_dir}: weights do not fit the run's BertConfig: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}")
+    tokenizer_dir = run_dir / TOKENIZER_DIR
+    if not tokenizer_dir.is_dir():
+        tokenizer_dir = snapshot_tokenizer(run["tokenizer_source"], run_dir)
+    return export_student(student.float(), out, tokenizer_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,14 +2,17 @@
 
 Counted like the PaLM/Megatron papers: a matmul of (m×k)·(k×n) is 2mkn FLOPs, the
 backward pass twice the forward; the teacher runs forward only. Embedding lookups,
-softmax and norms are not counted.
+softmax and norms are not counted. Only real tokens count: a padded batch does the
+work of its longest sequence for every row, but its *model* FLOPs are those of its
+real tokens, so padding shows up as lower utilisation, never as more work.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-# Dense fp16/bf16 tensor-core peak per GPU, by a substring of the device name.
+# Dense fp16/bf16 tensor-core peak per GPU (datasheet), by a substring of the device name.
 PEAK_FLOPS = {
     "H200": 989e12,
     "H100": 989e12,
@@ -21,26 +24,29 @@ PEAK_FLOPS = {
 }
 
 
-def encoder_forward_flops(config: Any, batch: int, length: int) -> float:
-    """Forward FLOPs of the transformer layers of a BERT encoder."""
+def encoder_forward_flops(config: Any, lengths: Sequence[int]) -> float:
+    """Forward FLOPs of the transformer layers of a BERT encoder over sequences of
+    these real lengths (each attends within itself)."""
     h, i, n = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    tokens = batch * length
-    per_layer = 2 * tokens * (4 * h * h + 2 * h * i) + 2 * 2 * batch * length * length * h
+    tokens = sum(int(x) for x in lengths)
+    pairs = sum(int(x) ** 2 for x in lengths)
+    per_layer = 2 * tokens * (4 * h * h + 2 * h * i) + 2 * 2 * pairs * h
     return float(n * per_layer)
 
 
-def step_flops(config: Any, batch: int, length: int, masked_tokens: int, objectives: tuple[str, ...]) -> float:
-    """Model FLOPs of one training step (student forward+backward, heads, teacher)."""
+def step_flops(config: Any, lengths: Sequence[int], masked_tokens: int,
+               objectives: tuple[str, ...]) -> dict[str, float]:
+    """Model FLOPs of one micro-batch: ``student`` (forward + backward, heads and
+    the TaCL similarities included), ``teacher`` (forward) and ``total``."""
     h, v = config.hidden_size, config.vocab_size
-    student = encoder_forward_flops(config, batch, length)
+    student = encoder_forward_flops(config, lengths)
     if "mlm" in objectives:  # transform + vocabulary projection at masked rows only
         student += 2 * masked_tokens * (h * h + h * v)
-    if "tacl" in objectives:  # (B, K, L) similarities
-        student += 2 * masked_tokens * length * h
-    total = 3 * student
-    if "tacl" in objectives:
-        total += encoder_forward_flops(config, batch, length)
-    return total
+    if "tacl" in objectives:  # each masked row against its own sequence
+        mean_length = sum(int(x) for x in lengths) / max(len(lengths), 1)
+        student += 2 * masked_tokens * mean_length * h
+    teacher = encoder_forward_flops(config, lengths) if "tacl" in objectives else 0.0
+    return {"student": 3 * student, "teacher": teacher, "total": 3 * student + teacher}
 
 
 def peak_flops(device_name: str) -> float | None:

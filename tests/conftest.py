@@ -25,9 +25,11 @@ def _has_cuda() -> bool:
 
 
 # Without a GPU, the Triton kernels run under Triton's interpreter on CPU tensors;
-# it must be chosen before any kernel is defined.
+# it must be chosen before any kernel is defined. DeepSpeed likewise picks its
+# accelerator when first imported.
 if not _has_cuda():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
 def build_dataset(output: Path, *args: str) -> Path:

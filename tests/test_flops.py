@@ -10,14 +10,24 @@ BASE = SimpleNamespace(hidden_size=768, intermediate_size=3072, num_hidden_layer
 def test_encoder_flops_match_the_parameter_rule_of_thumb() -> None:
     # ~2 FLOPs per weight per token for the layer matmuls (85M weights in BERT-base
     # layers), plus attention scores and weighted sums.
-    flops = encoder_forward_flops(BASE, batch=1, length=128)
+    flops = encoder_forward_flops(BASE, [128])
     weights = 12 * (4 * 768 * 768 + 2 * 768 * 3072)
     assert flops == pytest.approx(2 * weights * 128 + 12 * 4 * 128 * 128 * 768)
 
 
+def test_only_real_tokens_count_and_attention_stays_within_a_sequence() -> None:
+    ragged = encoder_forward_flops(BASE, [100, 200])
+    weights = 12 * (4 * 768 * 768 + 2 * 768 * 3072)
+    assert ragged == pytest.approx(2 * weights * 300 + 12 * 4 * (100**2 + 200**2) * 768)
+    assert ragged < encoder_forward_flops(BASE, [200, 200])
+
+
 def test_step_flops_count_teacher_and_heads() -> None:
-    mlm_nsp = step_flops(BASE, 32, 256, 1200, ("mlm", "nsp"))
-    tacl = step_flops(BASE, 32, 256, 1200, ("tacl", "mlm", "nsp"))
-    encoder = encoder_forward_flops(BASE, 32, 256)
-    assert tacl - mlm_nsp == pytest.approx(encoder + 3 * 2 * 1200 * 256 * 768)
+    lengths = [256] * 32
+    mlm_nsp = step_flops(BASE, lengths, 1200, ("mlm", "nsp"))
+    tacl = step_flops(BASE, lengths, 1200, ("tacl", "mlm", "nsp"))
+    encoder = encoder_forward_flops(BASE, lengths)
+    assert mlm_nsp["teacher"] == 0 and tacl["teacher"] == pytest.approx(encoder)
+    assert tacl["student"] - mlm_nsp["student"] == pytest.approx(3 * 2 * 1200 * 256 * 768)
+    assert tacl["total"] == pytest.approx(tacl["student"] + tacl["teacher"])
     assert peak_flops("NVIDIA H200") == 989e12 and peak_flops("cpu") is None

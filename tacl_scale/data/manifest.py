@@ -20,6 +20,7 @@ it is not a dataset (a crashed run never looks finished).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -45,6 +46,16 @@ META_DTYPE = [("len_a", "<u2"), ("nsp_label", "u1")]
 
 class DatasetError(ValueError):
     """A dataset directory is missing, incomplete or inconsistent."""
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The vocabulary fingerprint the manifest records (``tokenizer.sha256``): the
+    sha256 of the tokenizer's file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def shard_name(index: int) -> str:

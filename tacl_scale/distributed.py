@@ -1,0 +1,122 @@
+"""The one owner of this rank's device and of the process group.
+
+Launchers (``deepspeed``, ``torchrun``, ``slurm/_pretrain.sh``) show every task all
+GPUs of its node and tell it its ``LOCAL_RANK``; :meth:`Distributed.setup` makes
+``cuda:LOCAL_RANK`` the current device before any tensor or module exists, then
+joins the process group (NCCL on CUDA, gloo on CPU). Everything that places a
+tensor or runs a collective asks this object: batches, the teacher, held-out data
+and the per-step metric reductions all live on ``device``, so NCCL (which only
+moves CUDA tensors) and gloo are served by the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+class DistributedError(RuntimeError):
+    """The launch environment or the accelerator is unusable; the message says why."""
+
+
+@dataclass(frozen=True)
+class LaunchEnv:
+    """Where the launcher put this process, read once from its environment."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> LaunchEnv:
+        try:
+            env = cls(int(environ.get("RANK", 0)), int(environ.get("LOCAL_RANK", 0)),
+                      int(environ.get("WORLD_SIZE", 1)))
+        except ValueError as err:
+            raise DistributedError(f"RANK/LOCAL_RANK/WORLD_SIZE must be integers: {err}") from err
+        if not 0 <= env.rank < env.world_size or env.local_rank < 0:
+            raise DistributedError(f"rank {env.rank} / local rank {env.local_rank} outside world size "
+                                   f"{env.world_size}")
+        return env
+
+
+class Distributed:
+    """This rank's device and its view of the process group."""
+
+    def __init__(self, rank: int, local_rank: int, world_size: int, device: torch.device) -> None:
+        self.rank = rank
+        self.local_rank = local_rank
+        self.world_size = world_size
+        self.device = device
+
+    @classmethod
+    def setup(cls, env: LaunchEnv) -> Distributed:
+        """Pin this process to its device, then join the process group."""
+        import deepspeed
+        from deepspeed.accelerator import get_accelerator
+
+        kind = get_accelerator().device_name()
+        if kind == "cuda":
+            if env.local_rank >= torch.cuda.device_count():
+                raise DistributedError(f"LOCAL_RANK {env.local_rank}, but this node shows "
+                                       f"{torch.cuda.device_count()} GPU(s)")
+            torch.cuda.set_device(env.local_rank)  # before anything is placed
+            device, backend = torch.device("cuda", env.local_rank), "nccl"
+        elif kind == "cpu":
+            device, backend = torch.device("cpu"), "gloo"
+        else:
+            raise DistributedError(f"DeepSpeed accelerator {kind!r}: tacl-scale trains on cuda or cpu")
+        deepspeed.init_distributed(dist_backend=backend)
+        import torch.distributed as dist
+
+        return cls(dist.get_rank(), env.local_rank, dist.get_world_size(), device)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def move(self, batch: Mapping[str, Any]) -> dict[str, Any]:
+        """A batch's tensors on this rank's device (other values unchanged)."""
+        return {k: v.to(self.device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+                for k, v in batch.items()}
+
+    def sum(self, values: torch.Tensor) -> torch.Tensor:
+        """Element-wise sum over ranks of a 1-D tensor (returned on this device)."""
+        import torch.distributed as dist
+
+        total = values.to(self.device, torch.float64)
+        if self.world_size > 1:
+            dist.all_reduce(total)
+        return total
+
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` is set on at least one rank."""
+        import torch.distributed as dist
+
+        value = torch.tensor([1 if flag else 0], dtype=torch.int32, device=self.device)
+        if self.world_size > 1:
+            dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return bool(value.item())
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            return
+        if self.device.type == "cuda":
+            dist.barrier(device_ids=[self.local_rank])
+        else:
+            dist.barrier()
+
+    def close(self) -> None:
+        """Leave the process group (idempotent), through DeepSpeed so that it
+        also drops the groups it derived from it."""
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            import deepspeed.comm
+
+            deepspeed.comm.destroy_process_group()

@@ -1,0 +1,81 @@
+"""Rank 0's record of a training run: ``metrics.jsonl`` (one object per applied
+step, plus ``event`` objects such as skipped updates), TensorBoard scalars and the
+progress line on stdout. On other ranks every method does nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+PROGRESS_KEYS = ("loss", "tacl", "mlm", "nsp")
+
+
+class MetricsLogger:
+    def __init__(self, run_dir: Path, enabled: bool, total_steps: int, log_every: int, first_step: int) -> None:
+        self.enabled = enabled
+        self.total_steps = total_steps
+        self.log_every = max(1, log_every)
+        self.first_step = first_step
+        self.started = time.monotonic()
+        self.history: list[dict[str, float]] = []
+        self._writer: Any = None
+        self._file: Any = None
+        if enabled:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(str(run_dir / "tensorboard"))
+            self._file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
+
+    def log_step(self, step: int, values: dict[str, float]) -> None:
+        """The metrics of applied step ``step``: JSONL, ``train/*`` scalars, and the
+        progress line every ``log_every`` steps and at the last one."""
+        if not self.enabled:
+            return
+        record = {"step": step, **values}
+        self.history.append(record)
+        self._write(record)
+        for key, value in values.items():
+            self._writer.add_scalar(f"train/{key}", value, step)
+        if step % self.log_every == 0 or step == self.total_steps:
+            rate = (step - self.first_step) / max(time.monotonic() - self.started, 1e-9)
+            eta = (self.total_steps - step) / max(rate, 1e-9)
+            shown = "  ".join(f"{k} {values[k]:.4f}" for k in PROGRESS_KEYS if k in values)
+            extra = f"  mfu {values['mfu']:.1%}" if "mfu" in values else ""
+            print(f"step {step}/{self.total_steps}  {shown}  lr {values['lr']:.2e}  "
+                  f"{values['samples_per_s']:.1f} samples/s{extra}  ETA {eta:.0f}s", flush=True)
+
+    def log_skipped(self, after_step: int, skipped_total: int, loss_scale: float | None) -> None:
+        """An update that was not applied (non-finite gradients; fp16 lowers its
+        loss scale and retries with the next batch)."""
+        if not self.enabled:
+            return
+        event = {"event": "skipped_update", "after_step": after_step, "skipped_steps": skipped_total}
+        scale = ""
+        if loss_scale is not None:
+            event["loss_scale"] = loss_scale
+            scale = f", loss scale now {loss_scale:g}"
+        self._write(event)
+        self._writer.add_scalar("train/skipped_steps", skipped_total, after_step)
+        print(f"update after step {after_step} skipped: non-finite gradients{scale} "
+              f"({skipped_total} skipped so far)", flush=True)
+
+    def log_scalars(self, prefix: str, step: int, values: dict[str, float]) -> None:
+        """Other scalars (held-out evaluation) under ``prefix/``."""
+        if not self.enabled:
+            return
+        for key, value in values.items():
+            self._writer.add_scalar(f"{prefix}/{key}", value, step)
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,316 @@
+"""The Trainer in-process on one gloo rank (no launcher): the train step, step
+accounting when DeepSpeed skips an update, export from the fp32 master weights of a
+bf16 run, the fused optimizer, unpadded batches, and the pure pieces (config
+resolution, the device owner)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ZH_TEXT, ZH_VOCAB, build_dataset
+
+from tacl_scale.config import (
+    CheckpointConfig,
+    ConfigError,
+    DataConfig,
+    EngineConfig,
+    OptimConfig,
+    PerformanceConfig,
+    TrainConfig,
+)
+from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
+from tacl_scale.model import ObjectiveConfig
+from tacl_scale.trainer import Trainer, TrainError, deepspeed_config
+
+TINY_BERT = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+             "intermediate_size": 64, "max_position_embeddings": 128}
+FP32 = {"zero_optimization": {"stage": 2}}
+BF16 = {"zero_optimization": {"stage": 2}, "bf16": {"enabled": True}}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("trainer")
+    return build_dataset(root / "ds", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+                         "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
+                         "--max-seq-len", "64")
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "bert.json"
+    path.write_text(json.dumps(TINY_BERT))
+    return path
+
+
+@pytest.fixture
+def join() -> Iterator[Callable[[], Distributed]]:
+    """Joins a one-rank gloo process group in this process, as the launcher would
+    set it up (each Trainer leaves its group in ``close()``, so a test that builds
+    two trainers joins twice)."""
+    saved = {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
+    joined: list[Distributed] = []
+
+    def setup() -> Distributed:
+        os.environ["MASTER_PORT"] = str(random.randint(20000, 40000))
+        joined.append(Distributed.setup(LaunchEnv.from_environ(os.environ)))
+        return joined[-1]
+
+    try:
+        yield setup
+    finally:
+        for dist in joined:
+            dist.close()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def make_config(dataset: Path, model: Path, output: Path, steps: int = 4, settings: dict | None = None,
+                **overrides) -> TrainConfig:
+    config = TrainConfig(
+        model=str(model), output=str(output), engine=EngineConfig("inline.json", settings or FP32),
+        data=DataConfig((str(dataset),), num_workers=0),
+        optim=OptimConfig(steps=steps, lr=1e-3, warmup_ratio=0.5, batch_size=4, micro_batch_size=2),
+        checkpoint=CheckpointConfig(save_every=100), eval_every=0, log_every=1,
+    )
+    return replace(config, **overrides)
+
+
+def test_train_step_in_process(join: Callable[[], Distributed], dataset: Path, model_file: Path, tmp_path: Path) -> None:
+    trainer = Trainer(make_config(dataset, model_file, tmp_path / "run", export=False), join())
+    try:
+        assert trainer.accumulation == 2
+        assert trainer.teacher is not None and next(trainer.teacher.parameters()).device == trainer.device
+        result = trainer.train_step()
+        assert result.applied and trainer.state.step == 1 and trainer.state.consumed == 4
+        for key in ("loss", "tacl", "mlm", "nsp", "tacl_acc", "lr", "grad_norm", "samples_per_s", "tokens_per_s"):
+            assert key in result.metrics and result.metrics[key] == result.metrics[key], key
+        assert result.metrics["loss"] == pytest.approx(
+            result.metrics["tacl"] + result.metrics["mlm"] + result.metrics["nsp"], rel=1e-5)
+        # the lr logged is the one the update used: step 0 of the warm-up
+        assert result.metrics["lr"] == pytest.approx(1e-3 * trainer.config.optim.lr_factor(0))
+        assert trainer.scheduler.get_last_lr()[0] == pytest.approx(1e-3 * trainer.config.optim.lr_factor(1))
+        run = json.loads((tmp_path / "run" / "run.json").read_text())
+        assert run["student_config"]["hidden_size"] == 32 and run["unpad"] is False
+        assert (tmp_path / "run" / "tokenizer" / "vocab.txt").is_file()
+    finally:
+        trainer.close()
+
+
+def test_skipped_updates_do_not_count(join: Callable[[], Distributed], dataset: Path, model_file: Path,
+                                      tmp_path: Path) -> None:
+    """A non-finite loss on the second attempt makes DeepSpeed skip that update: it
+    is logged, the step counter and the schedule stay put, and after --steps
+    applied updates the lr is 0."""
+    steps = 4
+    trainer = Trainer(make_config(dataset, model_file, tmp_path / "run", steps=steps, export=False), join())
+    attempts = 0
+    original = trainer.module.forward
+
+    def poisoned(batch, hidden=None):
+        parts = original(batch, hidden)
+        if attempts == 1:  # the second optimizer step's micro-batches
+            parts["loss"] = parts["loss"] * float("inf")
+        return parts
+
+    trainer.module.forward = poisoned
+    try:
+        results = []
+        while trainer.state.step < steps:
+            results.append(trainer.train_step())
+            attempts += 1
+        assert [r.applied for r in results] == [True, False, True, True, True]
+        assert trainer.state.skipped == 1 and trainer.engine.skipped_steps == 1
+        applied_lrs = [r.metrics["lr"] for r in results if r.applied]
+        assert applied_lrs == pytest.approx([1e-3 * trainer.config.optim.lr_factor(k) for k in range(steps)])
+        assert results[1].metrics["lr"] == results[2].metrics["lr"]  # the retry uses the same lr
+        assert trainer.scheduler.get_last_lr()[0] == 0.0
+        assert [r.metrics["skipped_steps"] for r in results] == [0, 1, 1, 1, 1]
+        assert "grad_norm" not in results[1].metrics
+    finally:
+        trainer.close()
+
+
+def test_train_logs_skips_and_stops_a_diverged_run(join: Callable[[], Distributed], dataset: Path, model_file: Path,
+                                                   tmp_path: Path) -> None:
+    config = make_config(dataset, model_file, tmp_path / "run", steps=3, export=False,
+                         optim=OptimConfig(steps=3, lr=1e-3, batch_size=4, micro_batch_size=2,
+                                           max_skipped_in_a_row=3))
+    trainer = Trainer(config, join())
+    original = trainer.module.forward
+    trainer.module.forward = lambda batch, hidden=None: {**original(batch, hidden),
+                                                         "loss": original(batch, hidden)["loss"] * float("nan")}
+    try:
+        with pytest.raises(TrainError, match="3 updates in a row skipped"):
+            trainer.train()
+    finally:
+        trainer.close()
+    events = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["skipped_update", "skipped_update"]
+    assert events[-1]["skipped_steps"] == 2 and events[-1]["after_step"] == 0
+
+
+def test_bf16_run_exports_the_fp32_master_weights(join: Callable[[], Distributed], dataset: Path, model_file: Path,
+                                                  tmp_path: Path) -> None:
+    """With a bf16 config the module computes in bf16 while ZeRO keeps fp32
+    masters; the export holds the masters (not bf16-rounded), at the end of
+    training and from ``python -m tacl_scale.export``, even once the original
+    --model file is gone."""
+    from deepspeed.utils import safe_get_full_fp32_param
+    from transformers import BertForPreTraining
+
+    from tacl_scale.export import export_checkpoint
+
+    model = tmp_path / "bert.json"
+    model.write_text(model_file.read_text())
+    trainer = Trainer(make_config(dataset, model, tmp_path / "run", steps=3, settings=BF16), join())
+    try:
+        assert next(trainer.engine.module.parameters()).dtype == torch.bfloat16
+        trainer.train()
+        masters = {name[len("student."):]: safe_get_full_fp32_param(param).detach().clone()
+                   for name, param in trainer.engine.module.named_parameters()}
+        halves = {name[len("student."):]: param.detach().float()
+                  for name, param in trainer.engine.module.named_parameters()}
+    finally:
+        trainer.close()
+    model.unlink()  # the run directory alone must be enough
+    again = export_checkpoint(tmp_path / "run", tmp_path / "again")
+    for out in (tmp_path / "run" / "export", again):
+        exported = BertForPreTraining.from_pretrained(out).state_dict()
+        for name, master in masters.items():
+            assert exported[name].dtype == torch.float32
+            assert torch.equal(exported[name], master), name
+        weight = "bert.encoder.layer.0.attention.self.query.weight"
+        assert not torch.equal(exported[weight], halves[weight])  # not the bf16 copy
+        assert torch.equal(exported[weight].bfloat16().float(), halves[weight])  # whose rounding it is
+    from transformers import BertTokenizerFast
+
+    assert BertTokenizerFast.from_pretrained(again).convert_tokens_to_ids("[MASK]") == 103
+
+
+def test_fused_optimizer_same_updates_and_state(join: Callable[[], Distributed], dataset: Path, model_file: Path,
+                                                tmp_path: Path) -> None:
+    """``--fused-optimizer`` (AdamW's fused kernel) gives the same updates as the
+    default one and the same optimizer-state layout in the checkpoint."""
+    losses, states = {}, {}
+    for fused in (False, True):
+        config = make_config(dataset, model_file, tmp_path / f"run{fused}", steps=3, export=False,
+                             performance=PerformanceConfig(fused_optimizer=fused))
+        trainer = Trainer(config, join())
+        try:
+            assert trainer.optimizer.defaults["fused"] is (True if fused else None)
+            losses[fused] = [m["loss"] for m in trainer.train()]
+        finally:
+            trainer.close()
+        optim_file = next((tmp_path / f"run{fused}" / "checkpoints" / "step00000003").glob("*optim_states.pt"))
+        saved = torch.load(optim_file, map_location="cpu", weights_only=False)["optimizer_state_dict"]
+        states[fused] = {group: {name: (tuple(t.shape), t.dtype) for name, t in state.items()}
+                         for group, state in saved["base_optimizer_state"]["state"].items()}
+    assert losses[True] == pytest.approx(losses[False], rel=1e-5)
+    assert states[True] == states[False] and len(states[True]) == 2
+    assert all({"exp_avg", "exp_avg_sq", "step"} == set(group) for group in states[True].values())
+    # A fused run's checkpoint resumes with the default optimizer, and goes on.
+    config = make_config(dataset, model_file, tmp_path / "runTrue", steps=4, export=False,
+                         checkpoint=CheckpointConfig(save_every=100, resume=True),
+                         performance=PerformanceConfig(fused_optimizer=False))
+    trainer = Trainer(config, join())
+    try:
+        assert trainer.state.step == 3
+        assert [m["step"] for m in trainer.train()] == [4]
+    finally:
+        trainer.close()
+
+
+def test_unpadded_training_matches_padded(join: Callable[[], Distributed], dataset: Path, model_file: Path,
+                                          tmp_path: Path) -> None:
+    """Packed micro-batches (forced on CPU) give the padded run's losses with
+    dropout off."""
+    bert = json.loads(model_file.read_text()) | {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    model = tmp_path / "bert.json"
+    model.write_text(json.dumps(bert))
+    losses = {}
+    for unpad in (False, True):
+        config = make_config(dataset, model, tmp_path / f"run{unpad}", steps=3, export=False,
+                             performance=PerformanceConfig(unpad=unpad))
+        trainer = Trainer(config, join())
+        try:
+            assert trainer.unpad is unpad
+            losses[unpad] = trainer.train()
+        finally:
+            trainer.close()
+    for padded, packed in zip(losses[False], losses[True], strict=True):
+        for key in ("loss", "tacl", "mlm", "nsp"):
+            assert packed[key] == pytest.approx(padded[key], rel=1e-4, abs=1e-5), key
+        assert packed["tokens_per_s"] > 0
+
+
+def test_deepspeed_config_is_a_pure_function_of_the_config(tmp_path: Path) -> None:
+    fp16 = {"zero_optimization": {"stage": 2}, "fp16": {"enabled": True}, "train_batch_size": 99}
+    config = make_config(tmp_path, tmp_path, tmp_path, settings=fp16)
+    before = json.dumps(config.engine.settings)
+    cpu = deepspeed_config(config, 2, "cpu")
+    assert cpu["fp16"]["enabled"] is False and cpu["train_batch_size"] == 4
+    assert cpu["gradient_accumulation_steps"] == 1 and cpu["train_micro_batch_size_per_gpu"] == 2
+    assert deepspeed_config(config, 1, "cuda")["fp16"]["enabled"] is True
+    assert json.dumps(config.engine.settings) == before  # the typed config is never modified
+    assert config.engine.precision == "fp16" and EngineConfig("x", BF16).precision == "bf16"
+    with pytest.raises(TrainError, match="not a multiple"):
+        deepspeed_config(config, 3, "cpu")
+    with pytest.raises(TrainError, match="scheduler"):
+        deepspeed_config(replace(config, engine=EngineConfig("s.json", FP32 | {"scheduler": {}})), 1, "cpu")
+
+
+def test_engine_config_file_errors_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "ds.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="ds.json: unreadable"):
+        EngineConfig.from_file(bad)
+    bad.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="JSON object"):
+        EngineConfig.from_file(bad)
+
+
+def test_performance_defaults_follow_the_device() -> None:
+    assert PerformanceConfig().resolve("cuda") == (True, True)
+    assert PerformanceConfig().resolve("cpu") == (False, False)
+    assert PerformanceConfig().resolve("cuda", pad_to_max_length=True) == (False, True)
+    assert PerformanceConfig(unpad=False, fused_optimizer=False).resolve("cuda") == (False, False)
+    with pytest.raises(ConfigError, match="choose one"):
+        PerformanceConfig(unpad=True).resolve("cpu", pad_to_max_length=True)
+
+
+def test_launch_environment_is_checked() -> None:
+    assert LaunchEnv.from_environ({"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8"}) == LaunchEnv(3, 1, 8)
+    assert LaunchEnv.from_environ({}) == LaunchEnv(0, 0, 1)
+    with pytest.raises(DistributedError, match="outside world size"):
+        LaunchEnv.from_environ({"RANK": "2", "WORLD_SIZE": "2"})
+    with pytest.raises(DistributedError, match="integers"):
+        LaunchEnv.from_environ({"RANK": "x"})
+
+
+def test_one_owner_places_batches_and_reduces_on_its_device(join: Callable[[], Distributed]) -> None:
+    one_rank = join()
+    batch = one_rank.move({"ids": torch.ones(2, dtype=torch.long), "max_seqlen": 5})
+    assert batch["ids"].device == one_rank.device and batch["max_seqlen"] == 5
+    assert one_rank.sum(torch.tensor([1.0, 2.0])).tolist() == [1.0, 2.0]
+    assert one_rank.any(True) and not one_rank.any(False)
+
+
+def test_bad_inputs_are_train_errors(join: Callable[[], Distributed], dataset: Path, tmp_path: Path) -> None:
+    one_rank = join()
+    with pytest.raises(TrainError, match="neither a model directory"):
+        Trainer(make_config(dataset, tmp_path / "missing", tmp_path / "run"), one_rank)
+    with pytest.raises(TrainError, match="not a directory|manifest"):
+        Trainer(make_config(tmp_path / "nowhere", tmp_path / "missing", tmp_path / "run2"), one_rank)
+    assert ObjectiveConfig().objectives == ("tacl", "mlm", "nsp")
