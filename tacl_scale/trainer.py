@@ -19,7 +19,7 @@ import logging
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -158,7 +158,9 @@ class TrainState:
 @dataclass
 class StepResult:
     applied: bool
-    metrics: dict[str, float]
+    metrics: dict[str, float]  # the global batch's (losses averaged over ranks)
+    tokens: int = 0  # real tokens this rank trained on
+    flops: dict[str, float] = field(default_factory=dict)  # this rank's model FLOPs: student, teacher, total
 
 
 class Trainer:
@@ -382,10 +384,10 @@ class Trainer:
             metrics["grad_norm"] = float(grad_norm)
         if self._precision() == "fp16":
             metrics["loss_scale"] = float(getattr(self.engine.optimizer, "cur_scale", 0.0))
+        flops = step_flops(self.student.config, lengths, masked_tokens, self.config.objective.objectives)
         if self.peak is not None:  # GPUs only: model FLOPs utilisation of this rank's step
-            flops = step_flops(self.student.config, lengths, masked_tokens, self.config.objective.objectives)
             metrics["mfu"] = flops["total"] / elapsed / self.peak
-        return StepResult(applied, metrics)
+        return StepResult(applied, metrics, sum(lengths), flops)
 
     def maybe_evaluate(self) -> None:
         """Every ``--eval-every`` steps (and at the last): held-out losses and the
@@ -434,6 +436,7 @@ class Trainer:
             print(f"exported the student to {out}", flush=True)
 
     def close(self) -> None:
-        """Flush and close the metrics; leave the process group."""
+        """Stop the data-loader workers, close the metrics, leave the process group."""
+        self.batches = iter(())  # dropping the loader's iterator shuts its worker processes down
         self.metrics.close()
         self.dist.close()

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Build what scripts/gpu_check.sh needs on a GPU machine that has no network: the
+# Python packages its python3 lacks, as wheels, and a small real dataset. Run here
+# (networked, project installed by scripts/setup.sh), then copy the repository with
+# the bundle to the GPU machine.
+#   bash scripts/build_gpu_bundle.sh [BUNDLE_DIR]        (default .gpu_bundle, git-ignored)
+# Environment:
+#   GPU_PYTHON_VERSION   the GPU machine's Python (default 3.12): binary wheels are for it
+#                        and for this machine's Python (so the CPU dry run installs them too)
+#   EN_DUMP, EN_VOCAB    the English dump sample and bert-base-uncased vocabulary
+#                        (default ../shared/data/...)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUNDLE=${1:-.gpu_bundle}
+PY=${PY:-.venv/bin/python}
+GPU_PY=${GPU_PYTHON_VERSION:-3.12}
+DATA=${SHARED_DATA:-../shared/data}
+EN_DUMP=${EN_DUMP:-$DATA/enwiki-sample.xml.bz2}
+EN_VOCAB=${EN_VOCAB:-$DATA/vocab/bert-base-uncased.txt}
+for f in "$EN_DUMP" "$EN_VOCAB"; do
+  [[ -f "$f" ]] || { echo "error: $f not found (set EN_DUMP / EN_VOCAB)" >&2; exit 2; }
+done
+"$PY" -c "import deepspeed" 2>/dev/null || { echo "error: $PY cannot import deepspeed: run scripts/setup.sh first" >&2; exit 2; }
+
+version() { "$PY" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$1"; }
+rm -rf "$BUNDLE.tmp" && mkdir -p "$BUNDLE.tmp/wheels"
+# deepspeed exactly as installed here; its runtime needs that the GPU image lacks
+# (it has torch, numpy, ninja, psutil, py-cpuinfo, msgpack, einops, nvidia-ml-py, tqdm).
+"$PY" -m pip wheel -q --no-deps --no-build-isolation "deepspeed==$(version deepspeed)" -w "$BUNDLE.tmp/wheels"
+PURE=(hjson annotated-types typing-inspection typing-extensions pydantic)
+for name in "${PURE[@]}"; do
+  "$PY" -m pip download -q --no-deps --only-binary=:all: "$name==$(version "$name")" -d "$BUNDLE.tmp/wheels"
+done
+HERE_PY=$("$PY" -c "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')")
+for pyver in $(printf '%s\n' "$GPU_PY" "$HERE_PY" | sort -u); do
+  "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
+    "pydantic-core==$(version pydantic-core)" -d "$BUNDLE.tmp/wheels"
+done
+
+# The real English sample with bert-base-uncased at the paper's length 256. The
+# tokenizer is copied in and named by a path relative to the repository root, so the
+# manifest's tokenizer path resolves wherever the repository lands.
+mkdir -p "$BUNDLE.tmp/vocab"
+cp "$EN_VOCAB" "$BUNDLE.tmp/vocab/bert-base-uncased.txt"
+mv "$BUNDLE.tmp" "$BUNDLE.build" && rm -rf "$BUNDLE" && mv "$BUNDLE.build" "$BUNDLE"
+VOCAB_REL=$("$PY" -c "import os, sys; print(os.path.relpath(sys.argv[1]))" "$BUNDLE/vocab/bert-base-uncased.txt")
+"$PY" -m data_prep.build --input "$EN_DUMP" --tokenizer "$VOCAB_REL" \
+  --output "$BUNDLE/data/enwiki-bert-base-uncased-256" --num-shards 2 --max-seq-len 256 --dupe-factor 5 \
+  --quiet > /dev/null
+"$PY" - "$BUNDLE" <<'PYCODE'
+import json, pathlib, sys
+bundle = pathlib.Path(sys.argv[1])
+wheels = sorted(p.name for p in (bundle / "wheels").glob("*.whl"))
+manifest = json.loads((bundle / "data/enwiki-bert-base-uncased-256/manifest.json").read_text())
+packages = ["deepspeed", "hjson", "annotated-types", "typing-inspection", "typing-extensions", "pydantic",
+            "pydantic-core"]
+info = {"packages": packages, "wheels": wheels, "dataset": "data/enwiki-bert-base-uncased-256",
+        "instances": manifest["totals"]["instances"], "vocab": "vocab/bert-base-uncased.txt"}
+(bundle / "bundle.json").write_text(json.dumps(info, indent=2))
+size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
+print(f"GPU bundle in {bundle}: {len(wheels)} wheels, {info['instances']} instances, {size / 2**20:.1f} MiB")
+PYCODE

@@ -1,0 +1,163 @@
+"""The CUDA path: unpadded attention and TaCL loss against the padded path, 1-rank
+training with the documented fp16 and bf16 configs (NCCL), resume, and the export
+of the fp32 master weights. Skipped without a GPU; ``scripts/gpu_check.sh`` runs
+this file on one, with the offline bundle of ``scripts/build_gpu_bundle.sh``
+(``GPU_BUNDLE``, default ``.gpu_bundle``) for its dataset."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+BUNDLE = Path(os.environ.get("GPU_BUNDLE", ROOT / ".gpu_bundle"))
+SMALL_BERT = {"vocab_size": 30522, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "intermediate_size": 512, "max_position_embeddings": 512}
+
+
+@pytest.fixture(scope="module")
+def bundle_data() -> Path:
+    info = BUNDLE / "bundle.json"
+    if not info.is_file():
+        pytest.fail(f"{info} missing: build the bundle with scripts/build_gpu_bundle.sh")
+    return BUNDLE / json.loads(info.read_text())["dataset"]
+
+
+@pytest.fixture
+def join() -> Iterator[Callable[[], object]]:
+    """A one-rank NCCL process group in this process, as the launcher sets it up."""
+    from tacl_scale.distributed import Distributed, LaunchEnv
+
+    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
+    joined: list[Distributed] = []
+
+    def setup() -> Distributed:
+        os.environ["MASTER_PORT"] = str(random.randint(20000, 40000))
+        joined.append(Distributed.setup(LaunchEnv.from_environ(os.environ)))
+        return joined[-1]
+
+    yield setup
+    for dist in joined:
+        dist.close()
+
+
+def config_for(data: Path, model: Path, output: Path, ds: str, steps: int, **performance):
+    from tacl_scale.config import (
+        CheckpointConfig,
+        DataConfig,
+        EngineConfig,
+        OptimConfig,
+        PerformanceConfig,
+        TrainConfig,
+    )
+
+    return TrainConfig(
+        model=str(model), output=str(output), engine=EngineConfig.from_file(ROOT / "ds_configs" / ds),
+        data=DataConfig((str(data),), num_workers=2),
+        optim=OptimConfig(steps=steps, lr=1e-3, warmup_ratio=0.1, batch_size=32, micro_batch_size=16),
+        checkpoint=CheckpointConfig(save_every=1000, resume=performance.pop("resume", False),
+                                    stop_after_steps=performance.pop("stop_after_steps", None)),
+        performance=PerformanceConfig(**performance), eval_every=0, log_every=5,
+    )
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "bert.json"
+    path.write_text(json.dumps(SMALL_BERT))
+    return path
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_unpadded_model_matches_padded_on_cuda(bundle_data: Path, model_file: Path, dtype: torch.dtype) -> None:
+    """FlashAttention varlen over packed real tokens gives the SDPA padded path's
+    losses (eval mode, same weights)."""
+    from tacl_scale.data import PretrainDataset
+    from tacl_scale.data.loader import CollateConfig, collate
+    from tacl_scale.model import (
+        ObjectiveConfig,
+        load_student,
+        make_teacher,
+        pretraining_losses,
+        teacher_states,
+    )
+
+    torch.manual_seed(0)
+    student = load_student(model_file).to("cuda", dtype).eval()
+    teacher = make_teacher(student, "bf16" if dtype == torch.bfloat16 else "fp16", torch.device("cuda"))
+    data = PretrainDataset(bundle_data)
+    items = [data[i] for i in range(24)]
+    assert len({len(i["original_ids"]) for i in items}) > 1  # real, ragged lengths
+    losses = []
+    for unpad in (False, True):
+        batch = {k: v.cuda() if isinstance(v, torch.Tensor) else v
+                 for k, v in collate(items, CollateConfig(unpad=unpad)).items()}
+        with torch.no_grad():
+            parts = pretraining_losses(student, batch, ObjectiveConfig(), teacher_states(teacher, batch))
+        losses.append({k: v.item() for k, v in parts.items()})
+    for key in ("loss", "tacl", "mlm", "nsp"):
+        assert losses[1][key] == pytest.approx(losses[0][key], rel=2e-2, abs=2e-2), key
+
+
+@pytest.mark.parametrize("ds", ["zero2.json", "zero2_bf16.json"])
+def test_one_gpu_training_lowers_the_loss_and_exports_masters(join, bundle_data: Path, model_file: Path,
+                                                               tmp_path: Path, ds: str) -> None:
+    from deepspeed.utils import safe_get_full_fp32_param
+    from transformers import BertForPreTraining
+
+    from tacl_scale.trainer import Trainer
+
+    trainer = Trainer(config_for(bundle_data, model_file, tmp_path / "run", ds, steps=20), join())
+    try:
+        assert trainer.device == torch.device("cuda", 0) and trainer.unpad
+        assert trainer.optimizer.defaults["fused"] is True
+        assert next(trainer.teacher.parameters()).device == trainer.device
+        history = trainer.train()
+        masters = {n[len("student."):]: safe_get_full_fp32_param(p).detach().cpu()
+                   for n, p in trainer.engine.module.named_parameters()}
+    finally:
+        trainer.close()
+    assert [m["step"] for m in history] == list(range(1, 21))
+    early = sum(m["loss"] for m in history[:5]) / 5
+    late = sum(m["loss"] for m in history[-5:]) / 5
+    assert late < early, (early, late)
+    assert all("mfu" in m and m["mfu"] > 0 for m in history)
+    exported = BertForPreTraining.from_pretrained(tmp_path / "run" / "export").state_dict()
+    for name, master in masters.items():
+        assert torch.equal(exported[name], master), name
+
+
+def test_resume_on_gpu_continues_the_run(join, bundle_data: Path, model_file: Path, tmp_path: Path) -> None:
+    """A run stopped after step 3 and resumed matches the uninterrupted run, within
+    the run-to-run noise of CUDA's non-deterministic backward kernels (atomics in
+    the attention and embedding gradients; on CPU the tests ask for equality)."""
+    from tacl_scale.trainer import Trainer
+
+    histories = {}
+    for name, stop in (("straight", None), ("resumed", 3)):
+        trainer = Trainer(config_for(bundle_data, model_file, tmp_path / name, "zero2_bf16.json", steps=6,
+                                     stop_after_steps=stop), join())
+        try:
+            histories[name] = trainer.train()
+        finally:
+            trainer.close()
+    trainer = Trainer(config_for(bundle_data, model_file, tmp_path / "resumed", "zero2_bf16.json", steps=6,
+                                 resume=True), join())
+    try:
+        assert trainer.state.step == 3
+        histories["resumed"] += trainer.train()
+    finally:
+        trainer.close()
+    straight, resumed = histories["straight"], histories["resumed"]
+    assert [m["step"] for m in resumed] == [1, 2, 3, 4, 5, 6]
+    for a, b in zip(straight, resumed, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=2e-3), a["step"]
