@@ -4,7 +4,12 @@ runs the dataset build in-process."""
 from __future__ import annotations
 
 import os
+import random
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -39,3 +44,31 @@ def build_dataset(output: Path, *args: str) -> Path:
     command = parse_args(["--output", str(output), "--quiet", *args])
     run_build(command.config, command.beam_args)
     return output
+
+
+@pytest.fixture
+def join() -> Iterator[Callable[[], Any]]:
+    """Joins a one-rank process group in this process as a launcher would set it up
+    (gloo on CPU, NCCL on CUDA) and returns the ``Distributed``. Each Trainer leaves
+    its group in ``close()``, so a test that builds two trainers joins twice."""
+    from tacl_scale.distributed import Distributed, LaunchEnv
+
+    saved = {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
+    joined: list[Distributed] = []
+
+    def setup() -> Distributed:
+        os.environ["MASTER_PORT"] = str(random.randint(20000, 40000))
+        joined.append(Distributed.setup(LaunchEnv.from_environ(os.environ)))
+        return joined[-1]
+
+    try:
+        yield setup
+    finally:
+        for dist in joined:
+            dist.close()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

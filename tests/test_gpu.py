@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,24 +28,6 @@ def bundle_data() -> Path:
     if not info.is_file():
         pytest.fail(f"{info} missing: build the bundle with scripts/build_gpu_bundle.sh")
     return BUNDLE / json.loads(info.read_text())["dataset"]
-
-
-@pytest.fixture
-def join() -> Iterator[Callable[[], object]]:
-    """A one-rank NCCL process group in this process, as the launcher sets it up."""
-    from tacl_scale.distributed import Distributed, LaunchEnv
-
-    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
-    joined: list[Distributed] = []
-
-    def setup() -> Distributed:
-        os.environ["MASTER_PORT"] = str(random.randint(20000, 40000))
-        joined.append(Distributed.setup(LaunchEnv.from_environ(os.environ)))
-        return joined[-1]
-
-    yield setup
-    for dist in joined:
-        dist.close()
 
 
 def config_for(data: Path, model: Path, output: Path, ds: str, steps: int, **performance):

@@ -6,9 +6,7 @@ resolution, the device owner)."""
 from __future__ import annotations
 
 import json
-import os
-import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -48,32 +46,6 @@ def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("model") / "bert.json"
     path.write_text(json.dumps(TINY_BERT))
     return path
-
-
-@pytest.fixture
-def join() -> Iterator[Callable[[], Distributed]]:
-    """Joins a one-rank gloo process group in this process, as the launcher would
-    set it up (each Trainer leaves its group in ``close()``, so a test that builds
-    two trainers joins twice)."""
-    saved = {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
-    joined: list[Distributed] = []
-
-    def setup() -> Distributed:
-        os.environ["MASTER_PORT"] = str(random.randint(20000, 40000))
-        joined.append(Distributed.setup(LaunchEnv.from_environ(os.environ)))
-        return joined[-1]
-
-    try:
-        yield setup
-    finally:
-        for dist in joined:
-            dist.close()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def make_config(dataset: Path, model: Path, output: Path, steps: int = 4, settings: dict | None = None,
