@@ -170,7 +170,6 @@ class Trainer:
         self.config = config
         self.dist = dist
         self.device = dist.device
-        optim = config.optim
         self.run_dir = Path(config.output)
         if (self.run_dir / RUN_FILE).exists() and not config.checkpoint.resume:
             raise TrainError(f"{self.run_dir}: holds another run ({RUN_FILE}); pass --resume to continue it "
@@ -180,6 +179,27 @@ class Trainer:
         except ConfigError as err:
             raise TrainError(str(err)) from err
 
+        self._build_models()
+        self.tokenizer_dir = self._snapshot_run_inputs()
+        self._build_engine(fused)
+        self._restore()
+        self._write_run_file(fused)
+        dist.barrier()
+        self.batches, self.eval_batches = self._build_data()
+        self.metrics = MetricsLogger(self.run_dir, dist.is_main, config.optim.steps, config.log_every,
+                                     self.state.step)
+        self.stop_request = StopRequest()
+        if dist.is_main:
+            (self.run_dir / PREEMPTED_MARKER).unlink(missing_ok=True)
+        self.peak = peak_flops(torch.cuda.get_device_name(self.device)) if self.device.type == "cuda" else None
+        self.skipped_in_a_row = 0
+        self.first_step = self.state.step
+
+    # -- building -------------------------------------------------------------------------------------------
+
+    def _build_models(self) -> None:
+        """The datasets, the student and its frozen teacher on this rank's device."""
+        config = self.config
         try:
             self.datasets = [PretrainDataset(path) for path in config.data.paths]
             torch.manual_seed(config.seed)  # a BertConfig init is the same on every rank and at resume
@@ -191,16 +211,18 @@ class Trainer:
         if "tacl" in config.objective.objectives:
             dtype = config.performance.teacher_dtype or default_teacher_dtype(self.device)
             self.teacher = make_teacher(self.student, dtype, self.device)
-        self.tokenizer_dir = self._snapshot_run_inputs()
 
+    def _build_engine(self, fused: bool) -> None:
+        """The DeepSpeed engine around the student with AdamW and the warm-up/decay schedule."""
+        config = self.config
         self.module = PretrainingModule(self.student, config.objective)
         self.optimizer = build_optimizer(self.module, config, fused)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, optim.lr_factor)
-        self.ds_config = deepspeed_config(config, dist.world_size, self.device.type)
-        if self.device.type == "cpu" and config.engine.precision == "fp16" and dist.is_main:
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, config.optim.lr_factor)
+        self.ds_config = deepspeed_config(config, self.dist.world_size, self.device.type)
+        if self.device.type == "cpu" and config.engine.precision == "fp16" and self.dist.is_main:
             log.warning("%s asks for fp16, which the CPU accelerator cannot do: training in fp32 instead",
                         config.engine.path)
-        if self.unpad and self.device.type == "cuda" and self._precision() == "fp32" and dist.is_main:
+        if self.unpad and self.device.type == "cuda" and self._precision() == "fp32" and self.dist.is_main:
             log.warning("unpadded batches in fp32 run attention sequence by sequence (FlashAttention needs "
                         "fp16/bf16): use a bf16/fp16 config or --no-unpad")
         import deepspeed
@@ -209,31 +231,21 @@ class Trainer:
                                                     lr_scheduler=self.scheduler, config=self.ds_config)
         self.accumulation = int(self.ds_config["gradient_accumulation_steps"])
 
+    def _restore(self) -> None:
+        """Seed this rank's dropout, then, with ``--resume``, load the latest
+        checkpoint: weights, optimizer, schedule, data position and RNG states."""
         self.ckpt_root = self.run_dir / "checkpoints"
-        if dist.is_main:
+        if self.dist.is_main:
             self.ckpt_root.mkdir(parents=True, exist_ok=True)
         self.state = TrainState()
         self.saved_step = -1
-        torch.manual_seed(config.seed + dist.rank)  # dropout differs across ranks, restored at resume
-        tag = checkpoint.latest_tag(self.ckpt_root) if config.checkpoint.resume else None
+        torch.manual_seed(self.config.seed + self.dist.rank)  # dropout differs across ranks
+        tag = checkpoint.latest_tag(self.ckpt_root) if self.config.checkpoint.resume else None
         if tag is not None:
             client = checkpoint.load(self.engine, self.ckpt_root, tag)
             self.state = TrainState(int(client["step"]), int(client["consumed"]), int(client.get("skipped", 0)))
             self.saved_step = self.state.step
             log.info("resumed from %s at step %d", self.ckpt_root / tag, self.state.step)
-        self._write_run_file(fused)
-        dist.barrier()
-
-        self.batches, self.eval_batches = self._build_data()
-        self.metrics = MetricsLogger(self.run_dir, dist.is_main, optim.steps, config.log_every, self.state.step)
-        self.stop_request = StopRequest()
-        if dist.is_main:
-            (self.run_dir / PREEMPTED_MARKER).unlink(missing_ok=True)
-        self.peak = peak_flops(torch.cuda.get_device_name(self.device)) if self.device.type == "cuda" else None
-        self.skipped_in_a_row = 0
-        self.first_step = self.state.step
-
-    # -- building -------------------------------------------------------------------------------------------
 
     def _precision(self) -> str:
         if self.ds_config.get("fp16", {}).get("enabled"):
