@@ -1,9 +1,15 @@
 """Checkpoints on top of DeepSpeed's: the data position and every rank's RNG
-states beside the engine state, and a ``latest`` pointer that is only moved once
-every rank has finished writing (so an interrupted save never becomes latest)."""
+states beside the engine state, a record of every file with its size and sha256
+(``files.json``), and a ``latest`` pointer that is only moved once every rank has
+finished writing and the record exists (so an interrupted save never becomes
+latest). On resume the newest checkpoint whose files match their record is used; a
+truncated or corrupted one is named and skipped."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
 import random
 import shutil
@@ -15,6 +21,9 @@ import numpy as np
 import torch
 
 LATEST = "latest"
+FILES = "files.json"
+
+log = logging.getLogger(__name__)
 
 
 def tag_for(step: int) -> str:
@@ -28,6 +37,72 @@ def latest_tag(root: Path) -> str | None:
         return None
     tag = pointer.read_text(encoding="utf-8").strip()
     return tag if (root / tag).is_dir() else None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def record_files(directory: Path) -> dict[str, dict[str, Any]]:
+    """Write ``directory/files.json``: every file below it (the record itself
+    excluded) with its size and sha256; returns the record."""
+    files = {
+        str(path.relative_to(directory)): {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.name not in (FILES, f".{FILES}.tmp")
+    }
+    tmp = directory / f".{FILES}.tmp"
+    tmp.write_text(json.dumps(files, indent=1), encoding="utf-8")
+    os.replace(tmp, directory / FILES)
+    return files
+
+
+def verify(directory: Path) -> str | None:
+    """``None`` when every file of a checkpoint matches its record, else what is
+    wrong, naming the file."""
+    record = directory / FILES
+    if not record.is_file():
+        return f"{record}: missing (the save did not finish)"
+    try:
+        files = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return f"{record}: unreadable: {err}"
+    for name, expected in files.items():
+        path = directory / name
+        if not path.is_file():
+            return f"{path}: missing"
+        size = path.stat().st_size
+        if size != expected["bytes"]:
+            return f"{path}: {size} bytes, {expected['bytes']} when saved (truncated or overwritten)"
+        if _sha256(path) != expected["sha256"]:
+            return f"{path}: contents differ from when it was saved (sha256 mismatch)"
+    return None
+
+
+def newest_verified_tag(root: Path) -> tuple[str | None, list[str]]:
+    """The newest checkpoint at or before ``latest`` whose files verify, and the
+    problems of the newer ones that did not (each names its file)."""
+    latest = latest_tag(root)
+    if latest is None:
+        return None, []
+    candidates = sorted((p.name for p in root.iterdir() if p.is_dir() and p.name.startswith("step")
+                         and p.name <= latest), reverse=True)
+    problems = []
+    for tag in candidates:
+        if not (root / tag / FILES).exists() and not (root / tag / f".{FILES}.tmp").exists() and tag == latest:
+            # Saved by a version that kept no record: usable, but nothing to check it against.
+            log.warning("%s has no %s (saved before checkpoints were verified): loading it unchecked",
+                        root / tag, FILES)
+            return tag, problems
+        problem = verify(root / tag)
+        if problem is None:
+            return tag, problems
+        problems.append(problem)
+    return None, problems
 
 
 def rng_states() -> dict[str, Any]:
@@ -56,6 +131,7 @@ def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_
     torch.save(rng_states(), root / tag / f"rng_rank{engine.global_rank:05d}.pt")
     barrier()
     if engine.global_rank == 0:
+        record_files(root / tag)
         tmp = root / f".{LATEST}.tmp"
         tmp.write_text(tag, encoding="utf-8")
         os.replace(tmp, root / LATEST)

@@ -101,6 +101,16 @@ class Distributed:
             dist.all_reduce(value, op=dist.ReduceOp.MAX)
         return bool(value.item())
 
+    def broadcast_object(self, value: Any) -> Any:
+        """Rank 0's ``value`` on every rank (a picklable object)."""
+        import torch.distributed as dist
+
+        if self.world_size == 1:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0, device=self.device)
+        return box[0]
+
     def barrier(self) -> None:
         import torch.distributed as dist
 

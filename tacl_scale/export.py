@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from transformers import BertConfig, BertForPreTraining
 
-from .checkpoint import latest_tag
+from .checkpoint import newest_verified_tag
 
 RUN_FILE = "run.json"
 TOKENIZER_DIR = "tokenizer"
@@ -111,9 +111,10 @@ def _resolve(ckpt: Path) -> tuple[Path, Path]:
     """(run directory, checkpoint directory) of a CKPT argument."""
     if (ckpt / RUN_FILE).is_file():
         root = ckpt / "checkpoints"
-        tag = latest_tag(root)
+        tag, problems = newest_verified_tag(root)
         if tag is None:
-            raise ValueError(f"{ckpt}: no complete checkpoint under {root}")
+            detail = f": {problems[0]}" if problems else ""
+            raise ValueError(f"{ckpt}: no complete checkpoint under {root}{detail}")
         return ckpt, root / tag
     run_dir = ckpt.parent.parent
     if not (run_dir / RUN_FILE).is_file():

@@ -94,10 +94,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                                     args.temperature, args.tacl_impl)
     except ValueError as err:
         p.error(str(err))
-    try:
-        engine = EngineConfig.from_file(args.ds)
-    except ConfigError as err:
-        p.error(str(err))
+    engine = EngineConfig.from_file(args.ds)  # a ConfigError names the file
     ds_defaults = engine.settings
     adam = engine.optimizer_params
     micro = args.micro_batch_size or ds_defaults.get("train_micro_batch_size_per_gpu") or 32
@@ -131,14 +128,19 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every refusal (dataset, model, config, checkpoint) is one ``error:`` line and
+    exit code 2: said once, by rank 0, when all ranks refuse alike; by the rank
+    concerned when it is about one rank's environment."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = parse_args(argv)
     from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
     from tacl_scale.trainer import Trainer, TrainError
 
+    env = LaunchEnv()
     trainer = None
     try:
-        dist = Distributed.setup(LaunchEnv.from_environ(os.environ))
+        env = LaunchEnv.from_environ(os.environ)
+        config = parse_args(argv)
+        dist = Distributed.setup(env)
         try:
             trainer = Trainer(config, dist)
             trainer.train()
@@ -147,8 +149,12 @@ def main(argv: list[str] | None = None) -> int:
                 trainer.close()
             else:
                 dist.close()
-    except (TrainError, DistributedError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except DistributedError as err:
+        print(f"error: rank {env.rank}: {err}", file=sys.stderr)
+        return 2
+    except (ConfigError, TrainError) as err:
+        if env.rank == 0:
+            print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
 

@@ -227,8 +227,12 @@ class Trainer:
                         "fp16/bf16): use a bf16/fp16 config or --no-unpad")
         import deepspeed
 
-        self.engine, _, _, _ = deepspeed.initialize(model=self.module, optimizer=self.optimizer,
-                                                    lr_scheduler=self.scheduler, config=self.ds_config)
+        try:
+            self.engine, _, _, _ = deepspeed.initialize(model=self.module, optimizer=self.optimizer,
+                                                        lr_scheduler=self.scheduler, config=self.ds_config)
+        except ValueError as err:  # pydantic's ValidationError of a bad setting is one
+            detail = " ".join(str(err).split())
+            raise TrainError(f"{config.engine.path}: DeepSpeed refuses the config: {detail}") from err
         self.accumulation = int(self.ds_config["gradient_accumulation_steps"])
 
     def _restore(self) -> None:
@@ -240,7 +244,7 @@ class Trainer:
         self.state = TrainState()
         self.saved_step = -1
         torch.manual_seed(self.config.seed + self.dist.rank)  # dropout differs across ranks
-        tag = checkpoint.latest_tag(self.ckpt_root) if self.config.checkpoint.resume else None
+        tag = self._checkpoint_to_resume() if self.config.checkpoint.resume else None
         if tag is not None:
             client = checkpoint.load(self.engine, self.ckpt_root, tag)
             self.state = TrainState(int(client["step"]), int(client["consumed"]), int(client.get("skipped", 0)))
@@ -263,6 +267,22 @@ class Trainer:
             if Path(self.config.model).is_file() and not (self.run_dir / "initial").exists():
                 export_student(self.student, self.run_dir / "initial", tokenizer_dir)
         return tokenizer_dir
+
+    def _checkpoint_to_resume(self) -> str | None:
+        """Rank 0 picks the newest checkpoint whose files verify (warning about
+        newer ones that do not) and tells the other ranks."""
+        choice: tuple[str | None, list[str]] = (None, [])
+        if self.dist.is_main:
+            choice = checkpoint.newest_verified_tag(self.ckpt_root)
+        tag, problems = self.dist.broadcast_object(choice)
+        for problem in problems if self.dist.is_main else []:
+            log.warning("skipping a checkpoint that does not verify: %s", problem)
+        if tag is None and problems:
+            raise TrainError(f"--resume: no checkpoint under {self.ckpt_root} verifies; the newest fails with "
+                             f"{problems[0]}")
+        if tag is not None and problems and self.dist.is_main:
+            log.warning("resuming from the older checkpoint %s", self.ckpt_root / tag)
+        return tag
 
     def _write_run_file(self, fused: bool) -> None:
         if not self.dist.is_main:

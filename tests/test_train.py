@@ -279,3 +279,24 @@ def test_the_documented_fp16_config_falls_back_on_cpu_with_one_log_line(setup: d
     run_info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run_info["deepspeed_config"]["fp16"]["enabled"] is False
     assert run_info["deepspeed_config"]["zero_optimization"]["stage"] == 2
+
+
+@pytest.mark.parametrize("change", ["no_manifest", "bad_json"])
+def test_refusals_are_one_line_on_two_ranks(setup: dict[str, Path], tmp_path: Path, change: str) -> None:
+    """Through the launcher with 2 ranks: one ``error:`` line naming the path, no
+    traceback, exit code 2."""
+    args = {"--ds": "ds_configs/cpu.json", "--data": str(setup["data"]), "--model": str(setup["config"]),
+            "--output": str(tmp_path / "run"), "--steps": "2", "--num-workers": "0"}
+    if change == "no_manifest":
+        (tmp_path / "empty").mkdir()
+        args["--data"] = str(tmp_path / "empty")
+        named = str(tmp_path / "empty" / "manifest.json")
+    else:
+        (tmp_path / "ds.json").write_text("{not json")
+        args["--ds"] = named = str(tmp_path / "ds.json")
+    res = launch([item for pair in args.items() for item in pair], ranks=2)
+    output = res.stdout + res.stderr
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert res.returncode == 2, output[-3000:]
+    assert len(errors) == 1 and named in errors[0], errors
+    assert "Traceback" not in output

@@ -286,3 +286,58 @@ def test_bad_inputs_are_train_errors(join: Callable[[], Distributed], dataset: P
     with pytest.raises(TrainError, match="not a directory|manifest"):
         Trainer(make_config(tmp_path / "nowhere", tmp_path / "missing", tmp_path / "run2"), one_rank)
     assert ObjectiveConfig().objectives == ("tacl", "mlm", "nsp")
+
+
+def test_resume_skips_a_checkpoint_whose_files_do_not_verify(join: Callable[[], Distributed], dataset: Path,
+                                                             model_file: Path, tmp_path: Path,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """Every checkpoint records its files' sizes and sha256; a truncated or
+    bit-flipped file is named and the newest checkpoint that verifies is used."""
+    import shutil
+
+    from tacl_scale.checkpoint import FILES, verify
+
+    run = tmp_path / "run"
+    config = make_config(dataset, model_file, run, steps=4, export=False,
+                         checkpoint=CheckpointConfig(save_every=2, keep_last=3))
+    trainer = Trainer(config, join())
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    root = run / "checkpoints"
+    for tag in ("step00000002", "step00000004"):
+        record = json.loads((root / tag / FILES).read_text())
+        assert any(name.endswith("optim_states.pt") for name in record) and verify(root / tag) is None
+    optim = next((root / "step00000004").glob("*optim_states.pt"))
+    pristine = tmp_path / "pristine"
+    shutil.copytree(run, pristine)
+
+    def corrupt_and_resume(damage) -> Trainer:
+        shutil.rmtree(run)
+        shutil.copytree(pristine, run)
+        damage(optim)
+        resumed = Trainer(replace(config, checkpoint=CheckpointConfig(save_every=2, resume=True)), join())
+        resumed.close()
+        return resumed
+
+    def truncate(path: Path) -> None:
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+
+    def flip_a_bit(path: Path) -> None:
+        data = bytearray(path.read_bytes())
+        data[len(data) // 3] ^= 0x10
+        path.write_bytes(bytes(data))
+
+    for damage, words in ((truncate, "truncated"), (flip_a_bit, "sha256 mismatch")):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            resumed = corrupt_and_resume(damage)
+        assert resumed.state.step == 2, damage.__name__
+        assert optim.name in caplog.text and words in caplog.text
+        assert "resuming from the older checkpoint" in caplog.text
+    # nothing verifies: a refusal naming the newest checkpoint's problem
+    truncate(next((root / "step00000002").glob("*optim_states.pt")))
+    with pytest.raises(TrainError, match="no checkpoint .* verifies.*step00000004"):
+        Trainer(replace(config, checkpoint=CheckpointConfig(resume=True)), join())
