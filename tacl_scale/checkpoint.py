@@ -12,7 +12,10 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,12 +25,20 @@ import torch
 
 LATEST = "latest"
 FILES = "files.json"
+STATE = "trainer_state.json"  # step, data position, batch and world size, readable without torch
+UNIVERSAL = ".universal"  # suffix of a checkpoint's DeepSpeed universal conversion
+_TAG = re.compile(r"^step\d{8}$")
 
 log = logging.getLogger(__name__)
 
 
 def tag_for(step: int) -> str:
     return f"step{step:08d}"
+
+
+def tags(root: Path) -> list[str]:
+    """The checkpoint tags under ``root``, oldest first (universal copies excluded)."""
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and _TAG.match(p.name)) if root.is_dir() else []
 
 
 def latest_tag(root: Path) -> str | None:
@@ -89,8 +100,7 @@ def newest_verified_tag(root: Path) -> tuple[str | None, list[str]]:
     latest = latest_tag(root)
     if latest is None:
         return None, []
-    candidates = sorted((p.name for p in root.iterdir() if p.is_dir() and p.name.startswith("step")
-                         and p.name <= latest), reverse=True)
+    candidates = [tag for tag in reversed(tags(root)) if tag <= latest]
     problems = []
     for tag in candidates:
         if not (root / tag / FILES).exists() and not (root / tag / f".{FILES}.tmp").exists() and tag == latest:
@@ -131,15 +141,49 @@ def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_
     torch.save(rng_states(), root / tag / f"rng_rank{engine.global_rank:05d}.pt")
     barrier()
     if engine.global_rank == 0:
+        state = {**client_state, "world_size": engine.dp_world_size}
+        (root / tag / STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
         record_files(root / tag)
         tmp = root / f".{LATEST}.tmp"
         tmp.write_text(tag, encoding="utf-8")
         os.replace(tmp, root / LATEST)
-        tags = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith("step"))
-        for old in tags[:-keep_last] if keep_last > 0 else []:
+        for old in tags(root)[:-keep_last] if keep_last > 0 else []:
             shutil.rmtree(root / old, ignore_errors=True)
+            shutil.rmtree(root / f"{old}{UNIVERSAL}", ignore_errors=True)
     barrier()
     return tag
+
+
+def saved_world_size(directory: Path) -> int:
+    """The number of data-parallel ranks a checkpoint was saved with."""
+    state = directory / STATE
+    if state.is_file():
+        return int(json.loads(state.read_text(encoding="utf-8"))["world_size"])
+    return len(list(directory.glob("*zero_pp_rank_*_mp_rank_*_optim_states.pt")))  # older checkpoints
+
+
+def universal_copy(root: Path, tag: str, log_file: Path) -> str:
+    """The tag of ``tag``'s DeepSpeed universal checkpoint (which reloads at any
+    number of ranks), converting it first with DeepSpeed's ``ds_to_universal`` if
+    that was not done before (call on one rank; the others wait)."""
+    target = f"{tag}{UNIVERSAL}"
+    if (root / target / FILES).is_file() and verify(root / target) is None:
+        return target
+    tmp = root / f".{target}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(root / target, ignore_errors=True)
+    command = [sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", str(root / tag),
+               "--output_folder", str(tmp), "--inject_missing_state", "--num_extract_workers", "1",
+               "--num_merge_workers", "1"]
+    with open(log_file, "w", encoding="utf-8") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{root / tag}: DeepSpeed's universal conversion failed (exit {done.returncode}); "
+                           f"its output is in {log_file}")
+    (root / "latest_universal").unlink(missing_ok=True)  # the converter's own pointer; ours is LATEST
+    record_files(tmp)
+    os.replace(tmp, root / target)
+    return target
 
 
 def load(engine: Any, root: Path, tag: str) -> dict[str, Any]:

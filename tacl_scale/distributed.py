@@ -92,6 +92,15 @@ class Distributed:
             dist.all_reduce(total)
         return total
 
+    def sum_exact(self, value: int) -> int:
+        """An integer summed over ranks exactly (int64, on this device)."""
+        import torch.distributed as dist
+
+        total = torch.tensor([value], dtype=torch.int64, device=self.device)
+        if self.world_size > 1:
+            dist.all_reduce(total)
+        return int(total.item())
+
     def any(self, flag: bool) -> bool:
         """Whether ``flag`` is set on at least one rank."""
         import torch.distributed as dist

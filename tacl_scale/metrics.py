@@ -28,12 +28,13 @@ class MetricsLogger:
             self._writer = SummaryWriter(str(run_dir / "tensorboard"))
             self._file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
 
-    def log_step(self, step: int, values: dict[str, float]) -> None:
+    def log_step(self, step: int, values: dict[str, float], record_only: dict[str, Any] | None = None) -> None:
         """The metrics of applied step ``step``: JSONL, ``train/*`` scalars, and the
-        progress line every ``log_every`` steps and at the last one."""
+        progress line every ``log_every`` steps and at the last one. ``record_only``
+        values (audit fields such as the sample digest) go to the JSONL alone."""
         if not self.enabled:
             return
-        record = {"step": step, **values}
+        record = {"step": step, **values, **(record_only or {})}
         self.history.append(record)
         self._write(record)
         for key, value in values.items():

@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from . import checkpoint
@@ -33,14 +34,13 @@ from .data.loader import (
     BlendedDatasets,
     CollateConfig,
     DynamicMasking,
-    MicroBatches,
-    RankSlicedShuffle,
-    ShuffleConfig,
+    MicroBatchSampler,
     TrainingInstances,
     collate,
     sequence_lengths,
 )
 from .data.manifest import file_sha256
+from .data.shuffle import DIGEST_MODULUS, BatchLayout, GlobalOrder, sample_digest
 from .distributed import Distributed
 from .evaluation import evaluate, layer_self_similarity
 from .export import (
@@ -64,9 +64,11 @@ class TrainError(RuntimeError):
     """Training refused to start or cannot go on; the message says why."""
 
 
-def deepspeed_config(config: TrainConfig, world_size: int, device_type: str) -> dict[str, Any]:
+def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
+                     load_universal: bool = False) -> dict[str, Any]:
     """The DeepSpeed JSON with batch sizes, clipping and precision settled for
-    ``world_size`` ranks on ``device_type`` (a pure function of the config)."""
+    ``world_size`` ranks on ``device_type`` (a pure function of the config);
+    ``load_universal`` when this job resumes from a universal checkpoint."""
     engine = config.engine
     ds = json.loads(json.dumps(engine.settings))  # a deep copy
     if "zero_optimization" not in ds:
@@ -89,6 +91,8 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str) -> 
     ds["train_micro_batch_size_per_gpu"] = optim.micro_batch_size
     ds["gradient_accumulation_steps"] = optim.batch_size // per_step
     ds["gradient_clipping"] = optim.grad_clip
+    if load_universal:  # resuming at another number of ranks, from a universal conversion
+        ds.setdefault("checkpoint", {})["load_universal"] = True
     ds.setdefault("steps_per_print", 10**9)  # train.py prints its own progress
     if device_type == "cpu" and engine.precision == "fp16":
         ds["fp16"]["enabled"] = False  # the CPU accelerator has no fp16 training
@@ -116,6 +120,12 @@ def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_pa
         if ds.manifest["max_seq_len"] > config.max_position_embeddings:
             raise TrainError(f"{ds.path}: sequences up to {ds.manifest['max_seq_len']} tokens, the model "
                              f"has {config.max_position_embeddings} positions ({model_path})")
+
+
+def micro_batch_seed(seed: int, micro_batch: int) -> int:
+    """The RNG seed of one micro-batch (its dropout masks), from the run's seed and
+    the micro-batch's global index."""
+    return int(np.random.SeedSequence([seed, micro_batch]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
 def build_optimizer(module: torch.nn.Module, config: TrainConfig, fused: bool) -> torch.optim.AdamW:
@@ -151,7 +161,7 @@ class TrainState:
     """What a checkpoint's client state holds besides the engine."""
 
     step: int = 0  # optimizer updates applied
-    consumed: int = 0  # instances this rank has trained on (skipped steps included)
+    consumed_samples: int = 0  # global position: samples of all ranks trained on (skipped steps included)
     skipped: int = 0  # updates skipped for non-finite gradients
 
 
@@ -161,6 +171,7 @@ class StepResult:
     metrics: dict[str, float]  # the global batch's (losses averaged over ranks)
     tokens: int = 0  # real tokens this rank trained on
     flops: dict[str, float] = field(default_factory=dict)  # this rank's model FLOPs: student, teacher, total
+    sample_digest: int = 0  # order-free fingerprint of the global batch's samples (same set, same digest)
 
 
 class Trainer:
@@ -181,8 +192,12 @@ class Trainer:
 
         self._build_models()
         self.tokenizer_dir = self._snapshot_run_inputs()
-        self._build_engine(fused)
-        self._restore()
+        self.ckpt_root = self.run_dir / "checkpoints"
+        if dist.is_main:
+            self.ckpt_root.mkdir(parents=True, exist_ok=True)
+        resume_from = self._checkpoint_to_resume() if config.checkpoint.resume else None
+        self._build_engine(fused, load_universal=bool(resume_from and resume_from.endswith(checkpoint.UNIVERSAL)))
+        self._restore(resume_from)
         self._write_run_file(fused)
         dist.barrier()
         self.batches, self.eval_batches = self._build_data()
@@ -212,13 +227,13 @@ class Trainer:
             dtype = config.performance.teacher_dtype or default_teacher_dtype(self.device)
             self.teacher = make_teacher(self.student, dtype, self.device)
 
-    def _build_engine(self, fused: bool) -> None:
+    def _build_engine(self, fused: bool, load_universal: bool) -> None:
         """The DeepSpeed engine around the student with AdamW and the warm-up/decay schedule."""
         config = self.config
         self.module = PretrainingModule(self.student, config.objective)
         self.optimizer = build_optimizer(self.module, config, fused)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, config.optim.lr_factor)
-        self.ds_config = deepspeed_config(config, self.dist.world_size, self.device.type)
+        self.ds_config = deepspeed_config(config, self.dist.world_size, self.device.type, load_universal)
         if self.device.type == "cpu" and config.engine.precision == "fp16" and self.dist.is_main:
             log.warning("%s asks for fp16, which the CPU accelerator cannot do: training in fp32 instead",
                         config.engine.path)
@@ -235,21 +250,30 @@ class Trainer:
             raise TrainError(f"{config.engine.path}: DeepSpeed refuses the config: {detail}") from err
         self.accumulation = int(self.ds_config["gradient_accumulation_steps"])
 
-    def _restore(self) -> None:
-        """Seed this rank's dropout, then, with ``--resume``, load the latest
-        checkpoint: weights, optimizer, schedule, data position and RNG states."""
-        self.ckpt_root = self.run_dir / "checkpoints"
-        if self.dist.is_main:
-            self.ckpt_root.mkdir(parents=True, exist_ok=True)
+    def _restore(self, tag: str | None) -> None:
+        """Load checkpoint ``tag`` (chosen by :meth:`_checkpoint_to_resume`):
+        weights, optimizer, schedule and the global data position."""
         self.state = TrainState()
         self.saved_step = -1
-        torch.manual_seed(self.config.seed + self.dist.rank)  # dropout differs across ranks
-        tag = self._checkpoint_to_resume() if self.config.checkpoint.resume else None
-        if tag is not None:
-            client = checkpoint.load(self.engine, self.ckpt_root, tag)
-            self.state = TrainState(int(client["step"]), int(client["consumed"]), int(client.get("skipped", 0)))
-            self.saved_step = self.state.step
-            log.info("resumed from %s at step %d", self.ckpt_root / tag, self.state.step)
+        if tag is None:
+            return
+        client = checkpoint.load(self.engine, self.ckpt_root, tag)
+        batch_size = self.config.optim.batch_size
+        saved_batch = int(client.get("batch_size", batch_size))
+        if saved_batch != batch_size:
+            raise TrainError(f"{self.ckpt_root / tag} was trained with a global batch of {saved_batch}; "
+                             f"--batch-size {batch_size} would change the data order and the schedule: resume "
+                             f"with --batch-size {saved_batch} (ranks and micro-batch size may change)")
+        if "consumed_samples" in client:
+            consumed = int(client["consumed_samples"])
+        else:  # saved before the global order: its position cannot be carried over exactly
+            consumed = int(client["step"]) * batch_size
+            log.warning("%s predates the global data order: continuing at sample %d of the new order",
+                        self.ckpt_root / tag, consumed)
+        self.state = TrainState(int(client["step"]), consumed, int(client.get("skipped", 0)))
+        self.saved_step = self.state.step
+        log.info("resumed from %s at step %d (%d samples consumed, %d ranks)", self.ckpt_root / tag,
+                 self.state.step, consumed, self.dist.world_size)
 
     def _precision(self) -> str:
         if self.ds_config.get("fp16", {}).get("enabled"):
@@ -270,11 +294,25 @@ class Trainer:
 
     def _checkpoint_to_resume(self) -> str | None:
         """Rank 0 picks the newest checkpoint whose files verify (warning about
-        newer ones that do not) and tells the other ranks."""
-        choice: tuple[str | None, list[str]] = (None, [])
+        newer ones that do not); when it was saved at another number of ranks, its
+        DeepSpeed universal conversion (made here once). Every rank gets the tag."""
+        choice: tuple[str | None, list[str], str | None] = (None, [], None)
         if self.dist.is_main:
-            choice = checkpoint.newest_verified_tag(self.ckpt_root)
-        tag, problems = self.dist.broadcast_object(choice)
+            tag, problems = checkpoint.newest_verified_tag(self.ckpt_root)
+            error = None
+            if tag is not None:
+                saved = checkpoint.saved_world_size(self.ckpt_root / tag)
+                if saved != self.dist.world_size:
+                    log.info("%s was saved by %d rank(s), this job has %d: converting it to a DeepSpeed universal "
+                             "checkpoint", self.ckpt_root / tag, saved, self.dist.world_size)
+                    try:
+                        tag = checkpoint.universal_copy(self.ckpt_root, tag, self.run_dir / "universal-conversion.log")
+                    except RuntimeError as err:
+                        error = str(err)
+            choice = (tag, problems, error)
+        tag, problems, error = self.dist.broadcast_object(choice)
+        if error is not None:
+            raise TrainError(error)
         for problem in problems if self.dist.is_main else []:
             log.warning("skipping a checkpoint that does not verify: %s", problem)
         if tag is None and problems:
@@ -308,8 +346,8 @@ class Trainer:
         data = BlendedDatasets(self.datasets, config.data.weights, config.seed)
         # --eval-every holds the last instances of the index space out of training.
         held_out = min(config.eval_instances, len(data) // 10) if config.eval_every > 0 else 0
-        shuffle = RankSlicedShuffle(len(data) - held_out,
-                                    ShuffleConfig(config.seed, self.dist.rank, self.dist.world_size))
+        order = GlobalOrder(len(data) - held_out, config.seed)
+        layout = BatchLayout(optim.batch_size, optim.micro_batch_size, self.dist.world_size, self.dist.rank)
         masking = (DynamicMasking.from_manifest(self.datasets[0].manifest, config.seed)
                    if config.data.dynamic_masking else None)
         max_len = max(d.manifest["max_seq_len"] for d in self.datasets)
@@ -319,7 +357,7 @@ class Trainer:
         train_collate = CollateConfig(padded.pad_id, padded.pad_to_multiple_of, padded.pad_to_length, self.unpad)
         loader = torch.utils.data.DataLoader(
             TrainingInstances(data, masking),
-            batch_sampler=MicroBatches(shuffle, optim.micro_batch_size, self.state.consumed),
+            batch_sampler=MicroBatchSampler(order, layout, self.state.consumed_samples),
             collate_fn=partial(collate, config=train_collate),
             num_workers=config.data.num_workers,
             pin_memory=self.device.type == "cuda",
@@ -354,7 +392,7 @@ class Trainer:
         while self.state.step < self.last_step:
             result = self.train_step()
             if result.applied:
-                self.metrics.log_step(self.state.step, result.metrics)
+                self.metrics.log_step(self.state.step, result.metrics, {"sample_digest": result.sample_digest})
                 self.maybe_evaluate()
                 self.maybe_checkpoint()
             else:
@@ -377,13 +415,15 @@ class Trainer:
         sums: torch.Tensor | None = None
         keys: list[str] = []
         lengths: list[int] = []
-        masked_tokens = 0
+        masked_tokens = digest = 0
         for _ in range(self.accumulation):
             cpu_batch = next(self.batches)
             lengths += sequence_lengths(cpu_batch).tolist()
             masked_tokens += int(cpu_batch["masked"].sum())
+            digest += sample_digest(cpu_batch["sample_keys"].numpy())
+            # Dropout keyed by the micro-batch's global position: the same on any rank count.
+            torch.manual_seed(micro_batch_seed(self.config.seed, cpu_batch["micro_batch"]))
             batch = self.dist.move(cpu_batch)
-            self.state.consumed += self.config.optim.micro_batch_size
             hidden = teacher_states(self.teacher, batch) if self.teacher is not None else None
             parts = self.engine(batch, hidden)
             self.engine.backward(parts["loss"])
@@ -392,6 +432,7 @@ class Trainer:
             values = torch.stack([parts[k].detach().float() for k in keys])
             sums = values if sums is None else sums + values
         assert sums is not None
+        self.state.consumed_samples += self.config.optim.batch_size
         applied = bool(self.engine.was_step_applied())
         if applied:
             self.state.step += 1
@@ -404,6 +445,7 @@ class Trainer:
                                  f"after step {self.state.step}: the run has diverged")
         totals = self.dist.sum(torch.cat([sums / self.accumulation, sums.new_tensor([len(lengths)]),
                                           sums.new_tensor([sum(lengths)])])).tolist()
+        step_digest = self.dist.sum_exact(digest % DIGEST_MODULUS) % DIGEST_MODULUS
         world = self.dist.world_size
         metrics = {k: v / world for k, v in zip(keys, totals[: len(keys)], strict=True)}
         elapsed = time.monotonic() - started
@@ -419,7 +461,7 @@ class Trainer:
         flops = step_flops(self.student.config, lengths, masked_tokens, self.config.objective.objectives)
         if self.peak is not None:  # GPUs only: model FLOPs utilisation of this rank's step
             metrics["mfu"] = flops["total"] / elapsed / self.peak
-        return StepResult(applied, metrics, sum(lengths), flops)
+        return StepResult(applied, metrics, sum(lengths), flops, step_digest)
 
     def maybe_evaluate(self) -> None:
         """Every ``--eval-every`` steps (and at the last): held-out losses and the
@@ -441,7 +483,8 @@ class Trainer:
         step = self.state.step
         due = step % self.config.checkpoint.save_every == 0 or step == self.last_step
         if (due or force) and step != self.saved_step:
-            client = {"step": step, "consumed": self.state.consumed, "skipped": self.state.skipped}
+            client = {"step": step, "consumed_samples": self.state.consumed_samples, "skipped": self.state.skipped,
+                      "batch_size": self.config.optim.batch_size}
             checkpoint.save(self.engine, self.ckpt_root, step, client, self.config.checkpoint.keep_last,
                             self.dist.barrier)
             self.saved_step = step

@@ -11,38 +11,28 @@ import torch
 from conftest import ZH_TEXT, ZH_VOCAB, build_dataset
 
 from tacl_scale.data import PretrainDataset
-from tacl_scale.data.loader import CollateConfig, RankSlicedShuffle, ShuffleConfig, collate, sequence_lengths
+from tacl_scale.data.loader import CollateConfig, MicroBatchSampler, collate, sequence_lengths
+from tacl_scale.data.shuffle import BatchLayout, GlobalOrder
 
 
-def test_shuffle_is_deterministic_per_epoch_and_partitions_the_ranks() -> None:
-    world = 3
-    samplers = [RankSlicedShuffle(100, ShuffleConfig(seed=5, rank=r, world_size=world)) for r in range(world)]
-    for epoch in (0, 1):
-        orders = [s.epoch_order(epoch) for s in samplers]
-        assert all(len(o) == 33 for o in orders)
-        union = np.concatenate(orders)
-        assert len(set(union.tolist())) == 99, "ranks are disjoint"
-    assert not np.array_equal(samplers[0].epoch_order(0), samplers[0].epoch_order(1))
-    again = RankSlicedShuffle(100, ShuffleConfig(seed=5, rank=0, world_size=world))
-    assert np.array_equal(again.epoch_order(1), samplers[0].epoch_order(1))
-    other_seed = RankSlicedShuffle(100, ShuffleConfig(seed=6, rank=0, world_size=world))
-    assert not np.array_equal(other_seed.epoch_order(0), samplers[0].epoch_order(0))
-
-
-def test_resume_continues_exactly() -> None:
-    sampler = RankSlicedShuffle(10, ShuffleConfig(seed=1, rank=1, world_size=2))
-    straight = list(itertools.islice(sampler.iter_from(), 23))
-    epoch, index, _ = straight[12]
-    resumed = list(itertools.islice(sampler.iter_from(epoch, index), 11))
-    assert resumed == straight[12:]
-    assert [e for e, _, _ in straight] == [0] * 5 + [1] * 5 + [2] * 5 + [3] * 5 + [4] * 3
-
-
-def test_shuffle_rejects_bad_configs() -> None:
-    with pytest.raises(ValueError, match="rank"):
-        ShuffleConfig(rank=2, world_size=2)
-    with pytest.raises(ValueError, match="cannot be split"):
-        RankSlicedShuffle(1, ShuffleConfig(rank=0, world_size=2))
+def test_sampler_yields_this_ranks_micro_batches_of_the_global_order() -> None:
+    """Every rank's sampler takes its micro-batches of each step; together they
+    are the step's positions of the global order, whatever the rank count."""
+    order = GlobalOrder(50, seed=3)
+    per_step: dict[int, list[set[tuple[int, int]]]] = {}
+    for world in (1, 2, 4):
+        steps: list[set[tuple[int, int]]] = [set() for _ in range(5)]
+        for rank in range(world):
+            sampler = MicroBatchSampler(order, BatchLayout(8, 2, world, rank), consumed=16)
+            for k, keys in enumerate(itertools.islice(sampler, 5 * 4 // world)):
+                assert len(keys) == 2 and len({key[2] for key in keys}) == 1
+                steps[k // (4 // world)] |= {(e, i) for e, i, _ in keys}
+        per_step[world] = steps
+    assert per_step[1] == per_step[2] == per_step[4]
+    epochs, instances = order.instances(np.arange(16, 24))
+    assert per_step[1][0] == set(zip(epochs.tolist(), instances.tolist(), strict=True))
+    # across the epoch boundary (50 instances): step 4 holds positions 48..55
+    assert {e for e, _ in per_step[1][4]} == {0, 1}
 
 
 @pytest.mark.slow

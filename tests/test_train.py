@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -300,3 +301,46 @@ def test_refusals_are_one_line_on_two_ranks(setup: dict[str, Path], tmp_path: Pa
     assert res.returncode == 2, output[-3000:]
     assert len(errors) == 1 and named in errors[0], errors
     assert "Traceback" not in output
+
+
+def test_resume_on_another_number_of_ranks(setup: dict[str, Path], tmp_path: Path) -> None:
+    """The data position is global and dropout is keyed by the micro-batch's global
+    index: 1 and 2 ranks train the same steps on the same samples with the same
+    losses, a 2-rank checkpoint resumes on 1 rank and a 1-rank one on 2 (through
+    DeepSpeed's universal checkpoint), the micro-batch may change (same samples),
+    the global batch may not."""
+    args = ["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--model", str(setup["config"]),
+            "--steps", "12", "--save-every", "6", "--log-every", "1", "--num-workers", "0", "--lr", "1e-3",
+            "--batch-size", "8", "--micro-batch-size", "2", "--no-export"]
+
+    def run(name: str, ranks: int, *extra: str) -> dict[int, dict[str, float]]:
+        res = launch([*args, "--output", str(tmp_path / name), *extra], ranks=ranks)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        return metrics(tmp_path / name)
+
+    def same(a: dict[int, dict[str, float]], b: dict[int, dict[str, float]], steps: range) -> None:
+        for step in steps:
+            assert b[step]["sample_digest"] == a[step]["sample_digest"], step
+            for key in ("loss", "tacl", "mlm", "nsp"):
+                assert b[step][key] == pytest.approx(a[step][key], rel=1e-5, abs=1e-6), (step, key)
+
+    two, one = run("two", 2), run("one", 1)
+    same(two, one, range(1, 13))
+    assert len({two[s]["sample_digest"] for s in range(1, 13)}) == 12
+
+    run("two_then_one", 2, "--stop-after-steps", "6")
+    shutil.copytree(tmp_path / "two_then_one", tmp_path / "micro")
+    shrunk = run("two_then_one", 1, "--resume")
+    assert (tmp_path / "two_then_one" / "checkpoints" / "step00000006.universal").is_dir()
+    same(two, shrunk, range(1, 13))
+
+    run("one_then_two", 1, "--stop-after-steps", "6")
+    grown = run("one_then_two", 2, "--resume")
+    same(one, grown, range(1, 13))
+
+    bigger = run("micro", 1, "--resume", "--micro-batch-size", "4")
+    for step in range(7, 13):  # same samples; other micro-batches, so other dropout masks
+        assert bigger[step]["sample_digest"] == two[step]["sample_digest"]
+
+    refused = launch([*args, "--output", str(tmp_path / "micro"), "--resume", "--batch-size", "16"], ranks=1)
+    assert refused.returncode == 2 and "global batch of 8" in refused.stderr

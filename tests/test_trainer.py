@@ -65,7 +65,7 @@ def test_train_step_in_process(join: Callable[[], Distributed], dataset: Path, m
         assert trainer.accumulation == 2
         assert trainer.teacher is not None and next(trainer.teacher.parameters()).device == trainer.device
         result = trainer.train_step()
-        assert result.applied and trainer.state.step == 1 and trainer.state.consumed == 4
+        assert result.applied and trainer.state.step == 1 and trainer.state.consumed_samples == 4
         for key in ("loss", "tacl", "mlm", "nsp", "tacl_acc", "lr", "grad_norm", "samples_per_s", "tokens_per_s"):
             assert key in result.metrics and result.metrics[key] == result.metrics[key], key
         assert result.metrics["loss"] == pytest.approx(

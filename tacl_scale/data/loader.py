@@ -1,6 +1,7 @@
-"""From a :class:`~tacl_scale.data.PretrainDataset` to training batches: a
-deterministic global shuffle sliced per rank with a resumable position, and the
-collate function that pads instances into tensors.
+"""From a :class:`~tacl_scale.data.PretrainDataset` to training batches: this
+rank's micro-batches of the global order (:mod:`tacl_scale.data.shuffle`) from a
+resumable global position, and the collate function that pads or packs instances
+into tensors.
 
 Only numpy here; tensors are made in :func:`collate` (torch is imported there), so
 data-prep code can import this package without torch.
@@ -9,60 +10,13 @@ data-prep code can import this package without torch.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class ShuffleConfig:
-    """How instances are ordered and split across ranks."""
-
-    seed: int = 1234
-    rank: int = 0
-    world_size: int = 1
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.rank < self.world_size:
-            raise ValueError(f"rank {self.rank} outside world size {self.world_size}")
-
-
-class RankSlicedShuffle:
-    """Epoch ``e``'s order is a permutation of all instances seeded by
-    ``(seed, e)``; rank ``r`` takes positions ``r, r + W, r + 2W, ...`` of it, cut to
-    a multiple of ``W`` so every rank sees the same number of instances (the few
-    left over join the next epoch's shuffle, as a drop-last sampler would).
-
-    The position is ``(epoch, index)`` in the rank's own stream, so a run resumes
-    exactly where it stopped: :meth:`iter_from` yields ``(epoch, index, instance)``.
-    """
-
-    def __init__(self, num_instances: int, config: ShuffleConfig) -> None:
-        if num_instances < config.world_size:
-            raise ValueError(
-                f"{num_instances} instances cannot be split over {config.world_size} ranks"
-            )
-        self.num_instances = num_instances
-        self.config = config
-        self.per_rank = num_instances // config.world_size
-
-    def epoch_order(self, epoch: int) -> np.ndarray:
-        """This rank's instance indices for ``epoch``."""
-        rng = np.random.default_rng([self.config.seed, epoch])
-        order = rng.permutation(self.num_instances)
-        used = order[: self.per_rank * self.config.world_size]
-        return used[self.config.rank :: self.config.world_size]
-
-    def iter_from(self, epoch: int = 0, index: int = 0) -> Iterator[tuple[int, int, int]]:
-        """Endless ``(epoch, index, instance)`` from a saved position."""
-        while True:
-            order = self.epoch_order(epoch)
-            for i in range(index, len(order)):
-                yield epoch, i, int(order[i])
-            epoch, index = epoch + 1, 0
+from .shuffle import BatchLayout, GlobalOrder, micro_batch_positions
 
 
 @dataclass(frozen=True)
@@ -92,15 +46,20 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
     ``(B + 1,)`` int32 offsets (instance ``b`` is ``cu_seqlens[b]:cu_seqlens[b+1]``) and
     ``max_seqlen`` (a Python int, so no device sync is needed to read it).
 
-    Both: ``nsp_label`` ``(B,)`` long.
+    Both: ``nsp_label`` ``(B,)`` long; from :class:`TrainingInstances`, also
+    ``sample_keys`` ``(B,)`` long and ``micro_batch`` (the global micro-batch index).
     """
     import torch
 
     if not items:
         raise ValueError("cannot collate an empty batch")
-    nsp_label = torch.tensor([int(item["nsp_label"]) for item in items], dtype=torch.long)
+    shared: dict[str, Any] = {"nsp_label": torch.tensor([int(item["nsp_label"]) for item in items], dtype=torch.long)}
+    if "sample_key" in items[0]:
+        shared["sample_keys"] = torch.tensor([int(item["sample_key"]) for item in items], dtype=torch.long)
+    if "micro_batch" in items[0]:
+        shared["micro_batch"] = int(items[0]["micro_batch"])
     if config.unpad:
-        return {**_packed(items), "nsp_label": nsp_label}
+        return {**_packed(items), **shared}
     longest = max(len(item["original_ids"]) for item in items)
     if config.pad_to_length is not None:
         if longest > config.pad_to_length:
@@ -130,7 +89,7 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
         "attention_mask": torch.from_numpy(attention_mask),
         "masked": torch.from_numpy(masked),
         "mlm_labels": torch.from_numpy(mlm_labels),
-        "nsp_label": nsp_label,
+        **shared,
     }
 
 
@@ -165,24 +124,22 @@ def sequence_lengths(batch: dict[str, Any]) -> Any:
     return batch["attention_mask"].sum(dim=1)
 
 
-class MicroBatches:
-    """Index lists for the micro-batches of one rank, from a saved position.
+class MicroBatchSampler:
+    """The DataLoader's ``batch_sampler``: this rank's micro-batches of the global
+    order (:mod:`tacl_scale.data.shuffle`) from ``consumed`` samples on, each a list
+    of ``(epoch, instance, micro-batch index)`` keys. The index is the micro-batch's
+    global position (``first position // micro``); it travels with the data so the
+    trainer can key the micro-batch's randomness by it."""
 
-    ``consumed`` counts the instances this rank has already trained on; it is the
-    whole data position a checkpoint needs. Items are ``(epoch, instance)`` pairs so
-    dynamic masking can seed each instance per epoch.
-    """
-
-    def __init__(self, shuffle: RankSlicedShuffle, micro_batch_size: int, consumed: int = 0) -> None:
-        self.shuffle = shuffle
-        self.micro_batch_size = micro_batch_size
+    def __init__(self, order: GlobalOrder, layout: BatchLayout, consumed: int = 0) -> None:
+        self.order = order
+        self.layout = layout
         self.consumed = consumed
 
-    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
-        epoch, index = divmod(self.consumed, self.shuffle.per_rank)
-        stream = self.shuffle.iter_from(epoch, index)
-        while True:
-            yield [(e, i) for e, _, i in itertools.islice(stream, self.micro_batch_size)]
+    def __iter__(self) -> Iterator[list[tuple[int, int, int]]]:
+        for index, positions in micro_batch_positions(self.layout, self.consumed):
+            epochs, instances = self.order.instances(positions)
+            yield [(int(e), int(i), index) for e, i in zip(epochs, instances, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -240,17 +197,23 @@ class DynamicMasking:
 
 
 class TrainingInstances:
-    """Map-style dataset over ``(epoch, instance)`` keys for a torch DataLoader."""
+    """Map-style dataset over ``(epoch, instance[, micro-batch])`` keys for a torch
+    DataLoader. Items carry ``sample_key`` (``epoch · N + instance``: which sample
+    was trained on, for the per-step sample digest) and, when the key has one,
+    ``micro_batch``."""
 
     def __init__(self, dataset: Any, dynamic_masking: DynamicMasking | None = None) -> None:
         self.dataset = dataset
         self.dynamic_masking = dynamic_masking
 
-    def __getitem__(self, key: tuple[int, int]) -> dict[str, Any]:
-        epoch, instance = key
+    def __getitem__(self, key: tuple[int, ...]) -> dict[str, Any]:
+        epoch, instance = key[0], key[1]
         item = self.dataset[instance]
         if self.dynamic_masking is not None:
             item = self.dynamic_masking.apply(item, epoch, instance)
+        item = {**item, "sample_key": epoch * len(self.dataset) + instance}
+        if len(key) > 2:
+            item["micro_batch"] = key[2]
         return item
 
     def __len__(self) -> int:
