@@ -59,7 +59,13 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                     "sentence a line, blank line between documents; wikiextractor-json: "
                     "WikiExtractor --json output")
     io.add_argument("--output", required=True, metavar="DIR", help="dataset directory")
-    io.add_argument("--num-shards", type=int, default=1, help="output shards")
+    io.add_argument("--num-shards", type=int, default=1,
+                    help="output shards; random B segments are drawn from the documents of the same shard, "
+                    "so keep at least a few hundred documents a shard")
+    io.add_argument("--validation-fraction", type=float, default=0.0, metavar="F",
+                    help="share of documents (by a stable hash of their id) held out as a validation split, "
+                    "built among themselves into validation-NNNNN files (0: none)")
+    io.add_argument("--validation-shards", type=int, default=1, help="shards of the validation split")
     io.add_argument("--overwrite", action="store_true",
                     help="replace an existing dataset in --output")
     io.add_argument("--no-multistream-index", action="store_true",
@@ -103,7 +109,8 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                 unit_bytes=int(args.unit_mb * (1 << 20)),
             ),
             tokenizer=TokenizerConfig(args.tokenizer, args.lowercase),
-            output=OutputConfig(os.path.abspath(args.output), args.num_shards, args.overwrite),
+            output=OutputConfig(os.path.abspath(args.output), args.num_shards, args.overwrite,
+                                args.validation_fraction, args.validation_shards),
             sentences=SentenceConfig(args.language, args.traditional_to_simplified),
             cleaning=CleaningConfig(args.min_doc_chars, args.zh_segmenter),
             instances=InstanceConfig(args.max_seq_len, args.short_seq_prob),
@@ -122,7 +129,7 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
 
 def _is_build_leftover(path: Path) -> bool:
     """A file an unfinished build of ours leaves behind (never a user's file)."""
-    return path.name == TMP_DIR_NAME or path.name.startswith(("shard-", f".{MANIFEST_NAME}."))
+    return path.name == TMP_DIR_NAME or path.name.startswith(("shard-", "validation-", f".{MANIFEST_NAME}."))
 
 
 def _prepare_output(config: BuildConfig) -> None:

@@ -41,10 +41,28 @@ class OutputConfig:
     directory: str
     num_shards: int = 1
     overwrite: bool = False
+    # Share of documents (by a stable hash of their id) put in the validation split.
+    validation_fraction: float = 0.0
+    validation_shards: int = 1
 
     def __post_init__(self) -> None:
         if self.num_shards < 1:
             raise ValueError(f"num_shards must be >= 1, got {self.num_shards}")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ValueError(f"validation_fraction must be in [0, 1), got {self.validation_fraction}")
+        if self.validation_shards < 1:
+            raise ValueError(f"validation_shards must be >= 1, got {self.validation_shards}")
+
+    @property
+    def shard_keys(self) -> range:
+        """Keys of every shard built: training shards ``0 .. num_shards-1``, then the
+        validation shards (when there is a split)."""
+        extra = self.validation_shards if self.validation_fraction > 0 else 0
+        return range(self.num_shards + extra)
+
+    def split_of_key(self, key: int) -> tuple[str, int]:
+        """(split, index within the split) of shard key ``key``."""
+        return ("train", key) if key < self.num_shards else ("validation", key - self.num_shards)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from .config import BuildConfig
+from .config import BuildConfig, OutputConfig
 from .sentences import ChineseWordBoundaries, SentenceSplitter
 from .sources import CountSkip, PlainDocument, WikiPage
 from .tokenization import EncodedSentence, PretrainTokenizer, load_tokenizer
@@ -36,6 +36,27 @@ def shard_of(doc_id: str, num_shards: int) -> int:
     """Stable shard of a document (same on every machine, runner and run)."""
     digest = hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little") % num_shards
+
+
+VALIDATION_RULE = ("blake2b(b'validation\\x00' + UTF-8 document id, digest_size=8), read as a little-endian "
+                   "integer, divided by 2**64, below the fraction")
+
+
+def is_validation(doc_id: str, fraction: float) -> bool:
+    """Whether a document belongs to the validation split (:data:`VALIDATION_RULE`):
+    a hash independent of the shard's, so the split is spread over every shard."""
+    if fraction <= 0:
+        return False
+    digest = hashlib.blake2b(b"validation\x00" + doc_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2**64 < fraction
+
+
+def shard_key(doc_id: str, output: OutputConfig) -> int:
+    """The key of the shard a document goes to (see ``OutputConfig.shard_keys``):
+    validation documents to the validation shards, the others to the training ones."""
+    if is_validation(doc_id, output.validation_fraction):
+        return output.num_shards + shard_of(doc_id, output.validation_shards)
+    return shard_of(doc_id, output.num_shards)
 
 
 def extract_sentences(

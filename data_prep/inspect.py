@@ -44,6 +44,11 @@ def format_summary(manifest: dict[str, Any], path: str) -> str:
         for start, count in histogram.items():
             bar = "#" * max(1, round(30 * count / peak))
             lines.append(f"    {int(start) + 1:4d}-{int(start) + 32:<4d} {count:8,d} {bar}")
+    validation = manifest.get("validation")
+    if validation:
+        v = validation["totals"]
+        lines.append(f"  validation split: {validation['fraction']:.2%} of documents by hash: {v['documents']:,} "
+                     f"documents, {v['instances']:,} instances in {validation['num_shards']} shard(s)")
     skipped = {k: v for k, v in manifest["skips"].items() if v}
     lines.append("  skipped: " + (", ".join(f"{k} {v:,}" for k, v in skipped.items()) or "none"))
     return "\n".join(lines)

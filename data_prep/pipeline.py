@@ -6,8 +6,11 @@ Dataflow — unchanged code).
         │                        └─skips─▶ CombinePerKey(sum) ──────────┐
         └──────────────────────────────────────▶ BuildShard ─▶ ToList ─┴─▶ Finalize
 
-``Finalize`` writes empty shards for shard numbers no document hashed to, removes
-the temporary directory and writes ``manifest.json`` last.
+Shards are keyed: training shards ``0 .. N-1`` and, with ``--validation-fraction``,
+validation shards after them (``OutputConfig.shard_keys``), so a validation
+document is grouped, paired and masked only with other validation documents.
+``Finalize`` writes empty shards for keys no document hashed to, removes the
+temporary directory and writes ``manifest.json`` last.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from .config import BuildConfig
-from .documents import SKIP_KINDS, DocumentProcessor, shard_of
+from .documents import SKIP_KINDS, DocumentProcessor, shard_key
 from .shards import (
     TMP_DIR_NAME,
     SpillWriter,
@@ -83,7 +86,7 @@ class PrepareDocuments(beam.DoFn):
                 document = self.processor(record, count_skip)
                 if document is None:
                     continue
-                spill.add(shard_of(document.doc_id, self.config.output.num_shards), document)
+                spill.add(shard_key(document.doc_id, self.config.output), document)
                 documents += 1
                 chars += document.num_chars
         except BaseException:
@@ -132,19 +135,15 @@ def finalize(
 ) -> str:
     """Complete the dataset: fill in empty shards, drop the temporary files and
     write the manifest (last)."""
-    built = {s["index"] for s in shards}
-    shards = list(shards) + [
-        build_shard(k, [], config, facts)
-        for k in range(config.output.num_shards)
-        if k not in built
-    ]
+    built = {s["key"] for s in shards}
+    shards = list(shards) + [build_shard(k, [], config, facts) for k in config.output.shard_keys if k not in built]
     skip_counts = dict.fromkeys(SKIP_KINDS, 0)
     for kind, count in skips:
         skip_counts[kind] = skip_counts.get(kind, 0) + count
     skip_counts["duplicate_documents"] += sum(s["duplicate_documents"] for s in shards)
     directory = Path(config.output.directory)
     shutil.rmtree(directory / TMP_DIR_NAME, ignore_errors=True)
-    if sum(s["num_instances"] for s in shards) == 0:
+    if sum(s["num_instances"] for s in shards if s["split"] == "train") == 0:
         raise EmptyDatasetError(
             f"{directory}: no instance was built from {len(context['sources'])} input file(s); "
             f"skipped: {skip_counts}"

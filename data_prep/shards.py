@@ -35,7 +35,7 @@ from tacl_scale.data.manifest import (
 )
 
 from .config import BuildConfig
-from .documents import TokenizedDocument
+from .documents import VALIDATION_RULE, TokenizedDocument
 from .instances import assemble, create_pairs_from_document, segment_values
 from .masking import mask_tokens, seeded_generators
 
@@ -172,7 +172,8 @@ def build_shard(
     config: BuildConfig,
     facts: TokenizerFacts,
 ) -> dict[str, Any]:
-    """Build, mask and write shard ``shard``; return its manifest entry.
+    """Build, mask and write the shard of key ``shard`` (a training shard, or a
+    validation one: ``OutputConfig.split_of_key``); return its manifest entry.
 
     Documents are visited in id order; for each, ``dupe_factor`` passes each with
     its own generator seeded from (seed, document id, dupe index) build the NSP pairs
@@ -182,7 +183,8 @@ def build_shard(
     directory = Path(config.output.directory)
     tmp_dir = directory / TMP_DIR_NAME / f"shard-{uuid.uuid4().hex}"
     tmp_dir.mkdir(parents=True, exist_ok=True)
-    name = shard_name(shard)
+    split, index = config.output.split_of_key(shard)
+    name = shard_name(index, split)
     docs = ShardDocuments(shard, part_prefixes)
     specials = facts.special_ids
     is_special = np.zeros(facts.vocab_size, dtype=bool)
@@ -251,7 +253,9 @@ def build_shard(
     shutil.rmtree(tmp_dir, ignore_errors=True)
     return {
         "name": name,
-        "index": shard,
+        "index": index,
+        "key": shard,
+        "split": split,
         "files": files,
         "num_documents": len(docs),
         "duplicate_documents": docs.duplicates,
@@ -299,7 +303,9 @@ def make_manifest(
     """The manifest dict (contract documented in :mod:`tacl_scale.data.manifest`)."""
     from tacl_scale import __version__
 
-    shards = sorted(shards, key=lambda s: s["index"])
+    shards = sorted(shards, key=lambda s: s["key"])
+    train = [s for s in shards if s["split"] == "train"]
+    validation = [s for s in shards if s["split"] == "validation"]
     masking = config.masking
     return {
         "format": FORMAT_NAME,
@@ -325,9 +331,16 @@ def make_manifest(
         },
         "dupe_factor": config.dupe_factor,
         "seed": config.seed,
-        "num_shards": len(shards),
-        "shards": shards,
-        "totals": summarize_shards(shards),
+        "num_shards": len(train),
+        "shards": train,
+        "totals": summarize_shards(train),
+        "validation": {
+            "fraction": config.output.validation_fraction,
+            "rule": VALIDATION_RULE,
+            "num_shards": len(validation),
+            "shards": validation,
+            "totals": summarize_shards(validation),
+        } if validation else None,
         "skips": skips,
         "sources": sources,
         "build_config": config.to_dict(),

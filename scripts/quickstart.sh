@@ -19,7 +19,7 @@ echo "== 2/6 train a WordPiece vocabulary on it"
 "$PY" -m data_prep.train_vocab --input "$OUT/corpus/*.xml.bz2" --vocab-size 4000 --output "$OUT/vocab.txt"
 echo "== 3/6 build the dataset (Beam DirectRunner, 2 worker processes)"
 "$PY" -m data_prep.build --input "$OUT/corpus/*.xml.bz2" --tokenizer "$OUT/vocab.txt" \
-  --output "$OUT/dataset" --num-shards 2 --max-seq-len 128 --dupe-factor 5 --overwrite --quiet \
+  --output "$OUT/dataset" --num-shards 2 --max-seq-len 128 --dupe-factor 5 --validation-fraction 0.1 --overwrite --quiet \
   --direct_num_workers 2 --direct_running_mode multi_processing > "$OUT/build.log"
 echo "   built $OUT/dataset (its summary is printed by the next step)"
 echo "== 4/6 inspect it"

@@ -123,8 +123,10 @@ class TrainConfig:
     seed: int = 1234
     log_every: int = 10
     export: bool = True
-    eval_every: int = 1000  # held-out losses and self-similarity every N steps (0: off)
-    eval_instances: int = 256
+    # Validation losses and self-similarity every N steps; None: 1000 when a --data
+    # directory has a validation split, else off; 0: off.
+    eval_every: int | None = None
+    eval_instances: int = 256  # validation instances evaluated, spread over the split(s)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -81,10 +81,12 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--log-every", type=int, default=10, help="progress line every N steps")
     p.add_argument("--no-export", action="store_true", help="skip the HF export at the end")
-    p.add_argument("--eval-every", type=int, default=1000,
-                   help="every N steps, held-out losses and per-layer self-similarity to TensorBoard (0: off)")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help="every N steps, validation losses and per-layer self-similarity to TensorBoard, on the "
+                   "validation split of the --data directories (data_prep.build --validation-fraction); "
+                   "default: 1000 when there is one, else off; 0: off")
     p.add_argument("--eval-instances", type=int, default=256,
-                   help="instances held out of training for --eval-every")
+                   help="validation instances evaluated, spread evenly over the split(s)")
     p.add_argument("--local_rank", type=int, default=-1, help=argparse.SUPPRESS)  # set by the launcher
     args = p.parse_args(argv)
     if args.data_weights is not None and len(args.data_weights) != len(args.data):

@@ -39,7 +39,7 @@ from .data.loader import (
     collate,
     sequence_lengths,
 )
-from .data.manifest import file_sha256
+from .data.manifest import file_sha256, has_validation
 from .data.shuffle import DIGEST_MODULUS, BatchLayout, GlobalOrder, sample_digest
 from .distributed import Distributed
 from .evaluation import evaluate, layer_self_similarity
@@ -222,10 +222,27 @@ class Trainer:
         except ValueError as err:  # DatasetError included: they name the path and the problem
             raise TrainError(str(err)) from err
         check_data_and_model(self.datasets, self.student, config.model)
+        self.eval_every = self._resolve_eval_every()
         self.teacher = None
         if "tacl" in config.objective.objectives:
             dtype = config.performance.teacher_dtype or default_teacher_dtype(self.device)
             self.teacher = make_teacher(self.student, dtype, self.device)
+
+    def _resolve_eval_every(self) -> int:
+        """Evaluation runs on the validation split of the --data directories, never
+        on training instances; without a split it is off, or refused if asked for."""
+        asked = self.config.eval_every
+        with_split = [d.path for d in self.datasets if has_validation(d.manifest)]
+        if asked is None:
+            if not with_split and self.dist.is_main:
+                log.info("no validation split in --data: held-out evaluation is off (build with "
+                         "--validation-fraction to have one)")
+            return 1000 if with_split else 0
+        if asked > 0 and not with_split:
+            raise TrainError(f"--eval-every {asked} needs a validation split, and {self.datasets[0].path} has "
+                             "none: rebuild it with python -m data_prep.build ... --validation-fraction F "
+                             "(e.g. 0.01), or pass --eval-every 0")
+        return max(asked, 0)
 
     def _build_engine(self, fused: bool, load_universal: bool) -> None:
         """The DeepSpeed engine around the student with AdamW and the warm-up/decay schedule."""
@@ -344,9 +361,7 @@ class Trainer:
         held-out batches, padded, on the device."""
         config, optim = self.config, self.config.optim
         data = BlendedDatasets(self.datasets, config.data.weights, config.seed)
-        # --eval-every holds the last instances of the index space out of training.
-        held_out = min(config.eval_instances, len(data) // 10) if config.eval_every > 0 else 0
-        order = GlobalOrder(len(data) - held_out, config.seed)
+        order = GlobalOrder(len(data), config.seed)
         layout = BatchLayout(optim.batch_size, optim.micro_batch_size, self.dist.world_size, self.dist.rank)
         masking = (DynamicMasking.from_manifest(self.datasets[0].manifest, config.seed)
                    if config.data.dynamic_masking else None)
@@ -366,12 +381,14 @@ class Trainer:
             generator=torch.Generator().manual_seed(config.seed),
         )
         eval_batches: list[dict[str, Any]] = []
-        if held_out and self.dist.is_main:
-            instances = TrainingInstances(data)
-            keys = [(0, i) for i in range(len(data) - held_out, len(data))]
-            eval_batches = [self.dist.move(collate([instances[k] for k in keys[i : i + optim.micro_batch_size]],
+        if self.eval_every and self.dist.is_main:
+            validation = BlendedDatasets(
+                [PretrainDataset(d.path, split="validation") for d in self.datasets if has_validation(d.manifest)])
+            count = min(config.eval_instances, len(validation))
+            chosen = np.unique(np.linspace(0, len(validation) - 1, count).round().astype(np.int64)).tolist()
+            eval_batches = [self.dist.move(collate([validation[k] for k in chosen[i : i + optim.micro_batch_size]],
                                                    padded))
-                            for i in range(0, len(keys), optim.micro_batch_size)]
+                            for i in range(0, len(chosen), optim.micro_batch_size)]
         return iter(loader), eval_batches
 
     # -- running --------------------------------------------------------------------------------------------
@@ -464,13 +481,14 @@ class Trainer:
         return StepResult(applied, metrics, sum(lengths), flops, step_digest)
 
     def maybe_evaluate(self) -> None:
-        """Every ``--eval-every`` steps (and at the last): held-out losses and the
-        student's per-layer self-similarity; the initial model's once per job."""
+        """Every ``--eval-every`` steps (and at the last): the validation split's
+        losses and the student's per-layer self-similarity; the initial model's once
+        per job."""
         config, step = self.config, self.state.step
-        if config.eval_every <= 0 or not (step % config.eval_every == 0 or step == config.optim.steps):
+        if self.eval_every <= 0 or not (step % self.eval_every == 0 or step == config.optim.steps):
             return
         if self.dist.is_main and self.eval_batches:
-            if self.teacher is not None and step - self.first_step <= config.eval_every:
+            if self.teacher is not None and step - self.first_step <= self.eval_every:
                 # The initial model (= the teacher) as the reference line.
                 initial = layer_self_similarity(self.teacher, self.eval_batches)
                 self.metrics.log_scalars("eval_initial", step,

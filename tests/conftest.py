@@ -72,3 +72,27 @@ def join() -> Iterator[Callable[[], Any]]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def segment_windows(dataset: Any, n: int = 12) -> tuple[dict[bytes, set[int]], set[bytes]]:
+    """The ``n``-token windows inside the segments of a split's instances: those
+    of each document's own text (segment A, and B when it follows A), by
+    document; and all of them, random B segments included."""
+    import numpy as np
+
+    own: dict[bytes, set[int]] = {}
+    everything: set[bytes] = set()
+    documents = dataset.source_documents()
+    for i in range(len(dataset)):
+        item = dataset[i]
+        ids = item["original_ids"].astype(np.int32)
+        len_a = int((item["token_type_ids"] == 0).sum()) - 2
+        segments = [(ids[1 : 1 + len_a], True), (ids[2 + len_a : -1], item["nsp_label"] == 0)]
+        for segment, is_own in segments:
+            raw = segment.tobytes()
+            for k in range(len(segment) - n + 1):
+                window = raw[4 * k : 4 * (k + n)]
+                everything.add(window)
+                if is_own:
+                    own.setdefault(window, set()).add(int(documents[i]))
+    return own, everything

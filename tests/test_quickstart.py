@@ -27,6 +27,7 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
     assert "instances" in res.stdout and "[CLS]" in res.stdout
     ds = PretrainDataset(tmp_path / "qs" / "dataset")
     assert ds.manifest["num_shards"] == 2 and len(ds) > 500
+    assert len(PretrainDataset(tmp_path / "qs" / "dataset", split="validation")) > 0  # evaluated at step 30
     # The generated dump exercises the filters.
     skips = ds.manifest["skips"]
     assert skips["redirect"] > 0 and skips["not_article_namespace"] > 0 and skips["empty_page"] == 1

@@ -154,6 +154,7 @@ def test_loss_falls_when_overfitting_and_objective_switch(setup: dict[str, Path]
         ("ds_no_zero", "zero_optimization"),
         ("batch", "not a multiple"),
         ("existing_run", "holds another run"),
+        ("no_validation", "needs a validation split"),
     ],
 )
 def test_refusals(setup: dict[str, Path], tmp_path: Path, change: str, message: str) -> None:
@@ -180,6 +181,8 @@ def test_refusals(setup: dict[str, Path], tmp_path: Path, change: str, message: 
     elif change == "existing_run":
         (tmp_path / "run").mkdir()
         (tmp_path / "run" / "run.json").write_text("{}")
+    elif change == "no_validation":
+        args["--eval-every"] = "5"
     res = single_process([item for pair in args.items() for item in pair])
     assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
     assert message in res.stderr
@@ -251,7 +254,10 @@ def test_config_optimizer_params_are_defaults_and_flags_override(tmp_path: Path)
 
 def test_blended_data_and_dynamic_masking_train(setup: dict[str, Path], tmp_path: Path) -> None:
     run = tmp_path / "blend"
-    res = launch(["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--data", str(setup["data"]),
+    with_split = build_dataset(tmp_path / "with_split", "--input", str(ZH_TEXT), "--format", "text",
+                               "--language", "zh", "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10",
+                               "--dupe-factor", "1", "--max-seq-len", "64", "--validation-fraction", "0.3")
+    res = launch(["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--data", str(with_split),
                   "--data-weights", "1", "3", "--dynamic-masking", "--eval-every", "1",
                   "--model", str(setup["config"]),
                   "--steps", "2", "--num-workers", "0", "--no-export", "--output", str(run)], ranks=1)

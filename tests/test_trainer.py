@@ -341,3 +341,30 @@ def test_resume_skips_a_checkpoint_whose_files_do_not_verify(join: Callable[[], 
     truncate(next((root / "step00000002").glob("*optim_states.pt")))
     with pytest.raises(TrainError, match="no checkpoint .* verifies.*step00000004"):
         Trainer(replace(config, checkpoint=CheckpointConfig(resume=True)), join())
+
+
+def test_evaluation_reads_the_validation_split_only(join: Callable[[], Distributed], model_file: Path,
+                                                    tmp_path: Path) -> None:
+    """With a validation split the held-out batches are its instances, spread over
+    it, never training instances, also when blending with upsampling weights."""
+    from tacl_scale.data import PretrainDataset
+
+    with_split = build_dataset(tmp_path / "ds", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+                               "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
+                               "--max-seq-len", "64", "--validation-fraction", "0.3")
+    train, held = PretrainDataset(with_split), PretrainDataset(with_split, split="validation")
+    config = make_config(with_split, model_file, tmp_path / "run", export=False, eval_every=2, eval_instances=6,
+                         data=DataConfig((str(with_split), str(with_split)), weights=(1.0, 3.0), num_workers=0))
+    trainer = Trainer(config, join())
+    try:
+        assert trainer.eval_every == 2
+        rows = [row[mask.bool()] for batch in trainer.eval_batches
+                for row, mask in zip(batch["original_ids"], batch["attention_mask"], strict=True)]
+        assert len(rows) == 6
+        held_rows = {held[i]["original_ids"].tobytes() for i in range(len(held))}
+        train_rows = {train[i]["original_ids"].tobytes() for i in range(len(train))}
+        assert all(r.numpy().tobytes() in held_rows for r in rows)
+        assert not any(r.numpy().tobytes() in train_rows for r in rows)
+        assert trainer.train_step().applied
+    finally:
+        trainer.close()

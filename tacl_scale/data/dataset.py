@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .indexed import IndexedFormatError, IndexedReader
-from .manifest import DatasetError, load_manifest, shard_file_names
+from .manifest import DatasetError, load_manifest, shard_file_names, split_entries
 
 
 class _Shard:
@@ -73,23 +73,37 @@ class PretrainDataset:
     - ``token_type_ids``: 0 over ``[CLS] A [SEP]``, 1 over ``B [SEP]`` (int64)
     - ``masked_positions``: sorted positions to predict (int64)
     - ``nsp_label``: 0 = B follows A, 1 = B is random (HF convention)
+
+    ``split`` is ``"train"`` (default) or ``"validation"`` (a dataset built with
+    ``--validation-fraction``; its documents never appear in the training split).
     """
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, split: str = "train") -> None:
         self.path = Path(path)
+        self.split = split
         self.manifest = load_manifest(self.path)
-        self._shards = [_Shard(self.path, entry) for entry in self.manifest["shards"]]
+        entries, expected = split_entries(self.manifest, split, self.path)
+        self._shards = [_Shard(self.path, entry) for entry in entries]
         sizes = np.array([len(s) for s in self._shards], dtype=np.int64)
         self._offsets = np.concatenate([[0], np.cumsum(sizes)])
         total = int(self._offsets[-1])
-        if total != int(self.manifest["totals"]["instances"]):
+        if total != expected:
             raise DatasetError(
-                f"{self.path / 'manifest.json'}: totals.instances "
-                f"{self.manifest['totals']['instances']} but shards hold {total}"
+                f"{self.path / 'manifest.json'}: {split} instances {expected} but its shards hold {total}"
             )
 
     def __len__(self) -> int:
         return int(self._offsets[-1])
+
+    def source_documents(self) -> np.ndarray:
+        """For every instance, the number (within this split) of the source document
+        its segment A comes from (MMIDIDX documents are source articles)."""
+        numbers, first = [], 0
+        for shard in self._shards:
+            per_document = np.diff(shard.tokens.document_index)
+            numbers.append(np.repeat(np.arange(first, first + len(per_document)), per_document))
+            first += len(per_document)
+        return np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int64)
 
     def locate(self, index: int) -> tuple[int, int]:
         """(shard number, index within the shard) of global instance ``index``."""

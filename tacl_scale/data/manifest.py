@@ -16,6 +16,13 @@ A dataset is a directory that holds, per shard ``shard-NNNNN``:
 
 and ``manifest.json``, written last by write-to-temp-then-rename: a directory without
 it is not a dataset (a crashed run never looks finished).
+
+Format version 2 adds an optional **validation split**: whole documents, chosen by
+a stable hash of their id (the manifest's ``validation.rule``), whose instances are
+built among themselves (their random B segments come from other validation
+documents) into shards of their own, ``validation-NNNNN.*`` with the same files.
+The manifest lists them under ``validation`` (``null`` when there is none) with
+their counts. Version 1 datasets (no split) still load.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 FORMAT_NAME = "tacl-scale-pretrain"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)  # 1: no validation split
+SPLITS = ("train", "validation")
 MANIFEST_NAME = "manifest.json"
 
 # Suffixes of the files of one shard, relative to its prefix.
@@ -58,8 +67,8 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def shard_name(index: int) -> str:
-    return f"shard-{index:05d}"
+def shard_name(index: int, split: str = "train") -> str:
+    return f"shard-{index:05d}" if split == "train" else f"{split}-{index:05d}"
 
 
 def shard_file_names(name: str) -> dict[str, str]:
@@ -85,11 +94,33 @@ def load_manifest(directory: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise DatasetError(f"{path}: not a {FORMAT_NAME} manifest")
     version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in SUPPORTED_VERSIONS:
         raise DatasetError(
-            f"{path}: format version {version!r}, this reader supports {FORMAT_VERSION}"
+            f"{path}: format version {version!r}, this reader supports "
+            f"{', '.join(map(str, SUPPORTED_VERSIONS))}: update tacl-scale to read it"
         )
     for key in ("tokenizer", "max_seq_len", "shards", "totals"):
         if key not in manifest:
             raise DatasetError(f"{path}: manifest lacks {key!r}")
     return manifest
+
+
+def has_validation(manifest: dict[str, Any]) -> bool:
+    """Whether a dataset has a validation split with instances in it."""
+    validation = manifest.get("validation")
+    return bool(validation) and int(validation["totals"]["instances"]) > 0
+
+
+def split_entries(manifest: dict[str, Any], split: str, directory: str | os.PathLike) -> tuple[list, int]:
+    """The shard entries and the instance count of ``split`` (``train`` or
+    ``validation``); a :class:`DatasetError` naming the directory when the split
+    does not exist."""
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r} is not one of {SPLITS}")
+    if split == "train":
+        return manifest["shards"], int(manifest["totals"]["instances"])
+    if not manifest.get("validation"):
+        raise DatasetError(f"{directory}: has no validation split; rebuild it with "
+                           "python -m data_prep.build ... --validation-fraction F (e.g. 0.01)")
+    validation = manifest["validation"]
+    return validation["shards"], int(validation["totals"]["instances"])

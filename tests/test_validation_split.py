@@ -1,0 +1,89 @@
+"""The document-level validation split of ``data_prep.build --validation-fraction``:
+whole documents by a stable hash, built among themselves into files of their own,
+never seen by training instances (not even as random B segments)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EN_DUMP, EN_VOCAB, build_dataset, segment_windows
+
+from data_prep.documents import is_validation
+from tacl_scale.data import DatasetError, PretrainDataset
+from tacl_scale.data.manifest import has_validation
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def split_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_dataset(tmp_path_factory.mktemp("split") / "ds", "--input", str(EN_DUMP), "--tokenizer",
+                         str(EN_VOCAB), "--num-shards", "2", "--dupe-factor", "2", "--max-seq-len", "128",
+                         "--validation-fraction", "0.2", "--validation-shards", "2")
+
+
+def test_the_split_has_its_own_files_and_manifest_entry(split_dataset: Path) -> None:
+    manifest = json.loads((split_dataset / "manifest.json").read_text())
+    assert manifest["format_version"] == 2 and has_validation(manifest)
+    validation = manifest["validation"]
+    assert validation["fraction"] == 0.2 and "blake2b" in validation["rule"] and validation["num_shards"] == 2
+    assert [s["name"] for s in validation["shards"]] == ["validation-00000", "validation-00001"]
+    assert [s["name"] for s in manifest["shards"]] == ["shard-00000", "shard-00001"]
+    assert sorted(p.name for p in split_dataset.glob("validation-00000*")) == [
+        "validation-00000.bin", "validation-00000.idx", "validation-00000.masked_positions.bin",
+        "validation-00000.masked_positions.idx", "validation-00000.masked_tokens.bin",
+        "validation-00000.masked_tokens.idx", "validation-00000.meta.npy"]
+    train, held = PretrainDataset(split_dataset), PretrainDataset(split_dataset, split="validation")
+    assert len(train) == manifest["totals"]["instances"] and len(held) == validation["totals"]["instances"] > 0
+    docs_total = manifest["totals"]["documents"] + validation["totals"]["documents"]
+    assert 0.08 < validation["totals"]["documents"] / docs_total < 0.35  # about the fraction, by hash
+    assert held[0]["original_ids"][0] == 101 and len(held.source_documents()) == len(held)
+
+
+def test_no_validation_text_reaches_training_instances(split_dataset: Path) -> None:
+    """Every 12-token window shared by a validation and a training instance is text
+    that both a training and a validation document contain themselves (Wikipedia
+    repeats some sentences verbatim across articles), never a leak such as a
+    validation segment used as a training instance's random B."""
+    train_own, train_all = segment_windows(PretrainDataset(split_dataset))
+    valid_own, valid_all = segment_windows(PretrainDataset(split_dataset, split="validation"))
+    shared = valid_all & train_all
+    assert all(w in train_own and w in valid_own for w in shared)
+    assert len(shared) < 0.001 * len(valid_all)
+    # The check itself finds a leak: a validation window planted in a training random B.
+    planted = next(iter(valid_all - train_all))
+    leaky = valid_all & (train_all | {planted})
+    assert not all(w in train_own and w in valid_own for w in leaky)
+
+
+def test_the_rule_is_a_stable_hash_of_the_document_id() -> None:
+    ids = [f"page-{i}" for i in range(20_000)]
+    chosen = [is_validation(i, 0.1) for i in ids]
+    assert 0.09 < np.mean(chosen) < 0.11
+    assert chosen == [is_validation(i, 0.1) for i in ids]
+    assert not any(is_validation(i, 0.0) for i in ids[:100])
+    assert all(is_validation(i, 0.2) for i, c in zip(ids, chosen, strict=True) if c)  # nested as F grows
+
+
+def test_datasets_without_a_split(tmp_path: Path) -> None:
+    from conftest import ZH_TEXT, ZH_VOCAB
+
+    plain = build_dataset(tmp_path / "plain", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+                          "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
+                          "--max-seq-len", "64")
+    manifest = json.loads((plain / "manifest.json").read_text())
+    assert manifest["validation"] is None and not has_validation(manifest)
+    with pytest.raises(DatasetError, match="no validation split.*--validation-fraction"):
+        PretrainDataset(plain, split="validation")
+    # a version-1 dataset (written before the split existed) still loads
+    manifest["format_version"] = 1
+    del manifest["validation"]
+    (plain / "manifest.json").write_text(json.dumps(manifest))
+    assert len(PretrainDataset(plain)) == manifest["totals"]["instances"]
+    manifest["format_version"] = 3
+    (plain / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DatasetError, match="format version 3.*supports 1, 2"):
+        PretrainDataset(plain)
