@@ -49,6 +49,8 @@ def format_summary(manifest: dict[str, Any], path: str) -> str:
         v = validation["totals"]
         lines.append(f"  validation split: {validation['fraction']:.2%} of documents by hash: {v['documents']:,} "
                      f"documents, {v['instances']:,} instances in {validation['num_shards']} shard(s)")
+    for warning in manifest.get("warnings", []):
+        lines.append(f"  warning: {warning}")
     skipped = {k: v for k, v in manifest["skips"].items() if v}
     lines.append("  skipped: " + (", ".join(f"{k} {v:,}" for k, v in skipped.items()) or "none"))
     return "\n".join(lines)

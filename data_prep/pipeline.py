@@ -33,6 +33,7 @@ from .shards import (
     TokenizerFacts,
     build_shard,
     make_manifest,
+    random_b_pool_warnings,
     write_manifest_atomically,
 )
 from .sources import ReadProgress, WorkUnit, read_records
@@ -148,6 +149,8 @@ def finalize(
             f"{directory}: no instance was built from {len(context['sources'])} input file(s); "
             f"skipped: {skip_counts}"
         )
+    for warning in random_b_pool_warnings(shards):
+        log.warning("%s", warning)
     manifest = make_manifest(
         config,
         context["tokenizer"],

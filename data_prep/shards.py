@@ -41,6 +41,19 @@ from .masking import mask_tokens, seeded_generators
 
 TMP_DIR_NAME = "_tmp"
 LENGTH_BIN = 32  # width of the instance-length histogram bins in the manifest
+# Random B segments come from the shard's own documents; below this many, they come
+# from a handful of documents (google-research/bert draws them from the whole corpus).
+MIN_DOCUMENTS_PER_SHARD = 100
+
+
+def random_b_pool_warnings(shards: list[dict[str, Any]]) -> list[str]:
+    """One warning per non-empty shard whose random-B pool is small."""
+    return [
+        f"{s['name']}: {s['num_documents']} documents; its random B segments come from these only "
+        f"(use fewer shards: about documents / {MIN_DOCUMENTS_PER_SHARD} at most)"
+        for s in sorted(shards, key=lambda s: s["key"])
+        if 0 < s["num_documents"] < MIN_DOCUMENTS_PER_SHARD
+    ]
 
 
 @dataclass(frozen=True)
@@ -342,6 +355,7 @@ def make_manifest(
             "totals": summarize_shards(validation),
         } if validation else None,
         "skips": skips,
+        "warnings": random_b_pool_warnings(shards),
         "sources": sources,
         "build_config": config.to_dict(),
         "pipeline_options": pipeline_options,

@@ -87,3 +87,22 @@ def test_datasets_without_a_split(tmp_path: Path) -> None:
     (plain / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(DatasetError, match="format version 3.*supports 1, 2"):
         PretrainDataset(plain)
+
+
+def test_small_random_b_pools_are_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A shard of fewer than 100 documents draws its random B segments from them
+    alone: the build says so in its log, the manifest and the summary."""
+    from conftest import ZH_TEXT, ZH_VOCAB
+
+    from data_prep.inspect import format_summary
+
+    with caplog.at_level("WARNING"):
+        small = build_dataset(tmp_path / "small", "--input", str(ZH_TEXT), "--format", "text", "--language",
+                              "zh", "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
+                              "--max-seq-len", "64", "--num-shards", "3")
+    manifest = json.loads((small / "manifest.json").read_text())
+    warned = [s["name"] for s in manifest["shards"] if 0 < s["num_documents"] < 100]
+    assert warned and len(manifest["warnings"]) == len(warned)  # an empty shard has no pool to warn about
+    assert all(w.startswith(name) for w, name in zip(manifest["warnings"], warned, strict=True))
+    assert "random B" in caplog.text
+    assert f"warning: {warned[0]}" in format_summary(manifest, str(small))
