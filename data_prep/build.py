@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from tacl_scale.data.manifest import MANIFEST_NAME
+from tacl_scale.data.masking import MaskingConfig
 
 from .config import BuildConfig, CleaningConfig, InputConfig, OutputConfig
 from .instances import InstanceConfig
-from .masking import MaskingConfig
 from .sentences import SentenceConfig
 from .shards import TMP_DIR_NAME, TokenizerFacts
 from .sources import FORMATS, InputError, expand_inputs, plan_work_units

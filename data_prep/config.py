@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tacl_scale.data.masking import MaskingConfig
+
 from .instances import InstanceConfig
-from .masking import MaskingConfig
 from .sentences import SentenceConfig
 from .tokenization import TokenizerConfig
 

@@ -158,7 +158,7 @@ def finalize(
         skip_counts,
         context["sources"],
         context["pipeline_options"],
-        facts.token_dtype,
+        facts,
     )
     return str(write_manifest_atomically(directory, manifest))
 

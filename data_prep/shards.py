@@ -33,11 +33,11 @@ from tacl_scale.data.manifest import (
     shard_file_names,
     shard_name,
 )
+from tacl_scale.data.masking import mask_tokens, seeded_generators
 
 from .config import BuildConfig
 from .documents import VALIDATION_RULE, TokenizedDocument
 from .instances import assemble, create_pairs_from_document, segment_values
-from .masking import mask_tokens, seeded_generators
 
 TMP_DIR_NAME = "_tmp"
 LENGTH_BIN = 32  # width of the instance-length histogram bins in the manifest
@@ -169,9 +169,10 @@ class ShardDocuments:
         return len(self.doc_ids)
 
 
-def _move_into_place(tmp_prefix: Path, directory: Path, name: str) -> dict[str, dict[str, int | str]]:
+def _move_into_place(tmp_prefix: Path, directory: Path, name: str,
+                     word_starts: bool) -> dict[str, dict[str, int | str]]:
     files: dict[str, dict[str, int | str]] = {}
-    for key, file_name in shard_file_names(name).items():
+    for key, file_name in shard_file_names(name, word_starts).items():
         tmp_file = tmp_prefix.parent / file_name
         target = directory / file_name
         os.replace(tmp_file, target)
@@ -212,6 +213,8 @@ def build_shard(
     len_a = array("H")
     nsp = array("B")
     tmp_prefix = tmp_dir / name
+    whole_words = config.masking.whole_word_masking
+    starts_out = IndexedWriter(tmp_dir / f"{name}.word_starts", np.uint8) if whole_words else None
     with IndexedWriter(tmp_prefix, facts.token_dtype) as tokens_out, IndexedWriter(
         tmp_dir / f"{name}.masked_positions", np.uint16
     ) as positions_out, IndexedWriter(tmp_dir / f"{name}.masked_tokens", facts.token_dtype) as placed_out:
@@ -239,6 +242,8 @@ def build_shard(
                     tokens_out.add(tokens)
                     positions_out.add(masked.positions)
                     placed_out.add(masked.placed)
+                    if starts_out is not None:
+                        starts_out.add(word_starts.astype(np.uint8))
                     len_a.append(len(a))
                     nsp.append(int(pair.is_random_next))
 
@@ -257,12 +262,16 @@ def build_shard(
             tokens_out.end_document()
             positions_out.end_document()
             placed_out.end_document()
+            if starts_out is not None:
+                starts_out.end_document()
+    if starts_out is not None:
+        starts_out.close()
     meta = np.zeros(len(len_a), dtype=META_DTYPE)
     meta["len_a"] = np.frombuffer(len_a, dtype=np.uint16) if len(len_a) else 0
     meta["nsp_label"] = np.frombuffer(nsp, dtype=np.uint8) if len(nsp) else 0
     np.save(tmp_dir / shard_file_names(name)["meta"], meta)
 
-    files = _move_into_place(tmp_prefix, directory, name)
+    files = _move_into_place(tmp_prefix, directory, name, whole_words)
     shutil.rmtree(tmp_dir, ignore_errors=True)
     return {
         "name": name,
@@ -311,7 +320,7 @@ def make_manifest(
     skips: dict[str, int],
     sources: list[dict[str, Any]],
     pipeline_options: dict[str, Any],
-    token_dtype: np.dtype,
+    facts: TokenizerFacts,
 ) -> dict[str, Any]:
     """The manifest dict (contract documented in :mod:`tacl_scale.data.manifest`)."""
     from tacl_scale import __version__
@@ -327,7 +336,7 @@ def make_manifest(
         "language": config.sentences.language,
         "input_format": config.input.format,
         "tokenizer": tokenizer_description,
-        "token_dtype": str(np.dtype(token_dtype)),
+        "token_dtype": str(np.dtype(facts.token_dtype)),
         "max_seq_len": config.instances.max_seq_len,
         "short_seq_prob": config.instances.short_seq_prob,
         "random_next_prob": config.instances.random_next_prob,
@@ -338,6 +347,9 @@ def make_manifest(
             "random_token_prob": masking.random_token_prob,
             "keep_token_prob": round(1 - masking.mask_token_prob - masking.random_token_prob, 6),
             "whole_word_masking": masking.whole_word_masking,
+            # Never placed as the random replacement: specials and placeholders ([unusedN], <s>...).
+            "replacement_excluded_ids": np.setdiff1d(np.arange(facts.vocab_size),
+                                                     facts.replacement_ids).tolist(),
             "zh_segmenter": config.cleaning.zh_segmenter
             if masking.whole_word_masking and config.sentences.language == "zh"
             else None,

@@ -363,8 +363,12 @@ class Trainer:
         data = BlendedDatasets(self.datasets, config.data.weights, config.seed)
         order = GlobalOrder(len(data), config.seed)
         layout = BatchLayout(optim.batch_size, optim.micro_batch_size, self.dist.world_size, self.dist.rank)
-        masking = (DynamicMasking.from_manifest(self.datasets[0].manifest, config.seed)
-                   if config.data.dynamic_masking else None)
+        masking = None
+        if config.data.dynamic_masking:
+            try:
+                masking = [DynamicMasking.for_dataset(d, config.seed) for d in self.datasets]
+            except ValueError as err:  # DatasetError: names the dataset and the fix
+                raise TrainError(str(err)) from err
         max_len = max(d.manifest["max_seq_len"] for d in self.datasets)
         padded = CollateConfig(pad_id=self.datasets[0].manifest["tokenizer"]["special_ids"]["pad"],
                                pad_to_multiple_of=config.data.pad_to_multiple_of,

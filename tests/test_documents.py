@@ -21,10 +21,10 @@ from conftest_sources_helpers import (
 
 from data_prep.config import BuildConfig, CleaningConfig, InputConfig, OutputConfig
 from data_prep.documents import SKIP_KINDS, DocumentProcessor, TokenizedDocument, shard_of
-from data_prep.masking import MaskingConfig
 from data_prep.sentences import SentenceConfig
 from data_prep.sources import PlainDocument, WikiPage, WorkUnit, read_text_documents
 from data_prep.tokenization import PretrainTokenizer, TokenizerConfig
+from tacl_scale.data.masking import MaskingConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

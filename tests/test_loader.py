@@ -1,9 +1,10 @@
-"""Rank-sliced deterministic shuffle and collate, on a real built dataset."""
+"""The micro-batch sampler over the global order, collate (padded and packed) and dynamic masking."""
 
 from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -79,7 +80,8 @@ def test_collate_real_instances(tmp_path: Path) -> None:
 
 def _manifest(vocab_size: int = 500) -> dict:
     return {"masking": {"masked_lm_prob": 0.15, "max_predictions_per_seq": 20, "mask_token_prob": 0.8,
-                        "random_token_prob": 0.1},
+                        "random_token_prob": 0.1, "whole_word_masking": False,
+                        "replacement_excluded_ids": [0, 1, 2, 3, 4]},
             "tokenizer": {"special_ids": {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4},
                           "vocab_size": vocab_size}}
 
@@ -94,8 +96,8 @@ def test_dynamic_masking_is_seeded_by_epoch_and_instance() -> None:
         ids[0], ids[40], ids[-1] = 2, 3, 3
         items.append({"original_ids": ids, "input_ids": ids.copy(), "token_type_ids": np.zeros(100, int),
                       "masked_positions": np.array([5]), "nsp_label": 0})
-    dyn = DynamicMasking.from_manifest(_manifest(), seed=3)
-    data = TrainingInstances(items, dyn)
+    dyn = DynamicMasking.for_dataset(SimpleNamespace(manifest=_manifest(), path="ds"), seed=3)
+    data = TrainingInstances(items, [dyn])
     a, again, other_epoch = data[(0, 7)], data[(0, 7)], data[(1, 7)]
     assert np.array_equal(a["masked_positions"], again["masked_positions"])
     assert not np.array_equal(a["masked_positions"], other_epoch["masked_positions"])

@@ -1,4 +1,4 @@
-"""BERT masked-LM masking (data_prep.masking), checked against google-research/bert
+"""BERT masked-LM masking (tacl_scale.data.masking), checked against google-research/bert
 ``create_masked_lm_predictions`` with the documented deviations: the budget is
 ``round(masked_lm_prob * #maskable)``, random tokens come from ``replacement_ids``,
 and the generator is a numpy ``Generator``."""
@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from data_prep.masking import MaskedTokens, MaskingConfig, mask_tokens, seeded_generators
+from tacl_scale.data.masking import MaskedTokens, MaskingConfig, mask_tokens, seeded_generators
 
 PAD, UNK, CLS, SEP, MASK = 0, 100, 101, 102, 103
 SPECIALS = np.array([PAD, UNK, CLS, SEP, MASK])

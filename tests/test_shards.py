@@ -15,7 +15,6 @@ import pytest
 from data_prep.config import BuildConfig, InputConfig, OutputConfig
 from data_prep.documents import TokenizedDocument
 from data_prep.instances import InstanceConfig
-from data_prep.masking import MaskingConfig
 from data_prep.shards import (
     TMP_DIR_NAME,
     ShardDocuments,
@@ -29,6 +28,7 @@ from data_prep.tokenization import EncodedSentence, TokenizerConfig
 from tacl_scale.data import DatasetError, PretrainDataset, load_manifest
 from tacl_scale.data.indexed import IndexedReader
 from tacl_scale.data.manifest import FORMAT_VERSION, MANIFEST_NAME
+from tacl_scale.data.masking import MaskingConfig
 
 VOCAB = 30522
 SPECIALS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
@@ -95,7 +95,7 @@ def build(out: Path, parts: list[list[TokenizedDocument]], config: BuildConfig |
     shutil.rmtree(out / TMP_DIR_NAME)
     manifest = make_manifest(config, {"kind": "wordpiece", "sha256": "0" * 64}, entries,
                              {"too_short": 0}, [{"path": "synthetic.txt"}], {"runner": "none"},
-                             FACTS.token_dtype)
+                             FACTS)
     write_manifest_atomically(out, manifest)
     return manifest
 

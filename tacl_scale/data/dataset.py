@@ -17,8 +17,8 @@ class _Shard:
 
     def __init__(self, directory: Path, entry: dict[str, Any]) -> None:
         name = entry["name"]
-        expected = shard_file_names(name)
         recorded = entry.get("files", {})
+        expected = shard_file_names(name, word_starts="word_starts_bin" in recorded)
         for key, file_name in expected.items():
             path = directory / file_name
             if not path.is_file():
@@ -32,6 +32,8 @@ class _Shard:
             self.tokens = IndexedReader(directory / name)
             self.masked_positions = IndexedReader(directory / f"{name}.masked_positions")
             self.masked_tokens = IndexedReader(directory / f"{name}.masked_tokens")
+            self.word_starts = (IndexedReader(directory / f"{name}.word_starts")
+                                if "word_starts_bin" in expected else None)
         except IndexedFormatError as err:
             raise DatasetError(str(err)) from err
         meta_path = directory / expected["meta"]
@@ -73,6 +75,8 @@ class PretrainDataset:
     - ``token_type_ids``: 0 over ``[CLS] A [SEP]``, 1 over ``B [SEP]`` (int64)
     - ``masked_positions``: sorted positions to predict (int64)
     - ``nsp_label``: 0 = B follows A, 1 = B is random (HF convention)
+    - ``word_starts`` (datasets built with whole-word masking): bool, True where a
+      token starts a word
 
     ``split`` is ``"train"`` (default) or ``"validation"`` (a dataset built with
     ``--validation-fraction``; its documents never appear in the training split).
@@ -124,10 +128,13 @@ class PretrainDataset:
         meta = shard.meta[local]
         token_type_ids = np.zeros_like(original)
         token_type_ids[int(meta["len_a"]) + 2 :] = 1
-        return {
+        item = {
             "original_ids": original,
             "input_ids": input_ids,
             "token_type_ids": token_type_ids,
             "masked_positions": positions,
             "nsp_label": int(meta["nsp_label"]),
         }
+        if shard.word_starts is not None:
+            item["word_starts"] = shard.word_starts[local].astype(bool)
+        return item

@@ -9,13 +9,13 @@ data-prep code can import this package without torch.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .masking import MaskingConfig, mask_tokens
 from .shuffle import BatchLayout, GlobalOrder, micro_batch_positions
 
 
@@ -144,53 +144,49 @@ class MicroBatchSampler:
 
 @dataclass(frozen=True)
 class DynamicMasking:
-    """Re-mask from the unmasked ids on the fly (RoBERTa style) with the dataset's
-    own masking rules, seeded by (seed, epoch, instance)."""
+    """Re-mask from the unmasked ids on the fly (RoBERTa style) with the rules the
+    dataset's static masks followed (its manifest's ``masking``): the same share,
+    cap and 80/10/10 split, the same replacement ids (no specials or placeholders
+    such as ``[unusedN]``) and, for a whole-word dataset, the same word boundaries
+    (stored per instance). Seeded by (seed, epoch, instance)."""
 
     seed: int
-    masked_lm_prob: float
+    config: MaskingConfig
     max_predictions: int
-    mask_token_prob: float
-    random_token_prob: float
-    special_ids: tuple[int, ...]
     mask_id: int
-    vocab_size: int
+    special_ids: tuple[int, ...]
+    replacement_ids: np.ndarray = field(repr=False)
 
     @classmethod
-    def from_manifest(cls, manifest: dict[str, Any], seed: int) -> DynamicMasking:
+    def for_dataset(cls, dataset: Any, seed: int) -> DynamicMasking:
+        """The masking of ``dataset`` (a :class:`~tacl_scale.data.PretrainDataset`);
+        a :class:`~tacl_scale.data.DatasetError` for a dataset that does not record
+        its rules (built before format 2)."""
+        from .manifest import DatasetError
+
+        manifest = dataset.manifest
         masking = manifest["masking"]
+        if "replacement_excluded_ids" not in masking:
+            raise DatasetError(f"{dataset.path}: built before datasets recorded their masking rules in full; "
+                               "rebuild it with this version to use --dynamic-masking")
         specials = manifest["tokenizer"]["special_ids"]
-        return cls(
-            seed=seed,
-            masked_lm_prob=masking["masked_lm_prob"],
-            max_predictions=masking["max_predictions_per_seq"],
-            mask_token_prob=masking["mask_token_prob"],
-            random_token_prob=masking["random_token_prob"],
-            special_ids=tuple(sorted(set(specials.values()))),
-            mask_id=specials["mask"],
-            vocab_size=manifest["tokenizer"]["vocab_size"],
-        )
-
-    @functools.cached_property
-    def _replacement_ids(self) -> np.ndarray:
-        # Computed once per worker, not per instance (the vocabulary minus specials).
-        return np.setdiff1d(np.arange(self.vocab_size), self.special_ids)
-
-    @functools.cached_property
-    def _masking_config(self) -> Any:
-        from data_prep.masking import MaskingConfig
-
-        return MaskingConfig(self.masked_lm_prob, self.max_predictions, self.mask_token_prob,
-                             self.random_token_prob)
+        excluded = np.asarray(masking["replacement_excluded_ids"], dtype=np.int64)
+        config = MaskingConfig(masking["masked_lm_prob"], masking["max_predictions_per_seq"],
+                               masking["mask_token_prob"], masking["random_token_prob"],
+                               bool(masking["whole_word_masking"]))
+        return cls(seed, config, int(masking["max_predictions_per_seq"]), int(specials["mask"]),
+                   tuple(sorted(set(specials.values()))),
+                   np.setdiff1d(np.arange(manifest["tokenizer"]["vocab_size"]), excluded))
 
     def apply(self, item: dict[str, Any], epoch: int, instance: int) -> dict[str, Any]:
-        from data_prep.masking import mask_tokens
-
         rng = np.random.default_rng([self.seed, epoch, instance])
         original = item["original_ids"]
         maskable = ~np.isin(original, self.special_ids)
-        masked = mask_tokens(original, maskable, None, self._masking_config, self.max_predictions,
-                             self.mask_id, self._replacement_ids, rng)
+        word_starts = item.get("word_starts") if self.config.whole_word_masking else None
+        if self.config.whole_word_masking and word_starts is None:
+            raise ValueError("a whole-word dataset's instance carries no word_starts")
+        masked = mask_tokens(original, maskable, word_starts, self.config, self.max_predictions,
+                             self.mask_id, self.replacement_ids, rng)
         input_ids = original.copy()
         input_ids[masked.positions] = masked.placed
         return {**item, "input_ids": input_ids, "masked_positions": masked.positions}
@@ -200,17 +196,19 @@ class TrainingInstances:
     """Map-style dataset over ``(epoch, instance[, micro-batch])`` keys for a torch
     DataLoader. Items carry ``sample_key`` (``epoch · N + instance``: which sample
     was trained on, for the per-step sample digest) and, when the key has one,
-    ``micro_batch``."""
+    ``micro_batch``. ``dynamic_masking`` holds one masker per blended dataset (each
+    dataset keeps its own rules), or is None for the static masks."""
 
-    def __init__(self, dataset: Any, dynamic_masking: DynamicMasking | None = None) -> None:
+    def __init__(self, dataset: Any, dynamic_masking: Sequence[DynamicMasking] | None = None) -> None:
         self.dataset = dataset
-        self.dynamic_masking = dynamic_masking
+        self.dynamic_masking = list(dynamic_masking) if dynamic_masking is not None else None
 
     def __getitem__(self, key: tuple[int, ...]) -> dict[str, Any]:
         epoch, instance = key[0], key[1]
         item = self.dataset[instance]
         if self.dynamic_masking is not None:
-            item = self.dynamic_masking.apply(item, epoch, instance)
+            source = self.dataset.locate(instance)[0] if len(self.dynamic_masking) > 1 else 0
+            item = self.dynamic_masking[source].apply(item, epoch, instance)
         item = {**item, "sample_key": epoch * len(self.dataset) + instance}
         if len(key) > 2:
             item["micro_batch"] = key[2]

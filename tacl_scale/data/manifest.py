@@ -13,6 +13,8 @@ A dataset is a directory that holds, per shard ``shard-NNNNN``:
 - ``shard-NNNNN.meta.npy`` — a structured array, one row per instance:
   ``len_a`` (uint16, tokens of segment A without specials) and ``nsp_label`` (uint8,
   HF convention: 0 = B follows A, 1 = B is random).
+- ``shard-NNNNN.word_starts.bin/.idx`` — only with whole-word masking: MMIDIDX
+  (uint8), per instance 1 where a token starts a word.
 
 and ``manifest.json``, written last by write-to-temp-then-rename: a directory without
 it is not a dataset (a crashed run never looks finished).
@@ -50,6 +52,14 @@ SHARD_FILE_SUFFIXES: dict[str, str] = {
     "meta": ".meta.npy",
 }
 
+# Only in datasets built with whole-word masking (format 2): per instance, 1 where a
+# token starts a word, the word boundaries the static masks used, so that dynamic
+# masking can use the same ones (Chinese segmentation cannot be recomputed from ids).
+WORD_START_SUFFIXES: dict[str, str] = {
+    "word_starts_bin": ".word_starts.bin",
+    "word_starts_idx": ".word_starts.idx",
+}
+
 META_DTYPE = [("len_a", "<u2"), ("nsp_label", "u1")]
 
 
@@ -71,9 +81,11 @@ def shard_name(index: int, split: str = "train") -> str:
     return f"shard-{index:05d}" if split == "train" else f"{split}-{index:05d}"
 
 
-def shard_file_names(name: str) -> dict[str, str]:
-    """The file name of every part of shard ``name``, keyed as in the manifest."""
-    return {key: name + suffix for key, suffix in SHARD_FILE_SUFFIXES.items()}
+def shard_file_names(name: str, word_starts: bool = False) -> dict[str, str]:
+    """The file name of every part of shard ``name``, keyed as in the manifest
+    (``word_starts``: with the whole-word boundaries)."""
+    suffixes = {**SHARD_FILE_SUFFIXES, **(WORD_START_SUFFIXES if word_starts else {})}
+    return {key: name + suffix for key, suffix in suffixes.items()}
 
 
 def load_manifest(directory: str | os.PathLike) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """BERT masked-LM masking (google-research/bert ``create_masked_lm_predictions``).
 
-Pure numpy; used offline by the pipeline (static masking) and by
-training for ``--dynamic-masking``.
+Pure numpy, and part of the dataset contract: ``data_prep`` masks with it when it
+builds a dataset (static masking), training re-masks with it for
+``--dynamic-masking``, with the rules the manifest records, so both follow the same
+rules.
 """
 
 from __future__ import annotations
