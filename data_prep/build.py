@@ -21,6 +21,7 @@ from typing import Any
 from tacl_scale.data.manifest import MANIFEST_NAME
 from tacl_scale.data.masking import MaskingConfig
 
+from . import units as units_mod
 from .config import BuildConfig, CleaningConfig, InputConfig, OutputConfig
 from .instances import InstanceConfig
 from .sentences import SentenceConfig
@@ -42,6 +43,7 @@ class CommandLine:
     config: BuildConfig
     beam_args: list[str]
     quiet: bool = False
+    resume: bool = False
 
 
 def parse_args(argv: list[str] | None = None) -> CommandLine:
@@ -68,6 +70,9 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     io.add_argument("--validation-shards", type=int, default=1, help="shards of the validation split")
     io.add_argument("--overwrite", action="store_true",
                     help="replace an existing dataset in --output")
+    io.add_argument("--resume", action="store_true",
+                    help="continue a build of the same command that was killed: work units it completed are "
+                    "reused, the output is byte-identical to an uninterrupted build")
     io.add_argument("--no-multistream-index", action="store_true",
                     help="read a multistream dump as one unit even if its -index.txt.bz2 is beside it")
     io.add_argument("--unit-mb", type=float, default=8,
@@ -124,7 +129,7 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
         )
     except ValueError as err:
         p.error(str(err))
-    return CommandLine(config, beam_args, args.quiet)
+    return CommandLine(config, beam_args, args.quiet, args.resume)
 
 
 def _is_build_leftover(path: Path) -> bool:
@@ -132,13 +137,32 @@ def _is_build_leftover(path: Path) -> bool:
     return path.name == TMP_DIR_NAME or path.name.startswith(("shard-", "validation-", f".{MANIFEST_NAME}."))
 
 
-def _prepare_output(config: BuildConfig) -> None:
+def _prepare_output(config: BuildConfig, units: list[Any], resume: bool) -> None:
     """Refuse to touch an existing dataset or a directory of other files unless
     ``overwrite``; an old dataset is made unreadable first (its manifest goes first).
-    Leftovers of an unfinished build (no manifest) are simply cleared. Files that
-    are not ours are never removed."""
+    Leftovers of an unfinished build (no manifest) are cleared, except, with
+    ``resume``, the work units it completed (see :mod:`data_prep.units`). Files
+    that are not ours are never removed."""
     directory = Path(config.output.directory)
     manifest = directory / MANIFEST_NAME
+    tmp_dir = directory / TMP_DIR_NAME
+    digest = units_mod.fingerprint(config.to_dict(), units)
+    if resume and manifest.exists():
+        raise BuildError(f"{directory}: holds a finished dataset, there is nothing to resume")
+    if resume and tmp_dir.is_dir():
+        problem = units_mod.resumable(tmp_dir, digest)
+        if problem is not None:
+            raise BuildError(f"--resume: {problem}")
+        kept, removed = units_mod.discard_incomplete(tmp_dir)
+        for path in directory.iterdir():  # shards of the interrupted run are rebuilt
+            if path != tmp_dir and _is_build_leftover(path):
+                path.unlink()
+        log.info("resuming: %d of %d work unit(s) already done, reading the other %d (%d incomplete file(s) "
+                 "discarded)", kept, len(units), len(units) - kept, removed)
+        units_mod.start_run(tmp_dir, digest, units)
+        return
+    if resume:
+        log.info("--resume: %s holds no interrupted build; starting from the beginning", directory)
     if manifest.exists():
         if not config.output.overwrite:
             raise BuildError(f"{directory}: already holds a dataset; pass --overwrite to replace it")
@@ -155,11 +179,13 @@ def _prepare_output(config: BuildConfig) -> None:
             if _is_build_leftover(path):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     directory.mkdir(parents=True, exist_ok=True)
+    units_mod.start_run(tmp_dir, digest, units)
 
 
-def run_build(config: BuildConfig, beam_args: list[str] | None = None) -> Path:
+def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: bool = False) -> Path:
     """Check the inputs, run the Beam pipeline, return the manifest path. Raises
-    :class:`BuildError` with a message naming the file and the problem."""
+    :class:`BuildError` with a message naming the file and the problem. ``resume``
+    reuses the work units an interrupted build of the same settings completed."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -180,7 +206,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None) -> Path:
             f"--max-seq-len {max_len} is larger than the {tokenizer.max_positions} positions "
             f"a model of tokenizer {config.tokenizer.path} supports"
         )
-    _prepare_output(config)
+    _prepare_output(config, units, resume)
 
     options = PipelineOptions(beam_args)
     facts = TokenizerFacts(tokenizer.vocab_size, dict(tokenizer.special_ids), tokenizer.replacement_ids())
@@ -194,6 +220,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None) -> Path:
         with beam.Pipeline(runner=_runner(options), options=options) as pipeline:
             build_pipeline(pipeline, units, config, facts, context)
     except Exception as err:
+        # A failure is about the input: nothing to resume (a killed build never gets here).
         shutil.rmtree(Path(config.output.directory) / TMP_DIR_NAME, ignore_errors=True)
         raise BuildError(f"build failed, no dataset written: {_root_message(err)}") from err
     manifest = Path(config.output.directory) / MANIFEST_NAME
@@ -259,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:
         handler.addFilter(_DropBeamImportNoise())
     try:
-        manifest_path = run_build(command.config, command.beam_args)
+        manifest_path = run_build(command.config, command.beam_args, command.resume)
     except BuildError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -37,6 +37,7 @@ from .shards import (
     write_manifest_atomically,
 )
 from .sources import ReadProgress, WorkUnit, read_records
+from .units import part_prefix, progress_line, read_marker, unit_bytes, write_marker
 
 log = logging.getLogger(__name__)
 METRICS_NAMESPACE = "data_prep"
@@ -66,10 +67,19 @@ class PrepareDocuments(beam.DoFn):
             skips[kind] = skips.get(kind, 0) + 1
             Metrics.counter(METRICS_NAMESPACE, f"skipped_{kind}").inc()
 
+        tmp_dir = Path(self.config.output.directory) / TMP_DIR_NAME
+        prefix = part_prefix(tmp_dir, unit)
+        done = read_marker(prefix)
+        if done is not None:  # completed before this (resumed) build started
+            log.info("reused %s: completed before the build was resumed (%d documents)", unit.describe(),
+                     done["documents"])
+            for kind, count in done["skips"].items():
+                Metrics.counter(METRICS_NAMESPACE, f"skipped_{kind}").inc(count)
+            yield from self._emit(str(prefix), done["shards"], done["skips"], done["documents"], tmp_dir)
+            return
         progress = ReadProgress(unit)
         records = read_records(unit, count_skip, progress)
-        tmp_dir = Path(self.config.output.directory) / TMP_DIR_NAME
-        spill = SpillWriter(tmp_dir, self.facts.token_dtype)
+        spill = SpillWriter(tmp_dir, self.facts.token_dtype, prefix)
         documents = chars = 0
         last_report = started
         try:
@@ -93,14 +103,24 @@ class PrepareDocuments(beam.DoFn):
         except BaseException:
             spill.abort()
             raise
-        prefix = spill.close()
-        Metrics.counter(METRICS_NAMESPACE, "documents").inc(documents)
+        spill.close()
+        shards = sorted(spill.shards)
+        write_marker(prefix, {"unit": unit.describe(), "bytes": unit_bytes(unit), "shards": shards,
+                              "skips": skips, "documents": documents})
         elapsed = time.monotonic() - started
         log.info(
             "read %s: %d documents, %.1f MB of text in %.1f s (%.2f MB/s)",
             unit.describe(), documents, chars / 1e6, elapsed, chars / 1e6 / max(elapsed, 1e-9),
         )
-        for shard in sorted(spill.shards):
+        yield from self._emit(str(prefix), shards, skips, documents, tmp_dir)
+
+    def _emit(self, prefix: str, shards: list[int], skips: dict[str, int], documents: int,
+              tmp_dir: Path) -> Iterator[Any]:
+        """A unit's outputs (the same whether it was read now or reused), and the
+        build-wide progress line."""
+        Metrics.counter(METRICS_NAMESPACE, "documents").inc(documents)
+        log.info("progress: %s", progress_line(tmp_dir))
+        for shard in shards:
             yield (shard, prefix)
         for kind, count in skips.items():
             yield beam.pvalue.TaggedOutput("skips", (kind, count))

@@ -72,9 +72,9 @@ class TokenizerFacts:
 class SpillWriter:
     """Appends tokenized documents to one spill part (see module docstring)."""
 
-    def __init__(self, tmp_dir: str | os.PathLike, token_dtype: np.dtype) -> None:
+    def __init__(self, tmp_dir: str | os.PathLike, token_dtype: np.dtype, prefix: Path | None = None) -> None:
         Path(tmp_dir).mkdir(parents=True, exist_ok=True)
-        self.prefix = Path(tmp_dir) / f"part-{uuid.uuid4().hex}"
+        self.prefix = prefix or Path(tmp_dir) / f"part-{uuid.uuid4().hex}"
         self._ids = IndexedWriter(self.prefix, token_dtype)
         self._starts = IndexedWriter(f"{self.prefix}.wstart", np.uint8)
         self._docs = open(f"{self.prefix}.docs.jsonl", "w", encoding="utf-8")

@@ -100,12 +100,15 @@ def test_shards_open_with_megatron_core(en_dataset: PretrainDataset) -> None:
     assert len(meg.document_indices) == ours.manifest["shards"][0]["num_documents"] + 1
 
 
-def test_determinism_across_workers_and_seeds(tmp_path: Path) -> None:
+def test_determinism_across_workers_and_seeds(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     common = ["--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
               "--tokenizer", str(ZH_VOCAB), "--num-shards", "3", "--min-doc-chars", "10"]
     one = build_dataset(tmp_path / "one", *common, "--direct_num_workers", "1")
-    two = build_dataset(tmp_path / "two", *common, "--direct_num_workers", "2",
-                        "--direct_running_mode", "multi_processing")
+    with caplog.at_level("INFO"):
+        two = build_dataset(tmp_path / "two", *common, "--direct_num_workers", "2",
+                            "--direct_running_mode", "multi_processing")
+    # the build-wide progress line comes from the worker processes too
+    assert "progress: work units 1/1 done" in caplog.text
     other = build_dataset(tmp_path / "other", *common, "--seed", "7")
     assert shard_bytes(one) == shard_bytes(two)
     assert len(shard_bytes(one)) == 3 * 7
