@@ -2,7 +2,7 @@
 
 Building (``Trainer(config, dist)``): the datasets, the student and its frozen
 teacher, the DeepSpeed engine around the student (optimizer and schedule included),
-the resume state, the data loader from the saved data position, the held-out
+the resume state, the data loader from the saved global data position, the validation
 batches and the metrics logger. Running: every iteration of :meth:`Trainer.train`
 is ``train_step`` → log → maybe evaluate → maybe checkpoint → preemption check.
 
@@ -357,8 +357,8 @@ class Trainer:
         tmp.replace(self.run_dir / RUN_FILE)
 
     def _build_data(self) -> tuple[Iterator[dict[str, Any]], list[dict[str, Any]]]:
-        """This rank's micro-batches from the saved position, and (rank 0) the
-        held-out batches, padded, on the device."""
+        """This rank's micro-batches of the global order from the saved position,
+        and (rank 0) the validation batches, padded, on the device."""
         config, optim = self.config, self.config.optim
         data = BlendedDatasets(self.datasets, config.data.weights, config.seed)
         order = GlobalOrder(len(data), config.seed)
