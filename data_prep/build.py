@@ -189,7 +189,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from .pipeline import build_pipeline
+    from .pipeline import build_pipeline, finalize
 
     beam_args = list(beam_args or [])
     try:
@@ -208,7 +208,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
         )
     _prepare_output(config, units, resume)
 
-    options = PipelineOptions(beam_args)
+    options = PipelineOptions(_dask_defaults(beam_args))
     facts = TokenizerFacts(tokenizer.vocab_size, dict(tokenizer.special_ids), tokenizer.replacement_ids())
     context = {
         "tokenizer": tokenizer.describe(),
@@ -217,16 +217,34 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     }
     log.info("%d input file(s), %d work unit(s) -> %s", len(paths), len(units), config.output.directory)
     try:
-        with beam.Pipeline(runner=_runner(options), options=options) as pipeline:
-            build_pipeline(pipeline, units, config, facts, context)
+        pipeline = beam.Pipeline(runner=_runner(options), options=options)
+        build_pipeline(pipeline, units, config, facts)
+        result = pipeline.run()
+        try:
+            result.wait_until_finish()
+        finally:
+            client = getattr(result, "client", None)  # the DaskRunner leaves its client open
+            if client is not None:
+                client.close()
+        manifest = finalize(config, facts, context)
     except Exception as err:
         # A failure is about the input: nothing to resume (a killed build never gets here).
         shutil.rmtree(Path(config.output.directory) / TMP_DIR_NAME, ignore_errors=True)
         raise BuildError(f"build failed, no dataset written: {_root_message(err)}") from err
-    manifest = Path(config.output.directory) / MANIFEST_NAME
-    if not manifest.exists():
-        raise BuildError(f"{manifest}: the pipeline finished without writing the manifest")
     return manifest
+
+
+DASK_RUNNER_NAMES = ("DaskRunner", "dask", "apache_beam.runners.dask.dask_runner.DaskRunner")
+
+
+def _dask_defaults(beam_args: list[str]) -> list[str]:
+    """On the DaskRunner, one work unit per Dask partition (its default packs 128
+    into one, which leaves all but one worker idle), unless the user chose."""
+    joined = " ".join(beam_args)
+    dask = any(f"--runner={n}" in joined or f"--runner {n}" in joined for n in DASK_RUNNER_NAMES)
+    if dask and "--dask_npartitions" not in joined and "--dask_partition_size" not in joined:
+        return [*beam_args, "--dask_partition_size=1"]
+    return beam_args
 
 
 def _runner(options: Any) -> Any:
@@ -239,6 +257,10 @@ def _runner(options: Any) -> Any:
     from apache_beam.options.pipeline_options import StandardOptions
 
     name = options.view_as(StandardOptions).runner
+    if name in DASK_RUNNER_NAMES:  # Beam knows it by its module path only
+        from apache_beam.runners.dask.dask_runner import DaskRunner
+
+        return DaskRunner()
     if name not in (None, "DirectRunner", "direct"):
         return None  # Beam resolves the named runner
     from apache_beam.portability.api import beam_provision_api_pb2

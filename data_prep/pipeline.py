@@ -1,21 +1,28 @@
 """The Apache Beam pipeline: a thin layer that distributes the plain functions of
-``sources``, ``documents`` and ``shards`` over a runner (DirectRunner, Flink, Spark,
-Dataflow — unchanged code).
+``sources``, ``documents`` and ``shards`` over a runner (DirectRunner, DaskRunner,
+Flink, Spark, Dataflow — unchanged code).
 
-    work units ─Reshuffle─▶ PrepareDocuments ──(shard, spill part)──▶ GroupByKey
-        │                        └─skips─▶ CombinePerKey(sum) ──────────┐
-        └──────────────────────────────────────▶ BuildShard ─▶ ToList ─┴─▶ Finalize
+    work units ─Reshuffle─▶ PrepareDocuments ──(shard key, spill part)──▶ GroupByKey ─▶ BuildShard
+
+It uses only what every runner translates the same way: Create, Reshuffle, ParDos
+with one output, GroupByKey; no tagged outputs, side inputs or combiners (the
+DaskRunner, for one, merges a ParDo's tagged outputs into its main output). What
+the steps report travels through the shared temporary directory instead: each work
+unit's completion marker holds its skip counts (:mod:`data_prep.units`) and each
+shard's manifest entry is written to ``_tmp/entries/``. After the pipeline,
+:func:`finalize` runs in the driver: it fills in empty shards, removes the
+temporary directory and writes ``manifest.json`` last.
 
 Shards are keyed: training shards ``0 .. N-1`` and, with ``--validation-fraction``,
 validation shards after them (``OutputConfig.shard_keys``), so a validation
 document is grouped, paired and masked only with other validation documents.
-``Finalize`` writes empty shards for keys no document hashed to, removes the
-temporary directory and writes ``manifest.json`` last.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -37,7 +44,7 @@ from .shards import (
     write_manifest_atomically,
 )
 from .sources import ReadProgress, WorkUnit, read_records
-from .units import part_prefix, progress_line, read_marker, unit_bytes, write_marker
+from .units import completed_units, part_prefix, progress_line, read_marker, unit_bytes, write_marker
 
 log = logging.getLogger(__name__)
 METRICS_NAMESPACE = "data_prep"
@@ -116,54 +123,63 @@ class PrepareDocuments(beam.DoFn):
 
     def _emit(self, prefix: str, shards: list[int], skips: dict[str, int], documents: int,
               tmp_dir: Path) -> Iterator[Any]:
-        """A unit's outputs (the same whether it was read now or reused), and the
-        build-wide progress line."""
+        """A unit's outputs (the same whether it was read now or reused; its skip
+        counts are in its marker), and the build-wide progress line."""
         Metrics.counter(METRICS_NAMESPACE, "documents").inc(documents)
         log.info("progress: %s", progress_line(tmp_dir))
         for shard in shards:
             yield (shard, prefix)
-        for kind, count in skips.items():
-            yield beam.pvalue.TaggedOutput("skips", (kind, count))
 
 
 class BuildShard(beam.DoFn):
-    """Build one shard from the spill parts holding its documents."""
+    """Build one shard from the spill parts holding its documents; its manifest
+    entry goes to ``_tmp/entries/`` for :func:`finalize`."""
 
     def __init__(self, config: BuildConfig, facts: TokenizerFacts) -> None:
         self.config = config
         self.facts = facts
 
-    def process(self, element: tuple[int, Any]) -> Iterator[dict[str, Any]]:
+    def process(self, element: tuple[int, Any]) -> Iterator[int]:
         shard, prefixes = element
         started = time.monotonic()
         entry = build_shard(shard, list(prefixes), self.config, self.facts)
+        write_entry(Path(self.config.output.directory) / TMP_DIR_NAME, entry)
         Metrics.counter(METRICS_NAMESPACE, "instances").inc(entry["num_instances"])
         log.info(
             "built %s: %d documents, %d instances in %.1f s",
             entry["name"], entry["num_documents"], entry["num_instances"],
             time.monotonic() - started,
         )
-        yield entry
+        yield shard
 
 
-def finalize(
-    _: Any,
-    shards: list[dict[str, Any]],
-    skips: list[tuple[str, int]],
-    config: BuildConfig,
-    facts: TokenizerFacts,
-    context: dict[str, Any],
-) -> str:
-    """Complete the dataset: fill in empty shards, drop the temporary files and
-    write the manifest (last)."""
-    built = {s["key"] for s in shards}
-    shards = list(shards) + [build_shard(k, [], config, facts) for k in config.output.shard_keys if k not in built]
-    skip_counts = dict.fromkeys(SKIP_KINDS, 0)
-    for kind, count in skips:
-        skip_counts[kind] = skip_counts.get(kind, 0) + count
-    skip_counts["duplicate_documents"] += sum(s["duplicate_documents"] for s in shards)
+ENTRIES_DIR = "entries"
+
+
+def write_entry(tmp_dir: Path, entry: dict[str, Any]) -> None:
+    """A built shard's manifest entry, written by rename."""
+    directory = tmp_dir / ENTRIES_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{entry['key']}.json.tmp"
+    tmp.write_text(json.dumps(entry), encoding="utf-8")
+    os.replace(tmp, directory / f"{entry['key']}.json")
+
+
+def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]) -> Path:
+    """Complete the dataset after the pipeline: gather the shard entries and the
+    units' skip counts, fill in empty shards, drop the temporary files and write
+    the manifest (last)."""
     directory = Path(config.output.directory)
-    shutil.rmtree(directory / TMP_DIR_NAME, ignore_errors=True)
+    tmp_dir = directory / TMP_DIR_NAME
+    shards = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((tmp_dir / ENTRIES_DIR).glob("*.json"))]
+    built = {s["key"] for s in shards}
+    shards += [build_shard(k, [], config, facts) for k in config.output.shard_keys if k not in built]
+    skip_counts = dict.fromkeys(SKIP_KINDS, 0)
+    for marker in completed_units(tmp_dir):
+        for kind, count in marker["skips"].items():
+            skip_counts[kind] = skip_counts.get(kind, 0) + count
+    skip_counts["duplicate_documents"] += sum(s["duplicate_documents"] for s in shards)
+    shutil.rmtree(tmp_dir, ignore_errors=True)
     if sum(s["num_instances"] for s in shards if s["split"] == "train") == 0:
         raise EmptyDatasetError(
             f"{directory}: no instance was built from {len(context['sources'])} input file(s); "
@@ -180,47 +196,19 @@ def finalize(
         context["pipeline_options"],
         facts,
     )
-    return str(write_manifest_atomically(directory, manifest))
+    return write_manifest_atomically(directory, manifest)
 
 
-def build_pipeline(
-    pipeline: beam.Pipeline,
-    units: list[WorkUnit],
-    config: BuildConfig,
-    facts: TokenizerFacts,
-    context: dict[str, Any],
-) -> beam.PCollection:
-    """Attach the dataset build to ``pipeline``; returns the manifest path
-    PCollection."""
-    prepared = (
+def build_pipeline(pipeline: beam.Pipeline, units: list[WorkUnit], config: BuildConfig,
+                   facts: TokenizerFacts) -> beam.PCollection:
+    """Attach stages 1 and 2 of the build to ``pipeline`` (run :func:`finalize`
+    once it has finished)."""
+    return (
         pipeline
         | "WorkUnits" >> beam.Create(units)
         # Spread the units over workers (Create would keep them in one bundle).
         | "Distribute" >> beam.Reshuffle()
-        | "PrepareDocuments" >> beam.ParDo(PrepareDocuments(config, facts)).with_outputs(
-            "skips", main="parts"
-        )
-    )
-    shards = (
-        prepared.parts
+        | "PrepareDocuments" >> beam.ParDo(PrepareDocuments(config, facts))
         | "GroupPartsByShard" >> beam.GroupByKey()
         | "BuildShard" >> beam.ParDo(BuildShard(config, facts))
-        | "CollectShards" >> beam.combiners.ToList()
-    )
-    skips = (
-        prepared.skips
-        | "SumSkips" >> beam.CombinePerKey(sum)
-        | "CollectSkips" >> beam.combiners.ToList()
-    )
-    return (
-        pipeline
-        | "FinalizeTrigger" >> beam.Create([None])
-        | "Finalize" >> beam.Map(
-            finalize,
-            shards=beam.pvalue.AsSingleton(shards),
-            skips=beam.pvalue.AsSingleton(skips),
-            config=config,
-            facts=facts,
-            context=context,
-        )
     )

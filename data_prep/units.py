@@ -71,6 +71,11 @@ def read_marker(prefix: Path) -> dict[str, Any] | None:
     return json.loads(marker.read_text(encoding="utf-8"))
 
 
+def completed_units(tmp_dir: Path) -> list[dict[str, Any]]:
+    """The markers of every completed unit (what each produced)."""
+    return [json.loads(m.read_text(encoding="utf-8")) for m in sorted(tmp_dir.glob(f"part-*{MARKER_SUFFIX}"))]
+
+
 def fingerprint(config_dict: dict[str, Any], units: Iterable[WorkUnit]) -> str:
     """What the spill parts depend on: the build configuration (but whether an old
     dataset may be overwritten) and the units."""
@@ -124,7 +129,7 @@ def progress_line(tmp_dir: Path) -> str:
     """Units done of all, input MB done, this run's rate and the ETA (from the
     markers every worker leaves in ``tmp_dir``)."""
     record = json.loads((tmp_dir / BUILD_RECORD).read_text(encoding="utf-8"))
-    markers = [json.loads(m.read_text(encoding="utf-8")) for m in tmp_dir.glob(f"part-*{MARKER_SUFFIX}")]
+    markers = completed_units(tmp_dir)
     done_bytes = sum(m["bytes"] for m in markers)
     now = time.time()
     this_run = sum(m["bytes"] for m in markers if m["finished_at"] >= record["started"])
