@@ -162,3 +162,42 @@ def test_impossible_global_batch_is_refused(slurm: Path, tmp_path: Path) -> None
     info = wait(job)
     assert info["JobState"] == "FAILED" and info["ExitCode"] == "2:0"
     assert "global batch 10 is not micro-batch 4 x 2 tasks" in _logs(tmp_path)
+
+
+def _data_files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file() and p.name != "manifest.json"}
+
+
+def test_prep_wiki_on_two_nodes_runs_a_dask_cluster(slurm: Path, tmp_path: Path) -> None:
+    """--nodes=2: a Dask scheduler on the first node, a worker on each, the build on
+    Beam's DaskRunner; the same data files as a DirectRunner build; the cluster is
+    stopped at the end, also when the build fails."""
+    from conftest import build_dataset
+
+    from data_prep.multistream import main as multistream_main
+
+    dump = tmp_path / "enwiki-multistream.xml.bz2"
+    assert multistream_main([str(EN_DUMP), str(dump), "--pages-per-stream", "10"]) == 0
+    args = ["--input", str(dump), "--tokenizer", str(EN_VOCAB), "--num-shards", "2", "--dupe-factor", "1",
+            "--max-seq-len", "128", "--unit-mb", "0.1"]
+    job = submit(["--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=1", "slurm/prep_wiki.sh", *args,
+                  "--quiet", "--output", str(tmp_path / "dask")], tmp_path)
+    info = wait(job)
+    assert info["JobState"] == "COMPLETED" and info["NodeList"] == "n[1-2]", (info, _logs(tmp_path))
+    assert "Dask cluster of 2 node(s) × 1 worker(s)" in _logs(tmp_path)
+    ds = PretrainDataset(tmp_path / "dask")
+    assert ds.manifest["pipeline_options"]["runner"] == "DaskRunner"
+    direct = build_dataset(tmp_path / "direct", *args)
+    assert _data_files(tmp_path / "dask") == _data_files(direct)
+    assert not list(tmp_path.glob(".dask-scheduler-*"))
+    assert "dask" not in subprocess.run(["pgrep", "-af", f"dask-scheduler-{job}"], capture_output=True,
+                                        text=True).stdout
+
+    failing = submit(["--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=1", "slurm/prep_wiki.sh", *args[:2],
+                      "--tokenizer", str(tmp_path / "missing-vocab.txt"), "--output", str(tmp_path / "bad")],
+                     tmp_path)
+    info = wait(failing)
+    assert info["JobState"] == "FAILED", (info, _logs(tmp_path))
+    assert "missing-vocab.txt" in _logs(tmp_path)
+    assert "dask" not in subprocess.run(["pgrep", "-af", f"dask-scheduler-{failing}"], capture_output=True,
+                                        text=True).stdout
