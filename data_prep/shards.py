@@ -83,11 +83,8 @@ class SpillWriter:
     def add(self, shard: int, document: TokenizedDocument) -> None:
         if not document.sentences:
             return  # nothing to pair; the document processor counts such skips
-        for sentence in document.sentences:
-            self._ids.add(sentence.ids)
-            self._starts.add(sentence.word_starts.astype(np.uint8))
-        self._ids.end_document()
-        self._starts.end_document()
+        self._ids.add_document([sentence.ids for sentence in document.sentences])
+        self._starts.add_document([sentence.word_starts.astype(np.uint8) for sentence in document.sentences])
         self._docs.write(json.dumps([document.doc_id, shard], ensure_ascii=False) + "\n")
         self.shards.add(shard)
 
@@ -219,6 +216,11 @@ def build_shard(
         tmp_dir / f"{name}.masked_positions", np.uint16
     ) as positions_out, IndexedWriter(tmp_dir / f"{name}.masked_tokens", facts.token_dtype) as placed_out:
         for doc_index, doc_id in enumerate(docs.doc_ids):
+            # One document's instances are written together (one range check, one write).
+            doc_tokens: list[np.ndarray] = []
+            doc_positions: list[np.ndarray] = []
+            doc_placed: list[np.ndarray] = []
+            doc_starts: list[np.ndarray] = []
             for dupe in range(config.dupe_factor):
                 pair_rng, mask_rng = seeded_generators(config.seed, doc_id, dupe)
                 pairs = create_pairs_from_document(
@@ -239,11 +241,11 @@ def build_shard(
                         tokens, maskable, word_starts, config.masking, max_predictions,
                         specials["mask"], facts.replacement_ids, mask_rng,
                     )
-                    tokens_out.add(tokens)
-                    positions_out.add(masked.positions)
-                    placed_out.add(masked.placed)
+                    doc_tokens.append(tokens)
+                    doc_positions.append(masked.positions)
+                    doc_placed.append(masked.placed)
                     if starts_out is not None:
-                        starts_out.add(word_starts.astype(np.uint8))
+                        doc_starts.append(word_starts.astype(np.uint8))
                     len_a.append(len(a))
                     nsp.append(int(pair.is_random_next))
 
@@ -251,19 +253,20 @@ def build_shard(
                     stats["num_tokens"] += len(tokens)
                     stats["num_random_next"] += int(pair.is_random_next)
                     stats["num_masked"] += len(masked.positions)
-                    stats["num_maskable"] += int(maskable.sum())
+                    stats["num_maskable"] += int(np.count_nonzero(maskable))
                     is_mask = masked.placed == specials["mask"]
                     is_kept = ~is_mask & (masked.placed == tokens[masked.positions])
-                    stats["mask_token"] += int(is_mask.sum())
-                    stats["kept_token"] += int(is_kept.sum())
-                    stats["random_token"] += int((~is_mask & ~is_kept).sum())
+                    mask_count, kept_count = int(np.count_nonzero(is_mask)), int(np.count_nonzero(is_kept))
+                    stats["mask_token"] += mask_count
+                    stats["kept_token"] += kept_count
+                    stats["random_token"] += len(masked.placed) - mask_count - kept_count
                     bin_start = (len(tokens) - 1) // LENGTH_BIN * LENGTH_BIN
                     histogram[bin_start] = histogram.get(bin_start, 0) + 1
-            tokens_out.end_document()
-            positions_out.end_document()
-            placed_out.end_document()
+            tokens_out.add_document(doc_tokens)
+            positions_out.add_document(doc_positions)
+            placed_out.add_document(doc_placed)
             if starts_out is not None:
-                starts_out.end_document()
+                starts_out.add_document(doc_starts)
     if starts_out is not None:
         starts_out.close()
     meta = np.zeros(len(len_a), dtype=META_DTYPE)
