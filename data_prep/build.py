@@ -8,12 +8,14 @@ unchanged (``--runner FlinkRunner --flink_master ...``, ``--direct_num_workers 4
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import re
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,7 @@ class CommandLine:
     beam_args: list[str]
     quiet: bool = False
     resume: bool = False
+    verbose: bool = False
 
 
 def parse_args(argv: list[str] | None = None) -> CommandLine:
@@ -102,7 +105,11 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                       help="copies of the data with different masks and pairings")
     inst.add_argument("--whole-word-masking", action="store_true")
     inst.add_argument("--seed", type=int, default=12345)
-    p.add_argument("--quiet", action="store_true", help="log warnings only")
+    chatter = p.add_mutually_exclusive_group()
+    chatter.add_argument("--quiet", action="store_true", help="print warnings and the summary only")
+    chatter.add_argument("--verbose", action="store_true",
+                         help="print the runner's and its workers' logs too (by default they go to "
+                         "OUTPUT.build.log beside the output)")
     args, beam_args = p.parse_known_args(argv)
 
     try:
@@ -129,7 +136,7 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
         )
     except ValueError as err:
         p.error(str(err))
-    return CommandLine(config, beam_args, args.quiet, args.resume)
+    return CommandLine(config, beam_args, args.quiet, args.resume, args.verbose)
 
 
 def _is_build_leftover(path: Path) -> bool:
@@ -292,28 +299,88 @@ def _root_message(err: BaseException) -> str:
     return text.splitlines()[-1] if text else type(err).__name__
 
 
-class _DropBeamImportNoise(logging.Filter):
+_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# How Beam's local runner relays a worker process's log record to the driver.
+_RELAYED = re.compile(r'message: "(?P<message>(?:[^"\\]|\\.)*)".*log_location: "[^"]*/data_prep/', re.DOTALL)
+
+
+class _ProjectRecords(logging.Filter):
+    """On the console, only the build's own records: those of ``data_prep`` loggers,
+    and the ones Beam relays from worker processes (shown as their message alone)."""
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return "apitools not found" not in record.getMessage()
+        if record.name.startswith("data_prep"):
+            return True
+        relayed = _RELAYED.search(record.getMessage()) if record.name.startswith("apache_beam") else None
+        if relayed is None:
+            return False
+        record.msg, record.args, record.name = relayed.group("message"), None, "data_prep.worker"
+        return True
+
+
+def log_file_for(output: str) -> Path:
+    """Where the runner's and workers' own logs go: ``OUTPUT.build.log`` beside the output."""
+    out = Path(output)
+    return out.parent / f"{out.name}.build.log"
+
+
+@contextlib.contextmanager
+def _logging_for(command: CommandLine) -> Iterator[Path]:
+    """The build's own progress on the console; everything (Beam, its worker
+    processes, Dask) in the log file. ``--verbose`` shows everything on the
+    console too; ``--quiet`` only warnings and errors. Worker processes inherit the
+    output descriptors, so during the build they point at the log file while the
+    console keeps a duplicate of the original stderr."""
+    log_file = log_file_for(command.config.output.directory)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    console_fd = os.dup(2)
+    console = logging.StreamHandler(os.fdopen(console_fd, "w", buffering=1))
+    console.setFormatter(logging.Formatter(_FORMAT))
+    console.setLevel(logging.WARNING if command.quiet else logging.INFO)
+    if not command.verbose:
+        console.addFilter(_ProjectRecords())
+    to_file = logging.FileHandler(log_file, encoding="utf-8")
+    to_file.setFormatter(logging.Formatter(_FORMAT))
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    root.setLevel(logging.INFO)
+    root.handlers = [to_file, console]
+    saved_fds = (os.dup(1), os.dup(2))
+    try:
+        if not command.verbose:
+            with open(log_file, "ab") as sink:
+                os.dup2(sink.fileno(), 1)
+                os.dup2(sink.fileno(), 2)
+        yield log_file
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_fds[0], 1)
+        os.dup2(saved_fds[1], 2)
+        for fd in saved_fds:
+            os.close(fd)
+        root.handlers = saved[1]
+        root.setLevel(saved[0])
+        to_file.close()
+        console.close()
 
 
 def main(argv: list[str] | None = None) -> int:
     from .inspect import format_summary
 
     command = parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING if command.quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_DropBeamImportNoise())
-    try:
-        manifest_path = run_build(command.config, command.beam_args, command.resume)
-    except BuildError as err:
-        print(f"error: {err}", file=sys.stderr)
+    with _logging_for(command) as log_file:
+        try:
+            manifest_path = run_build(command.config, command.beam_args, command.resume)
+        except BuildError as err:
+            error = f"error: {err} (runner log: {log_file})"
+        else:
+            error = None
+    if error is not None:
+        print(error, file=sys.stderr)
         return 1
     manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
     print(format_summary(manifest, str(manifest_path.parent)))
+    print(f"runner log: {log_file}")
     return 0
 
 

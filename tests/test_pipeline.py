@@ -363,3 +363,28 @@ def test_build_cli_help_and_run_build_api(tmp_path: Path) -> None:
     assert command.beam_args == ["--runner", "DirectRunner", "--direct_num_workers", "2"]
     assert config.instances.max_seq_len == 256 and config.masking.masked_lm_prob == 0.15
     assert config.dupe_factor == 5 and config.output.num_shards == 1
+
+
+def test_the_console_shows_the_builds_own_lines_and_the_log_file_the_rest(tmp_path: Path) -> None:
+    """With worker processes, Beam's and the workers' chatter goes to OUTPUT.build.log;
+    the console keeps the build's progress and summary. --verbose shows it all."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    args = [sys.executable, "-m", "data_prep.build", "--input", str(ZH_TEXT), "--format", "text", "--language",
+            "zh", "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--direct_num_workers", "2",
+            "--direct_running_mode", "multi_processing"]
+    quiet = subprocess.run([*args, "--output", str(tmp_path / "ds")], cwd=ROOT, capture_output=True, text=True,
+                           timeout=600)
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    lines = [line for line in quiet.stderr.splitlines() if line.strip()]
+    assert lines and all(" data_prep." in line for line in lines), lines
+    assert any("progress: work units 1/1 done" in line for line in lines)
+    assert "instances" in quiet.stdout and "runner log:" in quiet.stdout
+    log = (tmp_path / "ds.build.log").read_text()
+    assert "apache_beam" in log and "progress: work units 1/1 done" in log
+    verbose = subprocess.run([*args, "--output", str(tmp_path / "ds2"), "--verbose"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=600)
+    assert verbose.returncode == 0 and "apache_beam" in verbose.stderr
