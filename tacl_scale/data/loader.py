@@ -3,8 +3,8 @@ rank's micro-batches of the global order (:mod:`tacl_scale.data.shuffle`) from a
 resumable global position, and the collate function that pads or packs instances
 into tensors.
 
-Only numpy here; tensors are made in :func:`collate` (torch is imported there), so
-data-prep code can import this package without torch.
+Tensors are made in :func:`collate` only (torch is imported there); everything
+before it works on numpy arrays, in the DataLoader's worker processes.
 """
 
 from __future__ import annotations
