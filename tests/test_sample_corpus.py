@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import hashlib
 import re
 import subprocess
 import sys
@@ -14,7 +15,11 @@ import mwparserfromhell
 import pytest
 
 from data_prep.sample_corpus import (
+    _FILLERS,
+    _PLACEHOLDER,
+    LANGUAGES,
     OTHER_NAMESPACE_PAGES,
+    _language_data,
     generate_wiki_xml,
     main,
     num_redirects,
@@ -92,6 +97,20 @@ def test_different_seed_gives_different_output(language: str) -> None:
 
 def test_languages_differ() -> None:
     assert generate_wiki_xml(10, 0, "en") != generate_wiki_xml(10, 0, "zh")
+
+
+# sha256 of generate_wiki_xml(60, 0, language). Any change to the data files, the
+# generator or its order of random draws changes these; update them only on purpose.
+GOLDEN_SHA256 = {
+    "en": "81f48eac1b77fe37cf31819ce30c3db1e3ef7d1c842e7d2a16440f5d571db653",
+    "zh": "90de2d2d9e97e35465961d0f9c03f33658dbc2fa98370738c5db2c7140c828da",
+}
+
+
+def test_output_is_pinned(en_xml: str, zh_xml: str) -> None:
+    for language, xml in (("en", en_xml), ("zh", zh_xml)):
+        digest = hashlib.sha256(xml.encode("utf-8")).hexdigest()
+        assert digest == GOLDEN_SHA256[language], f"the generated {language} corpus changed"
 
 
 def test_deterministic_across_processes() -> None:
@@ -340,6 +359,79 @@ def test_chinese_content(zh_pages: list[dict]) -> None:
     cjk = sum("\u4e00" <= ch <= "\u9fff" for ch in prose)
     latin = sum(ch.isascii() and ch.isalpha() for ch in prose)
     assert cjk > 5 * latin
+
+
+# -- data files and placeholder dispatch ---------------------------------------------
+
+# Placeholders filled from a fact of the article's subject (set by the generator
+# for some kinds only) or from values the caller passes to ``fill``.
+SUBJECT_FACTS = {
+    "Pos", "pos", "byear", "dyear", "dage", "bdate", "ddate", "bdate_tpl", "ddate_tpl",
+    "fyear", "fdate", "genus", "epithet", "family", "common", "binomial", "abbr",
+}  # fmt: skip
+CALLER_SUPPLIED = {"cat", "catdesc", "parentcat", "tpl_title"}
+
+
+def _data_strings(obj: object, key: str = "") -> list[tuple[str, str]]:
+    """(top-level key, string) for every string of the language data.
+
+    ``org_patterns`` are left out: their ``{base}``, ``{country}`` and ``{dem}``
+    are replaced directly, not filled as placeholders.
+    """
+    if isinstance(obj, str):
+        return [(key, obj)]
+    if isinstance(obj, dict):
+        return [item for k, v in obj.items() if k != "org_patterns" for item in _data_strings(v, key or k)]
+    if isinstance(obj, list):
+        return [item for v in obj for item in _data_strings(v, key)]
+    return []
+
+
+def _placeholder_names(language: str) -> set[str]:
+    """Placeholder names used by a language's templates, without digits and ``_plain``."""
+    return {
+        name.removesuffix("_plain").rstrip("0123456789")
+        for _, text in _data_strings(_language_data(language))
+        for name in _PLACEHOLDER.findall(text)
+    }
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_placeholder_has_a_source(language: str) -> None:
+    """Each placeholder is a filler of the dispatch table, a vocabulary list of the
+    language, a subject fact or a caller-supplied value."""
+    vocab = set(_language_data(language)["vocab"])
+    unknown = _placeholder_names(language) - set(_FILLERS) - vocab - SUBJECT_FACTS - CALLER_SUPPLIED
+    assert not unknown
+
+
+def test_dispatch_table_has_no_unused_entries() -> None:
+    used = set().union(*(_placeholder_names(language) for language in LANGUAGES))
+    assert set(_FILLERS) - used == set()
+
+
+def test_no_placeholder_the_filler_cannot_see() -> None:
+    """Every ``{word}`` field in the templates is one that ``_PLACEHOLDER`` matches."""
+    lookalike = re.compile(r"(?<!\{)\{[A-Za-z_][A-Za-z0-9_]*\}(?!\})")
+    invisible = [
+        (language, key, field)
+        for language in LANGUAGES
+        for key, text in _data_strings(_language_data(language))
+        for field in lookalike.findall(text)
+        if not _PLACEHOLDER.fullmatch(field)
+    ]
+    assert not invisible
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_data_files_are_package_data(language: str) -> None:
+    """The word lists load through importlib.resources and are listed as package data."""
+    data = _language_data(language)
+    assert data["code"] == language
+    assert _language_data(language) is data  # read once
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "sample_corpus_data/*.json" in pyproject["tool"]["setuptools"]["package-data"]["data_prep"]
 
 
 # -- writing files and the command line ---------------------------------------------------
