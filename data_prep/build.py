@@ -61,7 +61,8 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                     help="input files (glob, quote it); repeatable")
     io.add_argument("--format", choices=FORMATS, default="wiki-xml",
                     help="wiki-xml: MediaWiki dump (.xml, .xml.bz2, multistream); text: one "
-                    "sentence a line, blank line between documents; wikiextractor-json: "
+                    "sentence a line, blank line between documents; lines: one string a line, each its own "
+                    "document (a sentence list, as Mirror-BERT/SimCSE train on); wikiextractor-json: "
                     "WikiExtractor --json output")
     io.add_argument("--output", required=True, metavar="DIR", help="dataset directory")
     io.add_argument("--num-shards", type=int, default=1,
@@ -82,8 +83,9 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                     help="compressed MB of a multistream dump per unit of parallel work")
     text = p.add_argument_group("text")
     text.add_argument("--language", choices=("en", "zh"), default="en")
-    text.add_argument("--min-doc-chars", type=int, default=200,
-                      help="skip documents shorter than this after markup removal")
+    text.add_argument("--min-doc-chars", type=int, default=None,
+                      help="skip documents shorter than this after markup removal (default: 200; 1 with "
+                      "--format lines)")
     text.add_argument("--traditional-to-simplified", action="store_true",
                       help="Chinese: convert Traditional to Simplified (OpenCC t2s)")
     text.add_argument("--zh-segmenter", choices=("jieba", "pre-segmented"), default="jieba",
@@ -101,8 +103,12 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     inst.add_argument("--masked-lm-prob", type=float, default=0.15)
     inst.add_argument("--max-predictions-per-seq", type=int, default=None,
                       help="default: ceil(max_seq_len * masked_lm_prob)")
-    inst.add_argument("--dupe-factor", type=int, default=5,
-                      help="copies of the data with different masks and pairings")
+    inst.add_argument("--dupe-factor", type=int, default=None,
+                      help="copies of the data with different masks and pairings (default: 5; 1 with "
+                      "--single-segment)")
+    inst.add_argument("--single-segment", action="store_true",
+                      help="every sentence alone as [CLS] sentence [SEP]: no NSP pairs and no static masks, for "
+                      "train.py --objectives mirror (Mirror-BERT/SimCSE)")
     inst.add_argument("--whole-word-masking", action="store_true")
     inst.add_argument("--seed", type=int, default=12345)
     chatter = p.add_mutually_exclusive_group()
@@ -111,6 +117,11 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                          help="print the runner's and its workers' logs too (by default they go to "
                          "OUTPUT.build.log beside the output)")
     args, beam_args = p.parse_known_args(argv)
+    if args.single_segment and args.dupe_factor not in (None, 1):
+        p.error(f"--single-segment writes no masks or pairings, so --dupe-factor {args.dupe_factor} would write "
+                "identical copies: leave it at 1 (the trainer's epochs repeat the data)")
+    dupe_factor = args.dupe_factor if args.dupe_factor is not None else (1 if args.single_segment else 5)
+    min_doc_chars = args.min_doc_chars if args.min_doc_chars is not None else (1 if args.format == "lines" else 200)
 
     try:
         config = BuildConfig(
@@ -124,14 +135,14 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
             output=OutputConfig(os.path.abspath(args.output), args.num_shards, args.overwrite,
                                 args.validation_fraction, args.validation_shards),
             sentences=SentenceConfig(args.language, args.traditional_to_simplified),
-            cleaning=CleaningConfig(args.min_doc_chars, args.zh_segmenter),
-            instances=InstanceConfig(args.max_seq_len, args.short_seq_prob),
+            cleaning=CleaningConfig(min_doc_chars, args.zh_segmenter),
+            instances=InstanceConfig(args.max_seq_len, args.short_seq_prob, single_segment=args.single_segment),
             masking=MaskingConfig(
                 masked_lm_prob=args.masked_lm_prob,
                 max_predictions_per_seq=args.max_predictions_per_seq,
                 whole_word_masking=args.whole_word_masking,
             ),
-            dupe_factor=args.dupe_factor,
+            dupe_factor=dupe_factor,
             seed=args.seed,
         )
     except ValueError as err:

@@ -27,12 +27,15 @@ def format_summary(manifest: dict[str, Any], path: str) -> str:
         f"{tok['sha256'][:12]}…, lowercase {tok['lowercase']})",
         f"  documents {t['documents']:,}  instances {t['instances']:,}  tokens {t['tokens']:,}  "
         f"mean length {t['tokens'] / instances:.1f} / max {manifest['max_seq_len']}",
-        f"  NSP random next {t['random_next'] / instances:.1%}",
-        f"  masked {t['masked']:,} = {t['masked'] / max(t['maskable'], 1):.2%} of maskable tokens "
-        f"(target {masking['masked_lm_prob']:.0%}, at most {masking['max_predictions_per_seq']}"
-        f"{', whole words' if masking['whole_word_masking'] else ''}); "
-        f"[MASK] {t['mask_token'] / masked:.1%}  random {t['random_token'] / masked:.1%}  "
-        f"kept {t['kept_token'] / masked:.1%}",
+        *([f"  NSP random next {t['random_next'] / instances:.1%}",
+           f"  masked {t['masked']:,} = {t['masked'] / max(t['maskable'], 1):.2%} of maskable tokens "
+           f"(target {masking['masked_lm_prob']:.0%}, at most {masking['max_predictions_per_seq']}"
+           f"{', whole words' if masking['whole_word_masking'] else ''}); "
+           f"[MASK] {t['mask_token'] / masked:.1%}  random {t['random_token'] / masked:.1%}  "
+           f"kept {t['kept_token'] / masked:.1%}"]
+          if manifest.get("static_masks", True) else
+          ["  single-segment instances ([CLS] sentence [SEP]): no NSP pairs, no static masks "
+           "(train with --objectives mirror, or --dynamic-masking for mlm/tacl)"]),
         f"  dupe factor {manifest['dupe_factor']}, seed {manifest['seed']}, "
         f"{len(manifest['sources'])} source file(s), "
         f"{sum(s['bytes'] for s in manifest['sources']) / 1e6:.1f} MB",

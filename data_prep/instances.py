@@ -49,10 +49,18 @@ class InstanceConfig:
     max_seq_len: int = 256
     short_seq_prob: float = 0.1
     random_next_prob: float = 0.5
+    # Every sentence alone as ``[CLS] sentence [SEP]`` (truncated at the end), no
+    # pairs and no static masks: the input of the sentence-level mirror objective.
+    single_segment: bool = False
 
     def __post_init__(self) -> None:
         if self.max_seq_len < 5:
             raise ValueError(f"max_seq_len {self.max_seq_len} leaves no room for A and B")
+
+    @property
+    def kind(self) -> str:
+        """The manifest's ``instance_kind``: ``pairs`` or ``single-segment``."""
+        return "single-segment" if self.single_segment else "pairs"
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,7 @@ class PairSpec:
     """One instance before materialisation."""
 
     a: Segment
-    b: Segment
+    b: Segment | None  # None: a single-segment instance
     is_random_next: bool
 
 
@@ -169,11 +177,27 @@ def create_pairs_from_document(
     return pairs
 
 
+def single_segments(sentence_lengths: SentenceLengths, document_index: int, config: InstanceConfig) -> list[Segment]:
+    """Every sentence of a document as one segment, cut to ``max_seq_len - 2``
+    tokens (room for ``[CLS]`` and ``[SEP]``) at its end."""
+    room = config.max_seq_len - 2
+    return [Segment(document_index, k, k, 0, min(length, room)) for k, length in enumerate(sentence_lengths)]
+
+
 def segment_values(segment: Segment, store: TokenStore) -> np.ndarray:
     """The values of a segment (token ids, or a parallel per-token array such as
     word starts)."""
     joined = store.span(segment.document, segment.first, segment.last)
     return joined[segment.start : segment.stop]
+
+
+def assemble_single(a: np.ndarray, cls_id: int, sep_id: int) -> np.ndarray:
+    """``[CLS] A [SEP]`` as one int64 array."""
+    out = np.empty(len(a) + 2, dtype=np.int64)
+    out[0] = cls_id
+    out[1:-1] = a
+    out[-1] = sep_id
+    return out
 
 
 def assemble(a: np.ndarray, b: np.ndarray, cls_id: int, sep_id: int) -> np.ndarray:

@@ -185,7 +185,7 @@ def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]
             f"{directory}: no instance was built from {len(context['sources'])} input file(s); "
             f"skipped: {skip_counts}"
         )
-    for warning in random_b_pool_warnings(shards):
+    for warning in random_b_pool_warnings(shards, config.instances.single_segment):
         log.warning("%s", warning)
     manifest = make_manifest(
         config,

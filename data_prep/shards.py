@@ -33,11 +33,18 @@ from tacl_scale.data.manifest import (
     shard_file_names,
     shard_name,
 )
-from tacl_scale.data.masking import mask_tokens, seeded_generators
+from tacl_scale.data.masking import MaskedTokens, mask_tokens, seeded_generators
 
 from .config import BuildConfig
 from .documents import VALIDATION_RULE, TokenizedDocument
-from .instances import assemble, create_pairs_from_document, segment_values
+from .instances import (
+    PairSpec,
+    assemble,
+    assemble_single,
+    create_pairs_from_document,
+    segment_values,
+    single_segments,
+)
 
 TMP_DIR_NAME = "_tmp"
 LENGTH_BIN = 32  # width of the instance-length histogram bins in the manifest
@@ -46,8 +53,11 @@ LENGTH_BIN = 32  # width of the instance-length histogram bins in the manifest
 MIN_DOCUMENTS_PER_SHARD = 100
 
 
-def random_b_pool_warnings(shards: list[dict[str, Any]]) -> list[str]:
-    """One warning per non-empty shard whose random-B pool is small."""
+def random_b_pool_warnings(shards: list[dict[str, Any]], single_segment: bool = False) -> list[str]:
+    """One warning per non-empty shard whose random-B pool is small (none for
+    single-segment instances, which have no B)."""
+    if single_segment:
+        return []
     return [
         f"{s['name']}: {s['num_documents']} documents; its random B segments come from these only "
         f"(use fewer shards: about documents / {MIN_DOCUMENTS_PER_SHARD} at most)"
@@ -207,6 +217,8 @@ def build_shard(
     stats = {"num_instances": 0, "num_tokens": 0, "num_random_next": 0, "num_masked": 0,
              "num_maskable": 0, "mask_token": 0, "random_token": 0, "kept_token": 0}
     histogram: dict[int, int] = {}
+    single = config.instances.single_segment
+    no_positions = np.zeros(0, dtype=np.int64)
     len_a = array("H")
     nsp = array("B")
     tmp_prefix = tmp_dir / name
@@ -223,24 +235,34 @@ def build_shard(
             doc_starts: list[np.ndarray] = []
             for dupe in range(config.dupe_factor):
                 pair_rng, mask_rng = seeded_generators(config.seed, doc_id, dupe)
-                pairs = create_pairs_from_document(
-                    docs.sentence_lengths, doc_index, config.instances, pair_rng
-                )
+                if single:
+                    pairs = [PairSpec(a, None, False) for a in
+                             single_segments(docs.sentence_lengths[doc_index], doc_index, config.instances)]
+                else:
+                    pairs = create_pairs_from_document(
+                        docs.sentence_lengths, doc_index, config.instances, pair_rng
+                    )
                 for pair in pairs:
                     a = segment_values(pair.a, docs.tokens)
-                    b = segment_values(pair.b, docs.tokens)
-                    tokens = assemble(a, b, specials["cls"], specials["sep"])
-                    word_starts = assemble(
-                        segment_values(pair.a, docs.word_starts),
-                        segment_values(pair.b, docs.word_starts),
-                        1,
-                        1,
-                    ).astype(bool)
-                    maskable = ~is_special[tokens]
-                    masked = mask_tokens(
-                        tokens, maskable, word_starts, config.masking, max_predictions,
-                        specials["mask"], facts.replacement_ids, mask_rng,
-                    )
+                    if pair.b is None:  # single segment: no pair, no static masks
+                        tokens = assemble_single(a, specials["cls"], specials["sep"])
+                        word_starts = assemble_single(segment_values(pair.a, docs.word_starts), 1, 1).astype(bool)
+                        maskable = ~is_special[tokens]
+                        masked = MaskedTokens(no_positions, no_positions.astype(np.int64))
+                    else:
+                        b = segment_values(pair.b, docs.tokens)
+                        tokens = assemble(a, b, specials["cls"], specials["sep"])
+                        word_starts = assemble(
+                            segment_values(pair.a, docs.word_starts),
+                            segment_values(pair.b, docs.word_starts),
+                            1,
+                            1,
+                        ).astype(bool)
+                        maskable = ~is_special[tokens]
+                        masked = mask_tokens(
+                            tokens, maskable, word_starts, config.masking, max_predictions,
+                            specials["mask"], facts.replacement_ids, mask_rng,
+                        )
                     doc_tokens.append(tokens)
                     doc_positions.append(masked.positions)
                     doc_placed.append(masked.placed)
@@ -341,6 +363,10 @@ def make_manifest(
         "tokenizer": tokenizer_description,
         "token_dtype": str(np.dtype(facts.token_dtype)),
         "max_seq_len": config.instances.max_seq_len,
+        # "pairs": [CLS] A [SEP] B [SEP] with NSP labels; "single-segment": [CLS] sentence [SEP].
+        "instance_kind": config.instances.kind,
+        # False: masked_positions/masked_tokens hold no positions; MLM needs --dynamic-masking.
+        "static_masks": not config.instances.single_segment,
         "short_seq_prob": config.instances.short_seq_prob,
         "random_next_prob": config.instances.random_next_prob,
         "masking": {
@@ -370,7 +396,7 @@ def make_manifest(
             "totals": summarize_shards(validation),
         } if validation else None,
         "skips": skips,
-        "warnings": random_b_pool_warnings(shards),
+        "warnings": random_b_pool_warnings(shards, config.instances.single_segment),
         "sources": sources,
         "build_config": config.to_dict(),
         "pipeline_options": pipeline_options,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-FORMATS = ("wiki-xml", "text", "wikiextractor-json")
+FORMATS = ("wiki-xml", "text", "lines", "wikiextractor-json")
 _CHUNK = 1 << 20
 
 
@@ -339,6 +339,19 @@ def read_text_documents(
         yield PlainDocument(f"{name}:{number}", sentences[0][:80], sentences, True, unit.path)
 
 
+def read_line_documents(
+    unit: WorkUnit, count_skip: CountSkip, progress: ReadProgress | None = None
+) -> Iterator[PlainDocument]:
+    """Documents of a string list: every non-blank line is a document of one
+    sentence (Mirror-BERT's and SimCSE's training files), ``FILE:LINE`` its id, so
+    each string is sharded and held out on its own."""
+    name = unit.id_prefix
+    for line_no, line in _decoded_lines(unit.path, count_skip, progress):
+        line = line.strip()
+        if line:
+            yield PlainDocument(f"{name}:{line_no}", line[:80], [line], True, unit.path)
+
+
 def read_wikiextractor_documents(
     unit: WorkUnit, count_skip: CountSkip, progress: ReadProgress | None = None
 ) -> Iterator[PlainDocument]:
@@ -372,4 +385,6 @@ def read_records(
         return read_wiki_pages(unit, progress)
     if unit.format == "text":
         return read_text_documents(unit, count_skip, progress)
+    if unit.format == "lines":
+        return read_line_documents(unit, count_skip, progress)
     return read_wikiextractor_documents(unit, count_skip, progress)

@@ -60,6 +60,9 @@ class DataConfig:
     dynamic_masking: bool = False
 
 
+LR_SCHEDULES = ("linear", "constant")
+
+
 @dataclass(frozen=True)
 class OptimConfig:
     """Paper defaults: AdamW lr 1e-4, 10% linear warm-up then linear decay, batch
@@ -75,12 +78,21 @@ class OptimConfig:
     batch_size: int = 256  # global, per optimizer step
     micro_batch_size: int = 32  # per rank
     max_skipped_in_a_row: int = 100  # stop with an error after this many non-finite steps in a row
+    # After the warm-up: "linear" decay to 0 at ``steps`` (TaCL, BERT), or "constant"
+    # (Mirror-BERT and SimCSE train at a fixed lr).
+    schedule: str = "linear"
+
+    def __post_init__(self) -> None:
+        if self.schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr schedule {self.schedule!r} not in {LR_SCHEDULES}")
 
     def lr_factor(self, step: int) -> float:
         """Multiplier of ``lr`` after ``step`` applied optimizer updates."""
         warmup = max(1, int(self.warmup_ratio * self.steps))
         if step < warmup:
             return (step + 1) / warmup
+        if self.schedule == "constant":
+            return 1.0
         return max(0.0, (self.steps - step) / max(1, self.steps - warmup))
 
 

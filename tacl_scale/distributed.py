@@ -110,6 +110,17 @@ class Distributed:
             dist.all_reduce(value, op=dist.ReduceOp.MAX)
         return bool(value.item())
 
+    def gather_rows(self, rows: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Every rank's ``rows`` (same shape on all ranks) stacked in rank order, and
+        where this rank's start. Differentiable: the backward hands each rank the sum,
+        over ranks, of the gradients of its own rows (a reduce-scatter)."""
+        if self.world_size == 1:
+            return rows, 0
+        import torch.distributed as dist
+        from torch.distributed._functional_collectives import all_gather_single
+
+        return all_gather_single(rows.contiguous(), 0, dist.group.WORLD), self.rank * rows.shape[0]
+
     def broadcast_object(self, value: Any) -> Any:
         """Rank 0's ``value`` on every rank (a picklable object)."""
         import torch.distributed as dist

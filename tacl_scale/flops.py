@@ -37,9 +37,13 @@ def encoder_forward_flops(config: Any, lengths: Sequence[int]) -> float:
 def step_flops(config: Any, lengths: Sequence[int], masked_tokens: int,
                objectives: tuple[str, ...]) -> dict[str, float]:
     """Model FLOPs of one micro-batch: ``student`` (forward + backward, heads and
-    the TaCL similarities included), ``teacher`` (forward) and ``total``."""
+    the TaCL similarities included), ``teacher`` (forward) and ``total``. ``mirror``
+    encodes its two views on top (the InfoNCE similarities are negligible)."""
     h, v = config.hidden_size, config.vocab_size
-    student = encoder_forward_flops(config, lengths)
+    masked_input = any(o in objectives for o in ("tacl", "mlm", "nsp"))
+    student = encoder_forward_flops(config, lengths) if masked_input else 0.0
+    if "mirror" in objectives:
+        student += 2 * encoder_forward_flops(config, lengths)
     if "mlm" in objectives:  # transform + vocabulary projection at masked rows only
         student += 2 * masked_tokens * (h * h + h * v)
     if "tacl" in objectives:  # each masked row against its own sequence

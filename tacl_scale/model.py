@@ -4,8 +4,12 @@
 - Teacher: a bare ``BertModel`` encoder (no pooler, no heads) with the student's
   *initial* weights, frozen, eval mode, on the unmasked input; fp16 on CUDA by
   default. It is a plain module, never registered with an optimiser or engine.
-- Loss: ``L = L_TaCL + L_MLM + L_NSP``, any subset by ``objectives``. The MLM head runs
-  only at masked positions (no full-sequence vocabulary projection).
+- Loss: ``L = L_TaCL + L_MLM + L_NSP (+ L_mirror)``, any subset by ``objectives``. The MLM
+  head runs only at masked positions (no full-sequence vocabulary projection).
+  ``mirror`` is the sentence-level contrastive objective of Mirror-BERT/SimCSE
+  (:mod:`tacl_scale.mirror`); the paper's Table 2 configurations are subsets:
+  ``tacl,mlm,nsp`` TaCL, ``mlm,nsp`` BERT+MT, ``mlm,nsp,mirror`` model-1, ``tacl``
+  model-2, ``mirror`` Mirror-BERT (or SimCSE with span 0).
 
 Batches come padded (``(B, L)`` tensors with an ``attention_mask``) or packed (the
 real tokens of all sequences back to back, ``(T,)`` tensors with ``cu_seqlens`` and
@@ -19,7 +23,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,25 +34,33 @@ from transformers import BertConfig, BertForPreTraining, BertModel
 from kernels import tacl_loss, tacl_loss_packed
 
 from .attention import register as register_attention
+from .mirror import Gather, MirrorConfig, mirror_loss
 
 log = logging.getLogger(__name__)
 
-OBJECTIVES = ("tacl", "mlm", "nsp")
+OBJECTIVES = ("tacl", "mlm", "nsp", "mirror")
+# Objectives that read the student on the MLM-masked input (mirror reads its own views).
+MASKED_INPUT_OBJECTIVES = ("tacl", "mlm", "nsp")
 TEACHER_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 @dataclass(frozen=True)
 class ObjectiveConfig:
-    """Which losses, and the TaCL temperature (paper: 0.01)."""
+    """Which losses, the TaCL temperature (paper: 0.01) and the settings of the
+    sentence-level ``mirror`` objective. The default is TaCL: ``tacl,mlm,nsp``."""
 
-    objectives: tuple[str, ...] = OBJECTIVES
+    objectives: tuple[str, ...] = ("tacl", "mlm", "nsp")
     temperature: float = 0.01
     tacl_impl: str = "auto"
+    mirror: MirrorConfig = field(default_factory=MirrorConfig)
 
     def __post_init__(self) -> None:
         unknown = set(self.objectives) - set(OBJECTIVES)
         if unknown or not self.objectives:
-            raise ValueError(f"objectives must be a non-empty subset of {OBJECTIVES}, got {self.objectives}")
+            raise ValueError(f"objectives must be a non-empty subset of {','.join(OBJECTIVES)}, got "
+                             f"{','.join(self.objectives)}")
+        if len(set(self.objectives)) != len(self.objectives):
+            raise ValueError(f"objectives {','.join(self.objectives)} name one twice")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 
@@ -141,14 +153,22 @@ def pretraining_losses(
     batch: dict[str, Any],
     config: ObjectiveConfig,
     teacher_hidden: torch.Tensor | None = None,
+    gather: Gather | None = None,
 ) -> dict[str, torch.Tensor]:
     """``loss`` (the sum of the chosen objectives) and each part with its metrics:
-    ``tacl``, ``tacl_acc``, ``mlm``, ``mlm_acc``, ``nsp``, ``nsp_acc``.
-    ``teacher_hidden`` (from :func:`teacher_states`) is needed for TaCL."""
+    ``tacl``, ``tacl_acc``, ``mlm``, ``mlm_acc``, ``nsp``, ``nsp_acc``, ``mirror``,
+    ``mirror_acc``. ``teacher_hidden`` (from :func:`teacher_states`) is needed for
+    TaCL; ``gather`` makes the other ranks' sequences ``mirror``'s negatives too."""
+    parts: dict[str, torch.Tensor] = {}
+    total = torch.zeros((), dtype=torch.float32, device=batch["original_ids"].device)
+    if "mirror" in config.objectives:
+        parts["mirror"], parts["mirror_acc"] = mirror_loss(student.bert, batch, config.mirror, gather)
+        total = total + parts["mirror"]
+    if not set(config.objectives) & set(MASKED_INPUT_OBJECTIVES):
+        parts["loss"] = total
+        return parts
     hidden, pooled = student_states(student, batch)
     masked = batch["masked"]
-    parts: dict[str, torch.Tensor] = {}
-    total = hidden.new_zeros((), dtype=torch.float32)
     if "mlm" in config.objectives:
         logits = student.cls.predictions(hidden[masked])  # (M, V): masked rows only
         labels = batch["original_ids"][masked]
@@ -183,12 +203,13 @@ class PretrainingModule(torch.nn.Module):
     """The student with its objective, as one module for the DeepSpeed engine (the
     teacher stays outside: it is not trained, checkpointed or partitioned)."""
 
-    def __init__(self, student: BertForPreTraining, config: ObjectiveConfig) -> None:
+    def __init__(self, student: BertForPreTraining, config: ObjectiveConfig, gather: Gather | None = None) -> None:
         super().__init__()
         self.student = student
         self.config = config
+        self.gather = gather  # across data-parallel ranks, for mirror's negatives
 
     def forward(
         self, batch: dict[str, Any], teacher_hidden: torch.Tensor | None = None
     ) -> dict[str, torch.Tensor]:
-        return pretraining_losses(self.student, batch, self.config, teacher_hidden)
+        return pretraining_losses(self.student, batch, self.config, teacher_hidden, self.gather)

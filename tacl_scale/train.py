@@ -4,7 +4,8 @@
 
 The student (``BertForPreTraining``) is trained by a DeepSpeed engine built from
 ``--ds``; the frozen teacher encoder runs forward-only on the same rank, outside the
-engine. Loss = TaCL + MLM + NSP (``--objectives``). Every rank reads its own slice
+engine. Loss = TaCL + MLM + NSP by default; ``--objectives`` picks any subset of
+those and the sentence-level ``mirror`` (Mirror-BERT/SimCSE). Every rank reads its own slice
 of a deterministic global shuffle; checkpoints carry the data position and RNG
 states, so ``--resume`` continues exactly.
 
@@ -25,6 +26,7 @@ if __package__ in (None, ""):  # run as a script by the deepspeed launcher
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tacl_scale.config import (
+    LR_SCHEDULES,
     CheckpointConfig,
     ConfigError,
     DataConfig,
@@ -33,6 +35,7 @@ from tacl_scale.config import (
     PerformanceConfig,
     TrainConfig,
 )
+from tacl_scale.mirror import MirrorConfig
 from tacl_scale.model import TEACHER_DTYPES, ObjectiveConfig
 
 
@@ -49,8 +52,16 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--output", required=True, metavar="RUN_DIR", help="run directory")
     p.add_argument("--steps", type=int, default=150_000, help="optimizer steps")
     p.add_argument("--objectives", default="tacl,mlm,nsp",
-                   help="comma-separated subset of tacl,mlm,nsp (mlm,nsp = BERT+MT baseline; tacl = model-2)")
+                   help="comma-separated subset of tacl,mlm,nsp,mirror: tacl,mlm,nsp = TaCL; mlm,nsp = BERT+MT; "
+                   "mlm,nsp,mirror = model-1; tacl = model-2; mirror = Mirror-BERT (SimCSE with --mirror-span 0)")
     p.add_argument("--temperature", type=float, default=0.01, help="TaCL temperature τ")
+    p.add_argument("--mirror-temperature", type=float, default=0.04,
+                   help="mirror: InfoNCE temperature (Mirror-BERT 0.04, SimCSE 0.05)")
+    p.add_argument("--mirror-pooling", choices=("cls", "mean"), default="cls",
+                   help="mirror: sentence vector, the last layer's [CLS] or the mean of the real tokens")
+    p.add_argument("--mirror-span", type=int, default=2, metavar="TOKENS",
+                   help="mirror: tokens of the random span of the second view replaced by [MASK] "
+                   "(Mirror-BERT's 5 characters ≈ 2 WordPiece tokens; 0: dropout only, SimCSE)")
     p.add_argument("--tacl-impl", choices=("auto", "torch", "triton"), default="auto")
     p.add_argument("--teacher-dtype", choices=sorted(TEACHER_DTYPES), default=None,
                    help="teacher precision (default fp16 on CUDA, fp32 on CPU)")
@@ -58,6 +69,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--weight-decay", type=float, default=None,
                    help="default: the config's optimizer weight_decay, else 0.01")
     p.add_argument("--warmup-ratio", type=float, default=0.1, help="share of steps of linear warm-up")
+    p.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="linear",
+                   help="after the warm-up: linear decay to 0 at --steps, or constant (Mirror-BERT, SimCSE)")
     p.add_argument("--batch-size", type=int, default=None,
                    help="global batch per optimizer step (default: the config's train_batch_size, else 256)")
     p.add_argument("--micro-batch-size", type=int, default=None,
@@ -93,7 +106,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         p.error(f"--data-weights has {len(args.data_weights)} values for {len(args.data)} --data")
     try:
         objective = ObjectiveConfig(tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
-                                    args.temperature, args.tacl_impl)
+                                    args.temperature, args.tacl_impl,
+                                    MirrorConfig(args.mirror_temperature, args.mirror_pooling, args.mirror_span))
     except ValueError as err:
         p.error(str(err))
     engine = EngineConfig.from_file(args.ds)  # a ConfigError names the file
@@ -115,6 +129,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
             betas=tuple(adam.get("betas", (0.9, 0.999))),
             eps=adam.get("eps", 1e-6),
             warmup_ratio=args.warmup_ratio,
+            schedule=args.lr_schedule,
             grad_clip=args.grad_clip if args.grad_clip is not None else ds_defaults.get("gradient_clipping", 1.0),
             batch_size=args.batch_size or ds_defaults.get("train_batch_size") or 256,
             micro_batch_size=int(micro),

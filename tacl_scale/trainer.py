@@ -41,6 +41,7 @@ from .data.loader import (
 )
 from .data.manifest import file_sha256, has_validation
 from .data.shuffle import DIGEST_MODULUS, BatchLayout, GlobalOrder, sample_digest
+from .data.views import MirrorViews
 from .distributed import Distributed
 from .evaluation import evaluate, layer_self_similarity
 from .export import (
@@ -120,6 +121,22 @@ def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_pa
         if ds.manifest["max_seq_len"] > config.max_position_embeddings:
             raise TrainError(f"{ds.path}: sequences up to {ds.manifest['max_seq_len']} tokens, the model "
                              f"has {config.max_position_embeddings} positions ({model_path})")
+
+
+def check_data_and_objectives(datasets: list[PretrainDataset], config: TrainConfig) -> None:
+    """Refuse objectives a dataset cannot feed: NSP on single-segment instances (no
+    sentence pairs), MLM or TaCL on a dataset without static masks unless
+    ``--dynamic-masking`` makes them."""
+    objectives = config.objective.objectives
+    for ds in datasets:
+        kind = ds.manifest.get("instance_kind", "pairs")
+        if "nsp" in objectives and kind != "pairs":
+            raise TrainError(f"{ds.path}: {kind} instances have no sentence pairs for nsp: train it with "
+                             "--objectives mirror (or mlm/tacl with --dynamic-masking), or build with pairs")
+        needs_masks = [o for o in ("mlm", "tacl") if o in objectives]
+        if needs_masks and not ds.manifest.get("static_masks", True) and not config.data.dynamic_masking:
+            raise TrainError(f"{ds.path}: built without static masks, which {','.join(needs_masks)} needs: add "
+                             "--dynamic-masking")
 
 
 def micro_batch_seed(seed: int, micro_batch: int) -> int:
@@ -222,6 +239,7 @@ class Trainer:
         except ValueError as err:  # DatasetError included: they name the path and the problem
             raise TrainError(str(err)) from err
         check_data_and_model(self.datasets, self.student, config.model)
+        check_data_and_objectives(self.datasets, config)
         self.eval_every = self._resolve_eval_every()
         self.teacher = None
         if "tacl" in config.objective.objectives:
@@ -247,7 +265,9 @@ class Trainer:
     def _build_engine(self, fused: bool, load_universal: bool) -> None:
         """The DeepSpeed engine around the student with AdamW and the warm-up/decay schedule."""
         config = self.config
-        self.module = PretrainingModule(self.student, config.objective)
+        # The other ranks' sequences are negatives of the mirror objective too.
+        gather = self.dist.gather_rows if self.dist.world_size > 1 else None
+        self.module = PretrainingModule(self.student, config.objective, gather)
         self.optimizer = build_optimizer(self.module, config, fused)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, config.optim.lr_factor)
         self.ds_config = deepspeed_config(config, self.dist.world_size, self.device.type, load_universal)
@@ -369,13 +389,18 @@ class Trainer:
                 masking = [DynamicMasking.for_dataset(d, config.seed) for d in self.datasets]
             except ValueError as err:  # DatasetError: names the dataset and the fix
                 raise TrainError(str(err)) from err
+        views = None
+        if "mirror" in config.objective.objectives:
+            specials = self.datasets[0].manifest["tokenizer"]["special_ids"]
+            views = MirrorViews(config.seed, config.objective.mirror.span_tokens, int(specials["mask"]),
+                                tuple(sorted(set(specials.values()))))
         max_len = max(d.manifest["max_seq_len"] for d in self.datasets)
         padded = CollateConfig(pad_id=self.datasets[0].manifest["tokenizer"]["special_ids"]["pad"],
                                pad_to_multiple_of=config.data.pad_to_multiple_of,
                                pad_to_length=max_len if config.data.pad_to_max_length else None)
         train_collate = CollateConfig(padded.pad_id, padded.pad_to_multiple_of, padded.pad_to_length, self.unpad)
         loader = torch.utils.data.DataLoader(
-            TrainingInstances(data, masking),
+            TrainingInstances(data, masking, views),
             batch_sampler=MicroBatchSampler(order, layout, self.state.consumed_samples),
             collate_fn=partial(collate, config=train_collate),
             num_workers=config.data.num_workers,
@@ -390,7 +415,8 @@ class Trainer:
                 [PretrainDataset(d.path, split="validation") for d in self.datasets if has_validation(d.manifest)])
             count = min(config.eval_instances, len(validation))
             chosen = np.unique(np.linspace(0, len(validation) - 1, count).round().astype(np.int64)).tolist()
-            eval_batches = [self.dist.move(collate([validation[k] for k in chosen[i : i + optim.micro_batch_size]],
+            held_out = TrainingInstances(validation, views=views)
+            eval_batches = [self.dist.move(collate([held_out[(0, k)] for k in chosen[i : i + optim.micro_batch_size]],
                                                    padded))
                             for i in range(0, len(chosen), optim.micro_batch_size)]
         return iter(loader), eval_batches

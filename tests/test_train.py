@@ -350,3 +350,23 @@ def test_resume_on_another_number_of_ranks(setup: dict[str, Path], tmp_path: Pat
 
     refused = launch([*args, "--output", str(tmp_path / "micro"), "--resume", "--batch-size", "16"], ranks=1)
     assert refused.returncode == 2 and "global batch of 8" in refused.stderr
+
+
+def test_model_1_through_the_launcher_resumes_exactly(setup: dict[str, Path]) -> None:
+    """MLM + NSP + mirror (the paper's model-1) on 2 CPU ranks, negatives gathered
+    across them: a run stopped after 2 steps and resumed logs the losses of an
+    uninterrupted run."""
+    args = [*common(setup, steps=4), "--objectives", "mlm,nsp,mirror", "--save-every", "2", "--no-export"]
+    straight_run, resumed_run = setup["root"] / "model1", setup["root"] / "model1_resumed"
+    straight = launch([*args, "--output", str(straight_run)])
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    first = launch([*args, "--output", str(resumed_run), "--stop-after-steps", "2"])
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = launch([*args, "--output", str(resumed_run), "--resume"])
+    assert second.returncode == 0, second.stderr[-3000:]
+    expected, resumed = metrics(straight_run), metrics(resumed_run)
+    assert sorted(resumed) == [1, 2, 3, 4]
+    assert "tacl" not in expected[1]
+    for step in range(1, 5):
+        for key in ("loss", "mlm", "nsp", "mirror", "mirror_acc"):
+            assert resumed[step][key] == pytest.approx(expected[step][key], rel=1e-6, abs=1e-7), (step, key)

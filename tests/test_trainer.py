@@ -368,3 +368,80 @@ def test_evaluation_reads_the_validation_split_only(join: Callable[[], Distribut
         assert trainer.train_step().applied
     finally:
         trainer.close()
+
+
+@pytest.fixture(scope="module")
+def sentence_list_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Mirror-BERT's input: a list of strings, one a line, as single-segment instances."""
+    root = tmp_path_factory.mktemp("sentences")
+    return build_dataset(root / "ds", "--input", str(ZH_TEXT), "--format", "lines", "--language", "zh",
+                         "--tokenizer", str(ZH_VOCAB), "--single-segment", "--max-seq-len", "64",
+                         "--validation-fraction", "0.1")
+
+
+def test_mirror_alone_on_a_sentence_list(join: Callable[[], Distributed], sentence_list_dataset: Path,
+                                         model_file: Path, tmp_path: Path) -> None:
+    """Mirror-BERT: no teacher, no masked-input pass; the loss, its accuracy and the
+    held-out evaluation carry the mirror objective."""
+    from tacl_scale.data import PretrainDataset
+
+    data = PretrainDataset(sentence_list_dataset)
+    assert data.manifest["instance_kind"] == "single-segment" and not data.manifest["static_masks"]
+    item = data[0]
+    assert len(item["masked_positions"]) == 0 and int(item["token_type_ids"].max()) == 0
+    config = make_config(sentence_list_dataset, model_file, tmp_path / "run", steps=3, export=False,
+                         objective=ObjectiveConfig(("mirror",)), eval_every=3, eval_instances=8,
+                         optim=OptimConfig(steps=3, lr=1e-3, batch_size=8, micro_batch_size=4, schedule="constant"))
+    trainer = Trainer(config, join())
+    try:
+        assert trainer.teacher is None
+        assert trainer.eval_batches and trainer.eval_batches[0]["mirror_ids"].shape[:2] == (2, 4)
+        history = trainer.train()
+        assert [sorted(k for k in h if k in ("mirror", "mirror_acc", "mlm", "nsp", "tacl")) for h in history] == [
+            ["mirror", "mirror_acc"]] * 3
+        assert all(h["loss"] == pytest.approx(h["mirror"]) and 0 <= h["mirror_acc"] <= 1 for h in history)
+        assert [h["lr"] for h in history] == pytest.approx([1e-3] * 3)  # constant after the warm-up step
+        scalars = evaluate_scalars(trainer)
+        assert "mirror" in scalars and "mirror_acc" in scalars
+    finally:
+        trainer.close()
+
+
+def evaluate_scalars(trainer: Trainer) -> dict[str, float]:
+    from tacl_scale.evaluation import evaluate
+
+    return evaluate(trainer.engine.module.student, trainer.teacher, trainer.eval_batches, trainer.config.objective)
+
+
+@pytest.mark.parametrize(
+    ("objectives", "dynamic", "message"),
+    [(("mlm", "nsp", "mirror"), False, "no sentence pairs for nsp"),
+     (("mlm", "mirror"), False, "without static masks, which mlm needs: add --dynamic-masking"),
+     (("tacl",), False, "without static masks, which tacl needs")],
+)
+def test_objectives_a_dataset_cannot_feed_are_refused(join: Callable[[], Distributed], sentence_list_dataset: Path,
+                                                      model_file: Path, tmp_path: Path, objectives: tuple[str, ...],
+                                                      dynamic: bool, message: str) -> None:
+    config = make_config(sentence_list_dataset, model_file, tmp_path / "run", objective=ObjectiveConfig(objectives),
+                         data=DataConfig((str(sentence_list_dataset),), num_workers=0, dynamic_masking=dynamic))
+    with pytest.raises(TrainError, match=message):
+        Trainer(config, join())
+
+
+def test_model_1_trains_mlm_nsp_and_mirror_together(join: Callable[[], Distributed], dataset: Path,
+                                                    model_file: Path, tmp_path: Path) -> None:
+    """The paper's model-1 on pair instances: the views are each instance's unmasked
+    sequence (view 2 span-masked), and the loss is the sum of the three."""
+    config = make_config(dataset, model_file, tmp_path / "run", steps=2, export=False,
+                         objective=ObjectiveConfig(("mlm", "nsp", "mirror")))
+    trainer = Trainer(config, join())
+    try:
+        assert trainer.teacher is None
+        batch = next(trainer.batches)
+        assert torch.equal(batch["mirror_ids"][0], batch["original_ids"])
+        assert int((batch["mirror_ids"][1] != batch["original_ids"]).sum()) > 0  # spans masked in view 2
+        result = trainer.train_step()
+        assert result.metrics["loss"] == pytest.approx(
+            result.metrics["mlm"] + result.metrics["nsp"] + result.metrics["mirror"], rel=1e-5)
+    finally:
+        trainer.close()

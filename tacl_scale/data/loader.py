@@ -17,6 +17,7 @@ import numpy as np
 
 from .masking import MaskingConfig, mask_tokens
 from .shuffle import BatchLayout, GlobalOrder, micro_batch_positions
+from .views import MirrorViews
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,10 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
     ``max_seqlen`` (a Python int, so no device sync is needed to read it).
 
     Both: ``nsp_label`` ``(B,)`` long; from :class:`TrainingInstances`, also
-    ``sample_keys`` ``(B,)`` long and ``micro_batch`` (the global micro-batch index).
+    ``sample_keys`` ``(B,)`` long and ``micro_batch`` (the global micro-batch index);
+    for the ``mirror`` objective, ``mirror_ids``: the two views
+    (:class:`~tacl_scale.data.views.MirrorViews`), ``(2, B, L)`` padded or ``(2, T)``
+    packed, laid out like ``original_ids``.
     """
     import torch
 
@@ -59,6 +63,9 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
     if "micro_batch" in items[0]:
         shared["micro_batch"] = int(items[0]["micro_batch"])
     if config.unpad:
+        if "mirror_ids" in items[0]:
+            shared["mirror_ids"] = torch.from_numpy(np.concatenate([np.asarray(i["mirror_ids"], dtype=np.int64)
+                                                                    for i in items], axis=1))
         return {**_packed(items), **shared}
     longest = max(len(item["original_ids"]) for item in items)
     if config.pad_to_length is not None:
@@ -82,6 +89,11 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
         attention_mask[row, :n] = 1
         masked[row, item["masked_positions"]] = True
     mlm_labels = np.where(masked, original_ids, -100)
+    if "mirror_ids" in items[0]:
+        views = np.full((2, batch, length), config.pad_id, dtype=np.int64)
+        for row, item in enumerate(items):
+            views[:, row, : len(item["original_ids"])] = item["mirror_ids"]
+        shared["mirror_ids"] = torch.from_numpy(views)
     return {
         "input_ids": torch.from_numpy(input_ids),
         "original_ids": torch.from_numpy(original_ids),
@@ -197,11 +209,14 @@ class TrainingInstances:
     DataLoader. Items carry ``sample_key`` (``epoch · N + instance``: which sample
     was trained on, for the per-step sample digest) and, when the key has one,
     ``micro_batch``. ``dynamic_masking`` holds one masker per blended dataset (each
-    dataset keeps its own rules), or is None for the static masks."""
+    dataset keeps its own rules), or is None for the static masks; ``views`` adds the
+    ``mirror`` objective's two views."""
 
-    def __init__(self, dataset: Any, dynamic_masking: Sequence[DynamicMasking] | None = None) -> None:
+    def __init__(self, dataset: Any, dynamic_masking: Sequence[DynamicMasking] | None = None,
+                 views: MirrorViews | None = None) -> None:
         self.dataset = dataset
         self.dynamic_masking = list(dynamic_masking) if dynamic_masking is not None else None
+        self.views = views
 
     def __getitem__(self, key: tuple[int, ...]) -> dict[str, Any]:
         epoch, instance = key[0], key[1]
@@ -209,6 +224,8 @@ class TrainingInstances:
         if self.dynamic_masking is not None:
             source = self.dataset.locate(instance)[0] if len(self.dynamic_masking) > 1 else 0
             item = self.dynamic_masking[source].apply(item, epoch, instance)
+        if self.views is not None:
+            item = self.views.apply(item, epoch, instance)
         item = {**item, "sample_key": epoch * len(self.dataset) + instance}
         if len(key) > 2:
             item["micro_batch"] = key[2]

@@ -25,6 +25,12 @@ built among themselves (their random B segments come from other validation
 documents) into shards of their own, ``validation-NNNNN.*`` with the same files.
 The manifest lists them under ``validation`` (``null`` when there is none) with
 their counts. Version 1 datasets (no split) still load.
+
+``instance_kind`` says what an instance is: ``pairs`` (the default, and what a
+manifest without the key means) or ``single-segment``, ``[CLS] sentence [SEP]``
+(``data_prep.build --single-segment``: ``len_a`` is the sentence, ``nsp_label`` 0).
+``static_masks`` false means the masked-position files hold no positions; such a
+dataset feeds the ``mirror`` objective, or MLM/TaCL with dynamic masking.
 """
 
 from __future__ import annotations

@@ -1,0 +1,108 @@
+"""``python -m data_prep.sentence_list``: a sample of the sentences of a corpus, one
+a line. This is the input of a Mirror-BERT/SimCSE job (``data_prep.build --format
+lines --single-segment``) and of ``tacl_scale.analysis``.
+
+It cleans and splits the documents exactly as ``data_prep.build`` does. With
+``--validation-fraction F --split validation`` it takes only the documents that
+a build with the same ``F`` holds out, and with ``--split train`` only the others.
+Sentences from held-out documents can then be analysed without ever having been
+trained on. The sample is the ``--count`` sentences with the smallest stable hash
+(seeded): uniform, deterministic, and streamed in O(count) memory. It reads
+sequentially in one process, which suits sample-sized lists (10k sentences of a
+dump part), not whole dumps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import heapq
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from .build import parse_args as build_args
+from .documents import extract_sentences, is_validation
+from .sentences import SentenceSplitter
+from .sources import FORMATS, InputError, expand_inputs, plan_work_units, read_records
+
+
+def corpus_sentences(command: argparse.Namespace) -> Iterator[tuple[str, str]]:
+    """(document id, sentence) for every sentence of the documents of the chosen split."""
+    config = build_args(["--input", *command.input, "--format", command.format, "--language", command.language,
+                         "--tokenizer", "unused", "--output", "unused"]).config
+    splitter = SentenceSplitter(config.sentences)
+    for unit in plan_work_units(expand_inputs(list(command.input)), command.format):
+        for record in read_records(unit, lambda kind: None):
+            held_out = is_validation(record.doc_id, command.validation_fraction)
+            if command.split != "all" and held_out != (command.split == "validation"):
+                continue
+            sentences = extract_sentences(record, splitter, config.cleaning.min_doc_chars, lambda kind: None)
+            for sentence in sentences or []:
+                yield record.doc_id, sentence
+
+
+def sample(sentences: Iterator[tuple[str, str]], count: int, seed: int, min_words: int, max_words: int,
+           language: str) -> list[str]:
+    """The ``count`` distinct sentences of acceptable length with the smallest
+    seeded hash, in corpus order."""
+    heap: list[tuple[int, int, str]] = []  # (-hash, position, sentence): the largest hash on top
+    seen: set[str] = set()
+    for position, (_, sentence) in enumerate(sentences):
+        size = len(sentence) if language == "zh" else len(sentence.split())
+        if not min_words <= size <= max_words or sentence in seen:
+            continue
+        digest = hashlib.blake2b(f"{seed}\x00{sentence}".encode(), digest_size=8).digest()
+        key = int.from_bytes(digest, "little")
+        if len(heap) < count:
+            heapq.heappush(heap, (-key, position, sentence))
+            seen.add(sentence)
+        elif key < -heap[0][0]:
+            _, _, dropped = heapq.heapreplace(heap, (-key, position, sentence))
+            seen.discard(dropped)
+            seen.add(sentence)
+    return [sentence for _, _, sentence in sorted(heap, key=lambda entry: entry[1])]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m data_prep.sentence_list", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--input", action="append", required=True, metavar="GLOB", help="as data_prep.build")
+    p.add_argument("--format", choices=FORMATS, default="wiki-xml")
+    p.add_argument("--language", choices=("en", "zh"), default="en")
+    p.add_argument("--output", required=True, metavar="FILE", help="the sentence list, one a line")
+    p.add_argument("--count", type=int, default=10_000, help="sentences (Mirror-BERT: 10k)")
+    p.add_argument("--validation-fraction", type=float, default=0.0, metavar="F",
+                   help="the --validation-fraction of the dataset the list must agree with")
+    p.add_argument("--split", choices=("all", "train", "validation"), default="all",
+                   help="documents a build with --validation-fraction F trains on, holds out, or all")
+    p.add_argument("--min-words", type=int, default=5, help="shortest sentence kept (characters for zh)")
+    p.add_argument("--max-words", type=int, default=40, help="longest sentence kept (characters for zh)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.split != "all" and args.validation_fraction <= 0:
+        p.error(f"--split {args.split} needs the --validation-fraction of the dataset")
+    if args.count < 1:
+        p.error("--count must be >= 1")
+    try:
+        chosen = sample(corpus_sentences(args), args.count, args.seed, args.min_words, args.max_words, args.language)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not chosen:
+        print(f"error: {', '.join(args.input)}: no sentence of {args.min_words}-{args.max_words} words in the "
+              f"{args.split} documents", file=sys.stderr)
+        return 2
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text("\n".join(chosen) + "\n", encoding="utf-8")
+    os.replace(tmp, out)
+    short = f" (of the {args.count} asked)" if len(chosen) < args.count else ""
+    print(f"{out}: {len(chosen)} sentences{short} from the {args.split} documents")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

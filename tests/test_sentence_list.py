@@ -1,0 +1,52 @@
+"""``data_prep.sentence_list``: sentence samples that agree with a build's
+validation split, for Mirror-BERT jobs and held-out analysis."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import EN_DUMP
+
+from data_prep.documents import is_validation
+from data_prep.sentence_list import corpus_sentences, main, sample
+
+
+def run(tmp_path: Path, name: str, *args: str) -> list[str]:
+    out = tmp_path / name
+    assert main(["--input", str(EN_DUMP), "--output", str(out), *args]) == 0
+    return out.read_text(encoding="utf-8").splitlines()
+
+
+def test_held_out_and_training_lists_come_from_disjoint_documents(tmp_path: Path) -> None:
+    held = run(tmp_path, "held.txt", "--count", "300", "--validation-fraction", "0.2", "--split", "validation")
+    train = run(tmp_path, "train.txt", "--count", "300", "--validation-fraction", "0.2", "--split", "train")
+    assert len(held) == len(train) == 300
+    assert not set(held) & set(train)
+    assert all(5 <= len(s.split()) <= 40 for s in held + train)
+    assert run(tmp_path, "again.txt", "--count", "300", "--validation-fraction", "0.2", "--split", "validation") == held
+
+    import argparse
+
+    args = argparse.Namespace(input=[str(EN_DUMP)], format="wiki-xml", language="en", validation_fraction=0.2,
+                              split="validation")
+    by_document = {s: doc for doc, s in corpus_sentences(args)}
+    assert all(is_validation(by_document[s], 0.2) for s in held)
+
+
+def test_sample_is_the_smallest_hashes_in_corpus_order() -> None:
+    sentences = [(str(k), f"sentence number {k} has five words") for k in range(50)]
+    chosen = sample(iter(sentences), 10, 3, 1, 40, "en")
+    assert len(chosen) == 10 and len(set(chosen)) == 10
+    order = [s for _, s in sentences]
+    assert chosen == sorted(chosen, key=order.index)
+    assert sample(iter(sentences), 10, 4, 1, 40, "en") != chosen  # the seed matters
+    assert sample(iter(sentences + sentences), 60, 3, 1, 40, "en") == order  # duplicates once
+
+
+def test_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--input", str(EN_DUMP), "--output", str(tmp_path / "x"), "--split", "validation"])
+    assert "needs the --validation-fraction" in capsys.readouterr().err
+    assert main(["--input", str(tmp_path / "missing.xml"), "--output", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
