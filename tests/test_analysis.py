@@ -99,3 +99,15 @@ def test_layer_self_similarity_of_an_encoder(tiny_model: Path) -> None:
     with torch.no_grad():
         values = layer_self_similarity(encoder, [batch])
     assert len(values) == 3 and all(-1 <= v <= 1 for v in values)
+
+
+def test_layer_axis_has_integer_ticks() -> None:
+    import matplotlib.pyplot as plt
+
+    from tacl_scale.analysis import layer_figure
+
+    fig = layer_figure({"a": [{"layer": k, "eq3_mean": 0.1 * k} for k in range(3)]})
+    try:
+        assert list(fig.axes[0].get_xticks()) == [0, 1, 2]
+    finally:
+        plt.close(fig)

@@ -31,3 +31,12 @@ def test_step_flops_count_teacher_and_heads() -> None:
     assert tacl["student"] - mlm_nsp["student"] == pytest.approx(3 * 2 * 1200 * 256 * 768)
     assert tacl["total"] == pytest.approx(tacl["student"] + tacl["teacher"])
     assert peak_flops("NVIDIA H200") == 989e12 and peak_flops("cpu") is None
+
+
+def test_mirror_counts_two_more_student_passes() -> None:
+    lengths = [64] * 8
+    encoder = encoder_forward_flops(BASE, lengths)
+    alone = step_flops(BASE, lengths, 0, ("mirror",))
+    assert alone["student"] == pytest.approx(3 * 2 * encoder) and alone["teacher"] == 0
+    model_1 = step_flops(BASE, lengths, 80, ("mlm", "nsp", "mirror"))
+    assert model_1["student"] == pytest.approx(step_flops(BASE, lengths, 80, ("mlm", "nsp"))["student"] + 6 * encoder)
