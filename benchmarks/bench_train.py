@@ -28,6 +28,7 @@ import torch  # noqa: E402
 from transformers import BertConfig, BertForPreTraining  # noqa: E402
 
 from tacl_scale.data.loader import CollateConfig, collate  # noqa: E402
+from tacl_scale.data.views import MirrorViews  # noqa: E402
 from tacl_scale.model import ObjectiveConfig, PretrainingModule, make_teacher, teacher_states  # noqa: E402
 
 PUBLIC_CODE = {"tacl,mlm,nsp": 7.5, "mlm,nsp": 9.7}
@@ -69,6 +70,9 @@ def run(objectives: str, args: argparse.Namespace, device: torch.device) -> dict
     optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4, weight_decay=0.01)
     generator = torch.Generator().manual_seed(0)
     pool = random_items(args.batch * 4, args.length, args.vocab, generator)
+    if "mirror" in objective.objectives:  # the two views, made on the data side as in training
+        views = MirrorViews(0, objective.mirror.span_tokens, 103, (0, 101, 102, 103))
+        pool = [views.apply(item, 0, k) for k, item in enumerate(pool)]
     split = {"data": 0.0, "teacher": 0.0, "student_fwd_loss": 0.0, "backward": 0.0, "optimizer": 0.0}
     timed_start = 0.0
     for step in range(args.warmup + args.steps):

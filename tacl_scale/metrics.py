@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-PROGRESS_KEYS = ("loss", "tacl", "mlm", "nsp")
+PROGRESS_KEYS = ("loss", "tacl", "mlm", "nsp", "mirror", "mirror_acc")
 
 
 class MetricsLogger:
