@@ -286,6 +286,12 @@ class Trainer:
             detail = " ".join(str(err).split())
             raise TrainError(f"{config.engine.path}: DeepSpeed refuses the config: {detail}") from err
         self.accumulation = int(self.ds_config["gradient_accumulation_steps"])
+        if "mirror" in config.objective.objectives and self.accumulation > 1 and self.dist.is_main:
+            optim = config.optim
+            log.warning("mirror: %d accumulation steps, so its negatives come from %d sequences at a time, not "
+                        "the global batch of %d; use --micro-batch-size %d on %d rank(s) for the whole batch",
+                        self.accumulation, optim.micro_batch_size * self.dist.world_size, optim.batch_size,
+                        optim.batch_size // self.dist.world_size, self.dist.world_size)
 
     def _restore(self, tag: str | None) -> None:
         """Load checkpoint ``tag`` (chosen by :meth:`_checkpoint_to_resume`):

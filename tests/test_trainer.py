@@ -429,13 +429,17 @@ def test_objectives_a_dataset_cannot_feed_are_refused(join: Callable[[], Distrib
 
 
 def test_model_1_trains_mlm_nsp_and_mirror_together(join: Callable[[], Distributed], dataset: Path,
-                                                    model_file: Path, tmp_path: Path) -> None:
+                                                    model_file: Path, tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
     """The paper's model-1 on pair instances: the views are each instance's unmasked
     sequence (view 2 span-masked), and the loss is the sum of the three."""
     config = make_config(dataset, model_file, tmp_path / "run", steps=2, export=False,
                          objective=ObjectiveConfig(("mlm", "nsp", "mirror")))
-    trainer = Trainer(config, join())
+    with caplog.at_level("WARNING", logger="tacl_scale.trainer"):
+        trainer = Trainer(config, join())
     try:
+        # Batch 4 as 2 accumulation steps of 2: the negatives are not the whole batch, and it says so.
+        assert "negatives come from 2 sequences at a time, not the global batch of 4" in caplog.text
         assert trainer.teacher is None
         batch = next(trainer.batches)
         assert torch.equal(batch["mirror_ids"][0], batch["original_ids"])
