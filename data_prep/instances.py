@@ -177,11 +177,12 @@ def create_pairs_from_document(
     return pairs
 
 
-def single_segments(sentence_lengths: SentenceLengths, document_index: int, config: InstanceConfig) -> list[Segment]:
-    """Every sentence of a document as one segment, cut to ``max_seq_len - 2``
-    tokens (room for ``[CLS]`` and ``[SEP]``) at its end."""
+def single_segments(sentence_lengths: SentenceLengths, document_index: int, config: InstanceConfig) -> list[PairSpec]:
+    """Every sentence of a document as a single-segment instance (no B), cut to
+    ``max_seq_len - 2`` tokens (room for ``[CLS]`` and ``[SEP]``) at its end."""
     room = config.max_seq_len - 2
-    return [Segment(document_index, k, k, 0, min(length, room)) for k, length in enumerate(sentence_lengths)]
+    return [PairSpec(Segment(document_index, k, k, 0, min(length, room)), None, False)
+            for k, length in enumerate(sentence_lengths)]
 
 
 def segment_values(segment: Segment, store: TokenStore) -> np.ndarray:
@@ -191,17 +192,12 @@ def segment_values(segment: Segment, store: TokenStore) -> np.ndarray:
     return joined[segment.start : segment.stop]
 
 
-def assemble_single(a: np.ndarray, cls_id: int, sep_id: int) -> np.ndarray:
-    """``[CLS] A [SEP]`` as one int64 array."""
-    out = np.empty(len(a) + 2, dtype=np.int64)
-    out[0] = cls_id
-    out[1:-1] = a
-    out[-1] = sep_id
-    return out
-
-
-def assemble(a: np.ndarray, b: np.ndarray, cls_id: int, sep_id: int) -> np.ndarray:
-    """``[CLS] A [SEP] B [SEP]`` as one int64 array."""
+def assemble(a: np.ndarray, b: np.ndarray | None, cls_id: int, sep_id: int) -> np.ndarray:
+    """``[CLS] A [SEP] B [SEP]`` as one int64 array; ``[CLS] A [SEP]`` without B."""
+    if b is None:
+        out = np.empty(len(a) + 2, dtype=np.int64)
+        out[0], out[1:-1], out[-1] = cls_id, a, sep_id
+        return out
     out = np.empty(len(a) + len(b) + 3, dtype=np.int64)
     out[0] = cls_id
     out[1 : 1 + len(a)] = a

@@ -40,7 +40,6 @@ from .shards import (
     TokenizerFacts,
     build_shard,
     make_manifest,
-    random_b_pool_warnings,
     write_manifest_atomically,
 )
 from .sources import ReadProgress, WorkUnit, read_records
@@ -185,8 +184,6 @@ def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]
             f"{directory}: no instance was built from {len(context['sources'])} input file(s); "
             f"skipped: {skip_counts}"
         )
-    for warning in random_b_pool_warnings(shards, config.instances.single_segment):
-        log.warning("%s", warning)
     manifest = make_manifest(
         config,
         context["tokenizer"],
@@ -196,6 +193,8 @@ def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]
         context["pipeline_options"],
         facts,
     )
+    for warning in manifest["warnings"]:
+        log.warning("%s", warning)
     return write_manifest_atomically(directory, manifest)
 
 

@@ -37,14 +37,7 @@ from tacl_scale.data.masking import MaskedTokens, mask_tokens, seeded_generators
 
 from .config import BuildConfig
 from .documents import VALIDATION_RULE, TokenizedDocument
-from .instances import (
-    PairSpec,
-    assemble,
-    assemble_single,
-    create_pairs_from_document,
-    segment_values,
-    single_segments,
-)
+from .instances import assemble, create_pairs_from_document, segment_values, single_segments
 
 TMP_DIR_NAME = "_tmp"
 LENGTH_BIN = 32  # width of the instance-length histogram bins in the manifest
@@ -218,7 +211,7 @@ def build_shard(
              "num_maskable": 0, "mask_token": 0, "random_token": 0, "kept_token": 0}
     histogram: dict[int, int] = {}
     single = config.instances.single_segment
-    no_positions = np.zeros(0, dtype=np.int64)
+    no_masks = MaskedTokens(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     len_a = array("H")
     nsp = array("B")
     tmp_prefix = tmp_dir / name
@@ -236,29 +229,25 @@ def build_shard(
             for dupe in range(config.dupe_factor):
                 pair_rng, mask_rng = seeded_generators(config.seed, doc_id, dupe)
                 if single:
-                    pairs = [PairSpec(a, None, False) for a in
-                             single_segments(docs.sentence_lengths[doc_index], doc_index, config.instances)]
+                    pairs = single_segments(docs.sentence_lengths[doc_index], doc_index, config.instances)
                 else:
                     pairs = create_pairs_from_document(
                         docs.sentence_lengths, doc_index, config.instances, pair_rng
                     )
                 for pair in pairs:
                     a = segment_values(pair.a, docs.tokens)
-                    if pair.b is None:  # single segment: no pair, no static masks
-                        tokens = assemble_single(a, specials["cls"], specials["sep"])
-                        word_starts = assemble_single(segment_values(pair.a, docs.word_starts), 1, 1).astype(bool)
-                        maskable = ~is_special[tokens]
-                        masked = MaskedTokens(no_positions, no_positions.astype(np.int64))
+                    b = segment_values(pair.b, docs.tokens) if pair.b is not None else None
+                    tokens = assemble(a, b, specials["cls"], specials["sep"])
+                    word_starts = assemble(
+                        segment_values(pair.a, docs.word_starts),
+                        segment_values(pair.b, docs.word_starts) if pair.b is not None else None,
+                        1,
+                        1,
+                    ).astype(bool)
+                    maskable = ~is_special[tokens]
+                    if single:  # no static masks: training masks dynamically, or not at all
+                        masked = no_masks
                     else:
-                        b = segment_values(pair.b, docs.tokens)
-                        tokens = assemble(a, b, specials["cls"], specials["sep"])
-                        word_starts = assemble(
-                            segment_values(pair.a, docs.word_starts),
-                            segment_values(pair.b, docs.word_starts),
-                            1,
-                            1,
-                        ).astype(bool)
-                        maskable = ~is_special[tokens]
                         masked = mask_tokens(
                             tokens, maskable, word_starts, config.masking, max_predictions,
                             specials["mask"], facts.replacement_ids, mask_rng,

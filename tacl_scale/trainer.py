@@ -396,10 +396,9 @@ class Trainer:
             except ValueError as err:  # DatasetError: names the dataset and the fix
                 raise TrainError(str(err)) from err
         views = None
-        if "mirror" in config.objective.objectives:
-            specials = self.datasets[0].manifest["tokenizer"]["special_ids"]
-            views = MirrorViews(config.seed, config.objective.mirror.span_tokens, int(specials["mask"]),
-                                tuple(sorted(set(specials.values()))))
+        if "mirror" in config.objective.objectives:  # the datasets share one tokenizer (checked)
+            views = MirrorViews.for_manifest(self.datasets[0].manifest, config.seed,
+                                             config.objective.mirror.span_tokens)
         max_len = max(d.manifest["max_seq_len"] for d in self.datasets)
         padded = CollateConfig(pad_id=self.datasets[0].manifest["tokenizer"]["special_ids"]["pad"],
                                pad_to_multiple_of=config.data.pad_to_multiple_of,

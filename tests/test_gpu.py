@@ -101,8 +101,7 @@ def test_mirror_unpadded_matches_padded_on_cuda(bundle_data: Path, model_file: P
     torch.manual_seed(0)
     student = load_student(model_file).to("cuda", dtype).eval()
     data = PretrainDataset(bundle_data)
-    specials = data.manifest["tokenizer"]["special_ids"]
-    views = MirrorViews(0, 2, int(specials["mask"]), tuple(sorted(set(specials.values()))))
+    views = MirrorViews.for_manifest(data.manifest, 0, 2)
     items = [views.apply(data[i], 0, i) for i in range(0, len(data), len(data) // 24)][:24]
     losses, vectors = [], []
     for unpad in (False, True):

@@ -47,6 +47,13 @@ class MirrorViews:
     mask_id: int
     special_ids: tuple[int, ...]
 
+    @classmethod
+    def for_manifest(cls, manifest: dict[str, Any], seed: int, span_tokens: int) -> MirrorViews:
+        """The views of a dataset's instances: its ``[MASK]`` id, and every special
+        token of its tokenizer kept out of the span."""
+        specials = manifest["tokenizer"]["special_ids"]
+        return cls(seed, span_tokens, int(specials["mask"]), tuple(sorted(set(specials.values()))))
+
     def apply(self, item: dict[str, Any], epoch: int, instance: int) -> dict[str, Any]:
         original = np.asarray(item["original_ids"], dtype=np.int64)
         # Its own stream (the trailing 2), apart from dynamic masking's (seed, epoch, instance).
