@@ -81,6 +81,7 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
     token_type_ids = np.zeros((batch, length), dtype=np.int64)
     attention_mask = np.zeros((batch, length), dtype=np.int64)
     masked = np.zeros((batch, length), dtype=bool)
+    views = np.full((2, batch, length), config.pad_id, dtype=np.int64) if "mirror_ids" in items[0] else None
     for row, item in enumerate(items):
         n = len(item["original_ids"])
         input_ids[row, :n] = item["input_ids"]
@@ -88,11 +89,10 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
         token_type_ids[row, :n] = item["token_type_ids"]
         attention_mask[row, :n] = 1
         masked[row, item["masked_positions"]] = True
+        if views is not None:
+            views[:, row, :n] = item["mirror_ids"]
     mlm_labels = np.where(masked, original_ids, -100)
-    if "mirror_ids" in items[0]:
-        views = np.full((2, batch, length), config.pad_id, dtype=np.int64)
-        for row, item in enumerate(items):
-            views[:, row, : len(item["original_ids"])] = item["mirror_ids"]
+    if views is not None:
         shared["mirror_ids"] = torch.from_numpy(views)
     return {
         "input_ids": torch.from_numpy(input_ids),
