@@ -130,22 +130,3 @@ def info_nce(
     loss = F.cross_entropy(logits, target)
     accuracy = (logits.argmax(dim=-1) == target).float().mean()
     return loss, accuracy
-
-
-def mirror_loss(
-    encoder: Any, batch: dict[str, Any], config: MirrorConfig, gather: Gather | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(loss, contrastive accuracy) of ``encoder`` (a ``BertModel``) on the batch's
-    two views (``mirror_ids``, from :class:`~tacl_scale.data.views.MirrorViews`)."""
-    from .model import encode  # model imports this module
-
-    if "mirror_ids" not in batch:
-        raise ValueError("the mirror objective needs the batch's two views (mirror_ids): build the batches "
-                         "through TrainingInstances with MirrorViews")
-    ids, doubled = both_views(batch)
-    hidden = encode(encoder, ids, doubled).last_hidden_state
-    if "cu_seqlens" in doubled:
-        hidden = hidden[0]
-    pooled = pool(hidden, doubled, config.pooling)
-    view1, view2 = pooled.chunk(2)
-    return info_nce(view1, view2, config.temperature, gather)

@@ -34,7 +34,7 @@ from transformers import BertConfig, BertForPreTraining, BertModel
 from kernels import tacl_loss, tacl_loss_packed
 
 from .attention import register as register_attention
-from .mirror import Gather, MirrorConfig, mirror_loss
+from .mirror import Gather, MirrorConfig, both_views, info_nce, pool
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,21 @@ def student_states(student: BertForPreTraining, batch: dict[str, Any]) -> tuple[
     # BertModel pools the first token of its one packed row; NSP needs every sequence's [CLS].
     first_tokens = batch["cu_seqlens"][:-1].long()
     return hidden, encoder.pooler(hidden[first_tokens].unsqueeze(1))
+
+
+def mirror_loss(
+    encoder: BertModel, batch: dict[str, Any], config: MirrorConfig, gather: Gather | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, contrastive accuracy) of the ``mirror`` objective: ``encoder`` on the
+    batch's two views (``mirror_ids``, from :class:`~tacl_scale.data.views.MirrorViews`)
+    in one forward pass, pooled, through :func:`~tacl_scale.mirror.info_nce`."""
+    if "mirror_ids" not in batch:
+        raise ValueError("the mirror objective needs the batch's two views (mirror_ids): build the batches "
+                         "through TrainingInstances with MirrorViews")
+    ids, doubled = both_views(batch)
+    hidden = encode(encoder, ids, doubled).last_hidden_state
+    view1, view2 = pool(hidden[0] if is_packed(doubled) else hidden, doubled, config.pooling).chunk(2)
+    return info_nce(view1, view2, config.temperature, gather)
 
 
 def pretraining_losses(

@@ -95,8 +95,8 @@ def test_mirror_unpadded_matches_padded_on_cuda(bundle_data: Path, model_file: P
     from tacl_scale.data import PretrainDataset
     from tacl_scale.data.loader import CollateConfig, collate
     from tacl_scale.data.views import MirrorViews
-    from tacl_scale.mirror import MirrorConfig, both_views, mirror_loss, pool
-    from tacl_scale.model import encode, load_student
+    from tacl_scale.mirror import MirrorConfig, both_views, pool
+    from tacl_scale.model import encode, load_student, mirror_loss
 
     torch.manual_seed(0)
     student = load_student(model_file).to("cuda", dtype).eval()

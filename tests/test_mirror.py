@@ -17,8 +17,8 @@ from transformers import BertConfig, BertModel
 
 from tacl_scale.data.loader import CollateConfig, collate
 from tacl_scale.data.views import MirrorViews, span_masked
-from tacl_scale.mirror import MirrorConfig, info_nce, mirror_loss, pool
-from tacl_scale.model import ObjectiveConfig
+from tacl_scale.mirror import MirrorConfig, info_nce, pool
+from tacl_scale.model import ObjectiveConfig, mirror_loss
 
 CLS, SEP, MASK, PAD = 101, 102, 103, 0
 SPECIALS = (PAD, CLS, SEP, MASK)
