@@ -26,6 +26,9 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:]
     assert "instances" in res.stdout and "[CLS]" in res.stdout
     ds = PretrainDataset(tmp_path / "qs" / "dataset")
+    # The small-shard warnings are shown once (in the summary), not again by the build.
+    shown = (res.stdout + res.stderr).count("random B segments come from these only")
+    assert shown == len(ds.manifest["warnings"]) > 0
     assert ds.manifest["num_shards"] == 2 and len(ds) > 500
     assert len(PretrainDataset(tmp_path / "qs" / "dataset", split="validation")) > 0  # evaluated at step 30
     # The generated dump exercises the filters.
