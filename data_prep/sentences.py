@@ -22,7 +22,8 @@ _ONLY_INITIALS_OR_TITLE = re.compile(
     r"(?:(?:[A-Z]|Dr|Mr|Mrs|Ms|Mme|Mlle|Prof|St|Jr|Sr|Gen|Col|Lt|Capt|Cmdr|Sgt|Cpl|Maj|Adm"
     r"|Rev|Fr|Gov|Sen|Rep|Hon|Pres|Mt|Ft|No|Nos|Vol|Fig|Ch|Sec|Art|cf|ca|approx|vs)\.\s*)+"
 )
-_SPACE = re.compile(r"\s+")
+# Whitespace runs other than a lone plain space (replacing that by itself is a no-op).
+_SPACE = re.compile(r"[^\S ]\s*| \s+")
 
 
 def split_chinese(paragraph: str) -> list[str]:

@@ -33,11 +33,11 @@ from tacl_scale.data.manifest import (
     shard_file_names,
     shard_name,
 )
-from tacl_scale.data.masking import MaskedTokens, mask_tokens, seeded_generators
+from tacl_scale.data.masking import mask_tokens, seeded_generators
 
 from .config import BuildConfig
 from .documents import VALIDATION_RULE, TokenizedDocument
-from .instances import assemble, create_pairs_from_document, segment_values, single_segments
+from .instances import PairSpec, Segment, assemble_all, create_pairs_from_document, single_segments
 
 TMP_DIR_NAME = "_tmp"
 LENGTH_BIN = 32  # width of the instance-length histogram bins in the manifest
@@ -111,10 +111,15 @@ class _SpillStore:
     def __init__(self, readers: list[IndexedReader], entries: list[tuple[int, int, int]]) -> None:
         self._readers = readers
         self._entries = entries  # (part, first sequence, end sequence)
+        # Per part: all values as one array, and where each sequence starts in it
+        # (Python ints: a segment is then one slice, no numpy scalar arithmetic).
+        self._values = [r.span(0, len(r) - 1) if len(r) else np.zeros(0, r.dtype) for r in readers]
+        self._starts = [(r.sequence_pointers // r.dtype.itemsize).tolist() for r in readers]
 
-    def span(self, document: int, first: int, last: int) -> np.ndarray:
-        part, start, _ = self._entries[document]
-        return self._readers[part].span(start + first, start + last)
+    def values(self, segment: Segment) -> np.ndarray:
+        part, first, _ = self._entries[segment.document]
+        base = self._starts[part][first + segment.first]
+        return self._values[part][base + segment.start : base + segment.stop]
 
     def sentence_lengths(self) -> list[list[int]]:
         return [
@@ -211,7 +216,6 @@ def build_shard(
              "num_maskable": 0, "mask_token": 0, "random_token": 0, "kept_token": 0}
     histogram: dict[int, int] = {}
     single = config.instances.single_segment
-    no_masks = MaskedTokens(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     len_a = array("H")
     nsp = array("B")
     tmp_prefix = tmp_dir / name
@@ -221,63 +225,64 @@ def build_shard(
         tmp_dir / f"{name}.masked_positions", np.uint16
     ) as positions_out, IndexedWriter(tmp_dir / f"{name}.masked_tokens", facts.token_dtype) as placed_out:
         for doc_index, doc_id in enumerate(docs.doc_ids):
-            # One document's instances are written together (one range check, one write).
-            doc_tokens: list[np.ndarray] = []
-            doc_positions: list[np.ndarray] = []
-            doc_placed: list[np.ndarray] = []
-            doc_starts: list[np.ndarray] = []
+            # A document's instances (all dupe passes) are assembled, counted and
+            # written as one array each: per-instance numpy calls dominate otherwise.
+            pairs: list[PairSpec] = []
+            mask_rngs: list[np.random.Generator] = []
             for dupe in range(config.dupe_factor):
                 pair_rng, mask_rng = seeded_generators(config.seed, doc_id, dupe)
                 if single:
-                    pairs = single_segments(docs.sentence_lengths[doc_index], doc_index, config.instances)
+                    dupe_pairs = single_segments(docs.sentence_lengths[doc_index], doc_index, config.instances)
                 else:
-                    pairs = create_pairs_from_document(
+                    dupe_pairs = create_pairs_from_document(
                         docs.sentence_lengths, doc_index, config.instances, pair_rng
                     )
-                for pair in pairs:
-                    a = segment_values(pair.a, docs.tokens)
-                    b = segment_values(pair.b, docs.tokens) if pair.b is not None else None
-                    tokens = assemble(a, b, specials["cls"], specials["sep"])
-                    word_starts = assemble(
-                        segment_values(pair.a, docs.word_starts),
-                        segment_values(pair.b, docs.word_starts) if pair.b is not None else None,
-                        1,
-                        1,
-                    ).astype(bool)
-                    maskable = ~is_special[tokens]
-                    if single:  # no static masks: training masks dynamically, or not at all
-                        masked = no_masks
-                    else:
-                        masked = mask_tokens(
-                            tokens, maskable, word_starts, config.masking, max_predictions,
-                            specials["mask"], facts.replacement_ids, mask_rng,
-                        )
-                    doc_tokens.append(tokens)
-                    doc_positions.append(masked.positions)
-                    doc_placed.append(masked.placed)
-                    if starts_out is not None:
-                        doc_starts.append(word_starts.astype(np.uint8))
-                    len_a.append(len(a))
-                    nsp.append(int(pair.is_random_next))
-
-                    stats["num_instances"] += 1
-                    stats["num_tokens"] += len(tokens)
-                    stats["num_random_next"] += int(pair.is_random_next)
-                    stats["num_masked"] += len(masked.positions)
-                    stats["num_maskable"] += int(np.count_nonzero(maskable))
-                    is_mask = masked.placed == specials["mask"]
-                    is_kept = ~is_mask & (masked.placed == tokens[masked.positions])
-                    mask_count, kept_count = int(np.count_nonzero(is_mask)), int(np.count_nonzero(is_kept))
-                    stats["mask_token"] += mask_count
-                    stats["kept_token"] += kept_count
-                    stats["random_token"] += len(masked.placed) - mask_count - kept_count
-                    bin_start = (len(tokens) - 1) // LENGTH_BIN * LENGTH_BIN
-                    histogram[bin_start] = histogram.get(bin_start, 0) + 1
-            tokens_out.add_document(doc_tokens)
-            positions_out.add_document(doc_positions)
-            placed_out.add_document(doc_placed)
+                pairs += dupe_pairs
+                mask_rngs += [mask_rng] * len(dupe_pairs)
+            tokens, lengths = assemble_all(pairs, docs.tokens, specials["cls"], specials["sep"])
+            word_starts, _ = assemble_all(pairs, docs.word_starts, 1, 1, dtype=bool)
+            maskable = ~is_special[tokens]
+            starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=starts[1:])
+            positions: list[np.ndarray] = []
+            placed: list[np.ndarray] = []
+            if not single:  # single-segment data has no static masks (training masks dynamically)
+                for k, mask_rng in enumerate(mask_rngs):
+                    first, end = int(starts[k]), int(starts[k + 1])
+                    masked = mask_tokens(
+                        tokens[first:end], maskable[first:end], word_starts[first:end], config.masking,
+                        max_predictions, specials["mask"], facts.replacement_ids, mask_rng,
+                    )
+                    positions.append(masked.positions)
+                    placed.append(masked.placed)
+            else:
+                positions = placed = [np.zeros(0, dtype=np.int64)] * len(pairs)
+            masked_counts = [len(p) for p in positions]
+            all_positions = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
+            all_placed = np.concatenate(placed) if placed else np.zeros(0, dtype=np.int64)
+            tokens_out.add_joined_document(tokens, lengths)
+            positions_out.add_joined_document(all_positions, masked_counts)
+            placed_out.add_joined_document(all_placed, masked_counts)
             if starts_out is not None:
-                starts_out.add_document(doc_starts)
+                starts_out.add_joined_document(word_starts.astype(np.uint8), lengths)
+
+            for pair, length in zip(pairs, lengths, strict=True):
+                len_a.append(len(pair.a))
+                nsp.append(int(pair.is_random_next))
+                bin_start = (length - 1) // LENGTH_BIN * LENGTH_BIN
+                histogram[bin_start] = histogram.get(bin_start, 0) + 1
+            stats["num_instances"] += len(pairs)
+            stats["num_tokens"] += len(tokens)
+            stats["num_random_next"] += sum(pair.is_random_next for pair in pairs)
+            stats["num_maskable"] += int(np.count_nonzero(maskable))
+            stats["num_masked"] += len(all_positions)
+            is_mask = all_placed == specials["mask"]
+            original = tokens[all_positions + np.repeat(starts[:-1], masked_counts)]
+            is_kept = ~is_mask & (all_placed == original)
+            mask_count, kept_count = int(np.count_nonzero(is_mask)), int(np.count_nonzero(is_kept))
+            stats["mask_token"] += mask_count
+            stats["kept_token"] += kept_count
+            stats["random_token"] += len(all_placed) - mask_count - kept_count
     if starts_out is not None:
         starts_out.close()
     meta = np.zeros(len(len_a), dtype=META_DTYPE)

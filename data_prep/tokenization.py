@@ -121,6 +121,7 @@ class _HFTokenizer(PretrainTokenizer):
             if token_id is None:
                 raise TokenizerError(f"{source_file}: no {role} token ({token!r}) in the vocabulary")
             self.special_ids[role] = int(token_id)
+        self._continues_word = _wordpiece_continuations(backend)
 
     def encode(
         self, sentences: list[str], word_boundaries: list[set[int]] | None = None
@@ -134,6 +135,8 @@ class _HFTokenizer(PretrainTokenizer):
                 starts = np.fromiter(
                     (start in bounds for start, _ in enc.offsets), dtype=bool, count=len(ids)
                 )
+            elif self._continues_word is not None:
+                starts = ~self._continues_word[ids]
             else:
                 word_ids = np.asarray([-1 if w is None else w for w in enc.word_ids])
                 starts = np.ones(len(ids), dtype=bool)
@@ -208,6 +211,25 @@ class _SentencePieceTokenizer(PretrainTokenizer):
 
     def id_to_token(self, token_id: int) -> str:
         return self._sp.id_to_piece(int(token_id))
+
+
+def _wordpiece_continuations(backend: Any) -> np.ndarray | None:
+    """For a WordPiece model behind BERT's pre-tokenizer, a table of which ids
+    continue a word (``##ing``); None for any other kind. There a token starts a word
+    exactly when it is not a continuation (the pre-tokenizer isolates every ``#``, so
+    no word's first piece carries the prefix), which is the same as comparing word
+    ids and a fraction of the cost (tested against word ids on the real samples)."""
+    from tokenizers import models, pre_tokenizers
+
+    prefix = getattr(backend.model, "continuing_subword_prefix", None)
+    if not (isinstance(backend.model, models.WordPiece) and prefix
+            and isinstance(backend.pre_tokenizer, pre_tokenizers.BertPreTokenizer)):
+        return None
+    vocab = backend.get_vocab(with_added_tokens=True)
+    table = np.zeros(max(vocab.values()) + 1, dtype=bool)
+    for token, token_id in vocab.items():
+        table[token_id] = token.startswith(prefix)
+    return table
 
 
 def _vocab_is_lowercase(vocab_file: Path) -> bool:

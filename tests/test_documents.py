@@ -295,3 +295,38 @@ def test_chinese_pre_segmented_text(zh_processor: DocumentProcessor) -> None:
         expected = [k == 0 for w in words for k in range(len(w))]
         assert encoded.word_starts.tolist() == expected, line
     assert any(not s.word_starts.all() for s in doc.sentences)
+
+
+@pytest.fixture(scope="module")
+def sample_sentences(en_processor: DocumentProcessor) -> list[str]:
+    return [s for page in enwiki_pages() for s in en_processor.sentences_of(page, lambda kind: None) or []]
+
+
+@pytest.mark.parametrize("kind", ["vocab.txt", "tokenizer.json directory"])
+def test_word_starts_from_the_wordpiece_table_equal_word_ids(kind: str, sample_sentences: list[str],
+                                                             tmp_path: Path) -> None:
+    """WordPiece word starts are read off a per-id table (not a ``##`` piece), which
+    must agree with the tokenizer's own word ids on every sentence of the real sample."""
+    from data_prep.tokenization import load_tokenizer
+
+    path = VOCAB_EN
+    if kind != "vocab.txt":
+        import shutil
+
+        from transformers import BertTokenizerFast
+
+        shutil.copy2(VOCAB_EN, tmp_path / "vocab.txt")
+        BertTokenizerFast.from_pretrained(str(tmp_path), do_lower_case=True).save_pretrained(tmp_path)
+        (tmp_path / "vocab.txt").unlink()
+        path = tmp_path
+    tokenizer = load_tokenizer(TokenizerConfig(str(path)))
+    assert tokenizer._continues_word is not None, "the fast path must apply to BERT WordPiece"
+    # Every sentence through the vocab.txt, a quarter through the same vocabulary's tokenizer.json.
+    sentences = sample_sentences[:: 1 if kind == "vocab.txt" else 4] + ["a [MASK] [MASK] b", "###abc #x ##y", "unaffable héllo"]
+    assert len(sentences) > 4_000
+    fast = tokenizer.encode(sentences)
+    tokenizer._continues_word = None  # the word-id path
+    by_word_ids = tokenizer.encode(sentences)
+    assert sum(int((~s.word_starts).sum()) for s in fast) > 2_000  # continuation pieces were seen
+    for a, b in zip(fast, by_word_ids, strict=True):
+        assert np.array_equal(a.ids, b.ids) and np.array_equal(a.word_starts, b.word_starts)

@@ -345,3 +345,17 @@ def test_missing_file(good, which):
 
 def test_format_error_is_a_value_error():
     assert issubclass(IndexedFormatError, ValueError)
+
+
+def test_add_joined_document_writes_the_bytes_of_add_document(tmp_path):
+    pieces = [np.array([3, 4, 5]), np.array([], dtype=np.int64), np.array([9])]
+    with IndexedWriter(tmp_path / "a", np.uint16) as a, IndexedWriter(tmp_path / "b", np.uint16) as b:
+        a.add_document(pieces)
+        a.add_document([])
+        b.add_joined_document(np.concatenate(pieces), [3, 0, 1])
+        b.add_joined_document(np.zeros(0, dtype=np.int64), [])
+        with pytest.raises(ValueError, match="lengths add up to 5, not 4 values"):
+            b.add_joined_document(np.arange(4), [2, 3])
+    for suffix in (".bin", ".idx"):
+        assert (tmp_path / f"a{suffix}").read_bytes() == (tmp_path / f"b{suffix}").read_bytes()
+    assert [x.tolist() for x in IndexedReader(tmp_path / "b")] == [[3, 4, 5], [], [9]]

@@ -14,8 +14,10 @@ from data_prep.instances import (
     PairSpec,
     Segment,
     assemble,
+    assemble_all,
     create_pairs_from_document,
     segment_values,
+    single_segments,
 )
 
 CLS, SEP = 101, 102
@@ -342,10 +344,27 @@ def test_segment_values_and_store():
     docs = [[np.array([1, 2, 3]), np.array([4, 5]), np.array([6, 7, 8, 9])], [np.array([10])]]
     store = InMemoryStore(docs)
     assert store.lengths() == [[3, 2, 4], [1]]
-    assert store.span(0, 1, 2).tolist() == [4, 5, 6, 7, 8, 9]
+    assert store.values(Segment(0, 1, 2, 0, 6)).tolist() == [4, 5, 6, 7, 8, 9]
     assert segment_values(Segment(0, 0, 2, 2, 7), store).tolist() == [3, 4, 5, 6, 7]
     assert segment_values(Segment(1, 0, 0, 0, 1), store).tolist() == [10]
     assert len(Segment(0, 0, 2, 2, 7)) == 5
     # The same segments address any parallel per-token array (e.g. word starts).
     starts = InMemoryStore([[np.array([1, 0, 0]), np.array([1, 1]), np.array([1, 0, 1, 0])]])
     assert segment_values(Segment(0, 0, 2, 2, 7), starts).tolist() == [0, 1, 1, 1, 0]
+
+
+def test_assemble_all_joins_what_assemble_makes_pair_by_pair():
+    docs = make_corpus(3, 6)
+    store = InMemoryStore(docs)
+    lengths = store.lengths()
+    config = InstanceConfig(max_seq_len=40)
+    pairs = [p for d in range(len(docs))
+             for p in create_pairs_from_document(lengths, d, config, random.Random(d))]
+    pairs += single_segments(lengths[0], 0, config)  # B-less pairs mixed in
+    joined, sizes = assemble_all(pairs, store, CLS, SEP)
+    one_by_one = [assemble(segment_values(p.a, store), segment_values(p.b, store) if p.b else None, CLS, SEP)
+                  for p in pairs]
+    assert sizes == [len(x) for x in one_by_one]
+    assert joined.dtype == np.int64 and np.array_equal(joined, np.concatenate(one_by_one))
+    empty, none = assemble_all([], store, CLS, SEP, dtype=bool)
+    assert none == [] and empty.dtype == bool and len(empty) == 0

@@ -318,3 +318,55 @@ def test_masking_config_accepts_edge_values():
 def test_masking_config_rejects_negative_max_predictions():
     with pytest.raises(ValueError):
         MaskingConfig(max_predictions_per_seq=-1)
+
+
+def _reference_mask_tokens(tokens, maskable, word_starts, config, max_predictions, mask_id, replacement_ids, rng):
+    """mask_tokens written plainly (as first committed): the fast version must draw
+    the same numbers in the same order, since the masks are part of the dataset."""
+    positions = np.flatnonzero(maskable)
+    if len(positions) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    budget = min(max_predictions, max(1, int(round(len(positions) * config.masked_lm_prob))))
+    if config.whole_word_masking and word_starts is not None:
+        new_word = np.ones(len(positions), dtype=bool)
+        new_word[1:] = word_starts[positions[1:]] | (np.diff(positions) != 1)
+        starts = np.flatnonzero(new_word)
+        ends = np.append(starts[1:], len(positions))
+        pieces, count = [], 0
+        for word in rng.permutation(len(starts)).tolist():
+            if count >= budget:
+                break
+            size = int(ends[word] - starts[word])
+            if count + size > budget:
+                continue
+            pieces.append(positions[starts[word] : ends[word]])
+            count += size
+        chosen = np.concatenate(pieces) if pieces else positions[:0]
+    else:
+        chosen = rng.permutation(positions)[:budget]
+    chosen = np.sort(chosen).astype(np.int64)
+    draws = rng.random(len(chosen))
+    placed = np.asarray(tokens, dtype=np.int64)[chosen]
+    placed[draws < config.mask_token_prob] = mask_id
+    randomized = (draws >= config.mask_token_prob) & (draws < config.mask_token_prob + config.random_token_prob)
+    placed[randomized] = replacement_ids[rng.integers(0, len(replacement_ids), int(randomized.sum()))]
+    return chosen, placed
+
+
+@pytest.mark.parametrize("whole_words", [False, True])
+def test_mask_tokens_draws_as_the_plain_reference(whole_words):
+    config = MaskingConfig(whole_word_masking=whole_words)
+    replacement_ids = np.arange(5, 1000, dtype=np.int32)
+    sizes = np.random.default_rng(0)
+    for seed in range(300):
+        n = int(sizes.integers(3, 260))
+        tokens = sizes.integers(5, 1000, n).astype(np.int64)
+        maskable = sizes.random(n) < 0.95
+        word_starts = sizes.random(n) < 0.6
+        # The same generator object runs on through several calls, as in a shard.
+        fast_rng, plain_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+        for _ in range(3):
+            got = mask_tokens(tokens, maskable, word_starts, config, 40, 4, replacement_ids, fast_rng)
+            want = _reference_mask_tokens(tokens, maskable, word_starts, config, 40, 4, replacement_ids, plain_rng)
+            assert got.positions.dtype == np.int64 and got.placed.dtype == np.int64
+            assert got.positions.tolist() == want[0].tolist() and got.placed.tolist() == want[1].tolist()

@@ -14,7 +14,7 @@ import pytest
 
 from data_prep.config import BuildConfig, InputConfig, OutputConfig
 from data_prep.documents import TokenizedDocument
-from data_prep.instances import InstanceConfig
+from data_prep.instances import InstanceConfig, Segment, assemble, create_pairs_from_document, segment_values
 from data_prep.shards import (
     TMP_DIR_NAME,
     ShardDocuments,
@@ -28,7 +28,7 @@ from data_prep.tokenization import EncodedSentence, TokenizerConfig
 from tacl_scale.data import DatasetError, PretrainDataset, load_manifest
 from tacl_scale.data.indexed import IndexedReader
 from tacl_scale.data.manifest import FORMAT_VERSION, MANIFEST_NAME
-from tacl_scale.data.masking import MaskingConfig
+from tacl_scale.data.masking import MaskingConfig, mask_tokens, seeded_generators
 
 VOCAB = 30522
 SPECIALS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
@@ -293,6 +293,63 @@ def test_seed_changes_the_data(tmp_path, built):
     assert other != shard_bytes(built)
 
 
+def _reference_shard(shard: int, prefixes: list[str], config: BuildConfig) -> list[tuple]:
+    """The instances of a shard built pair by pair, the plain way (google-research/bert
+    order: document, dupe pass, pair): what build_shard's joined arrays must equal."""
+    docs = ShardDocuments(shard, prefixes)
+    is_special = np.zeros(VOCAB, dtype=bool)
+    is_special[list(SPECIALS.values())] = True
+    out = []
+    for doc_index, doc_id in enumerate(docs.doc_ids):
+        for dupe in range(config.dupe_factor):
+            pair_rng, mask_rng = seeded_generators(config.seed, doc_id, dupe)
+            for pair in create_pairs_from_document(docs.sentence_lengths, doc_index, config.instances, pair_rng):
+                tokens = assemble(segment_values(pair.a, docs.tokens), segment_values(pair.b, docs.tokens),
+                                  CLS, SEP)
+                starts = assemble(segment_values(pair.a, docs.word_starts),
+                                  segment_values(pair.b, docs.word_starts), 1, 1).astype(bool)
+                masked = mask_tokens(tokens, ~is_special[tokens], starts, config.masking,
+                                     config.max_predictions, MASK, REPLACEMENT_IDS, mask_rng)
+                out.append((tokens.tolist(), starts.tolist(), masked.positions.tolist(), masked.placed.tolist(),
+                            len(pair.a), int(pair.is_random_next)))
+    return out
+
+
+@pytest.mark.parametrize("whole_words", [False, True])
+def test_shard_files_equal_the_pair_by_pair_reference(tmp_path, whole_words):
+    """build_shard assembles, masks and counts a document's instances as joined
+    arrays; every value must equal building them one pair at a time."""
+    config = config_for(tmp_path / "out", masking=MaskingConfig(whole_word_masking=whole_words), dupe_factor=3)
+    prefixes = spill(tmp_path / "out", [DOCUMENTS[:7], DOCUMENTS[7:]])
+    for shard in range(2):
+        expected = _reference_shard(shard, prefixes, config)
+        entry = build_shard(shard, prefixes, config, FACTS)
+        name = entry["name"]
+        directory = tmp_path / "out"
+        tokens = IndexedReader(directory / name)
+        positions = IndexedReader(directory / f"{name}.masked_positions")
+        placed = IndexedReader(directory / f"{name}.masked_tokens")
+        meta = np.load(directory / f"{name}.meta.npy")
+        starts = IndexedReader(directory / f"{name}.word_starts") if whole_words else None
+        assert len(tokens) == len(expected) == entry["num_instances"] > 20
+        for k, (want_tokens, want_starts, want_positions, want_placed, len_a, nsp) in enumerate(expected):
+            assert tokens[k].tolist() == want_tokens
+            assert positions[k].tolist() == want_positions
+            assert placed[k].tolist() == want_placed
+            assert (int(meta["len_a"][k]), int(meta["nsp_label"][k])) == (len_a, nsp)
+            if starts is not None:
+                assert starts[k].astype(bool).tolist() == want_starts
+        placed_all = [t for e in expected for t in e[3]]
+        original = [e[0][p] for e in expected for p in e[2]]
+        assert entry["num_tokens"] == sum(len(e[0]) for e in expected)
+        assert entry["num_masked"] == len(placed_all)
+        assert entry["num_random_next"] == sum(e[5] for e in expected)
+        assert entry["mask_token"] == sum(t == MASK for t in placed_all)
+        assert entry["kept_token"] == sum(t != MASK and t == o for t, o in zip(placed_all, original, strict=True))
+        assert entry["num_maskable"] == sum(sum(not is_sp for is_sp in np.isin(e[0], list(SPECIALS.values())))
+                                            for e in expected)
+
+
 def test_shard_documents_sorted_by_id(tmp_path):
     prefixes = spill(tmp_path, [DOCUMENTS[::-1][:6], DOCUMENTS[::-1][6:]])
     for shard in range(2):
@@ -304,9 +361,10 @@ def test_shard_documents_sorted_by_id(tmp_path):
         for number, doc_id in enumerate(docs.doc_ids):
             sentences = by_id[doc_id].sentences
             assert docs.sentence_lengths[number] == [len(s.ids) for s in sentences]
-            joined = docs.tokens.span(number, 0, len(sentences) - 1)
+            whole = Segment(number, 0, len(sentences) - 1, 0, sum(len(s.ids) for s in sentences))
+            joined = docs.tokens.values(whole)
             assert np.array_equal(joined, np.concatenate([s.ids for s in sentences]))
-            starts = docs.word_starts.span(number, 0, len(sentences) - 1)
+            starts = docs.word_starts.values(whole)
             assert np.array_equal(starts.astype(bool), np.concatenate([s.word_starts for s in sentences]))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest_sources_helpers import enwiki_articles
 
-from data_prep.wikitext import clean_wikitext, is_redirect
+from data_prep.wikitext import blank_plain_list_lines, clean_wikitext, is_redirect
 
 
 def clean(text: str) -> str:
@@ -481,5 +481,39 @@ def test_pre_passes_change_the_cost_not_the_output() -> None:
                  if record.namespace == 0 and not record.redirect]
     assert len(pages) > 200
     assert sum(page.count("{|") for page in pages) > 50 and sum(page.count("[[") for page in pages) > 20_000
+    assert sum(page.count("\n*") for page in pages) > 5_000  # list lines, blanked before parsing
     for page in pages:
         assert clean_wikitext(page) == clean_wikitext(page, parse_all=True)
+
+
+def test_blank_plain_list_lines() -> None:
+    text = "Intro.\n* item one\n# numbered\n: indented\n; term\n*{{lang|fr|x}}\n* [[A|b]] c\n* <b>x</b>\nEnd."
+    assert blank_plain_list_lines(text) == "Intro.\n\n\n\n\n*{{lang|fr|x}}\n* [[A|b]] c\n* <b>x</b>\nEnd."
+    # the paragraphs are those of parsing the lists
+    page = "First line.\n* a list\n*# nested\nSecond paragraph.\n: quote\nThird."
+    assert clean_wikitext(page) == clean_wikitext(page, parse_all=True) == [
+        "First line.", "Second paragraph.", "Third."]
+
+
+def test_faster_regexes_match_the_plain_ones() -> None:
+    """Patterns rewritten so the regex engine can search for a literal (or skip the
+    no-op single space) replace exactly what the plain patterns replace."""
+    import random
+    import re
+
+    from data_prep import sentences, wikitext
+
+    plain = {
+        wikitext._SPACES: (re.compile(r"[ \t\u00a0\u2009\u200b]+"), " "),
+        sentences._SPACE: (re.compile(r"\s+"), " "),
+        wikitext._POSSESSIVE_AFTER_STYLE: (re.compile(r"(?<=\w)'''(?=s\b)"), "'"),
+        wikitext._SIMPLE_LINK: (re.compile(r"(?<!\[)\[\[([^\[\]{}|<>&\n]+)(?:\|([^\[\]{}|<>&\n]*))?\]\](?!\])"),
+                                wikitext._simple_link_text),
+    }
+    alphabet = [" ", " ", "\t", "\u00a0", "\u2009", "\u200b", "\n", "\u3000", "a", "s", "'", "'", "[", "[",
+                "]", "]", "|", "{", "é"]
+    rng = random.Random(0)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        for fast, (slow, replacement) in plain.items():
+            assert fast.sub(replacement, text) == slow.sub(replacement, text), (fast.pattern, text)

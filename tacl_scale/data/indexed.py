@@ -104,12 +104,18 @@ class IndexedWriter:
     def add_document(self, sequences: list[np.ndarray]) -> None:
         """Append the sequences of one document and close it: the same bytes as
         ``add`` for each and ``end_document``, with one range check and one write."""
-        if not sequences:
-            self.end_document()
-            return
         arrays = [np.asarray(sequence) for sequence in sequences]
-        self.add(np.concatenate(arrays))
-        self._lengths[-1:] = [int(a.size) for a in arrays]
+        joined = np.concatenate(arrays) if arrays else np.zeros(0, dtype=self.dtype)
+        self.add_joined_document(joined, [int(a.size) for a in arrays])
+
+    def add_joined_document(self, values: np.ndarray, lengths: list[int]) -> None:
+        """Append one document given as its sequences joined (``values``) and the
+        length of each; the same bytes as :meth:`add_document` on the pieces."""
+        if sum(lengths) != len(values):
+            raise ValueError(f"{self.prefix}: lengths add up to {sum(lengths)}, not {len(values)} values")
+        if lengths:
+            self.add(values)
+            self._lengths[-1:] = lengths
         self.end_document()
 
     def end_document(self) -> None:

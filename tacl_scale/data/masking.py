@@ -80,7 +80,7 @@ def mask_tokens(
     ``[MASK]`` (80%), a random non-special token (10%; drawn from
     ``replacement_ids``) or stays unchanged (10%).
     """
-    positions = np.flatnonzero(maskable)
+    positions = maskable.nonzero()[0]
     if len(positions) == 0:
         empty = np.zeros(0, dtype=np.int64)
         return MaskedTokens(empty, empty.copy())
@@ -88,14 +88,14 @@ def mask_tokens(
     if config.whole_word_masking and word_starts is not None:
         new_word = np.ones(len(positions), dtype=bool)
         new_word[1:] = word_starts[positions[1:]] | (np.diff(positions) != 1)
-        starts = np.flatnonzero(new_word)
-        ends = np.append(starts[1:], len(positions))
+        starts = new_word.nonzero()[0].tolist()
+        ends = starts[1:] + [len(positions)]
         pieces = []
         count = 0
         for word in rng.permutation(len(starts)).tolist():
             if count >= budget:
                 break
-            size = int(ends[word] - starts[word])
+            size = ends[word] - starts[word]
             if count + size > budget:
                 continue
             pieces.append(positions[starts[word] : ends[word]])
@@ -103,12 +103,15 @@ def mask_tokens(
         chosen = np.concatenate(pieces) if pieces else positions[:0]
     else:
         chosen = rng.permutation(positions)[:budget]
-    chosen = np.sort(chosen).astype(np.int64)
+    # The random calls below run in a fixed order on every path: the draws, and so
+    # the masks, are part of the dataset contract (same seed → same bytes).
+    chosen = np.sort(chosen).astype(np.int64, copy=False)
     draws = rng.random(len(chosen))
     placed = np.asarray(tokens, dtype=np.int64)[chosen]
     placed[draws < config.mask_token_prob] = mask_id
     randomized = (draws >= config.mask_token_prob) & (
         draws < config.mask_token_prob + config.random_token_prob
     )
-    placed[randomized] = replacement_ids[rng.integers(0, len(replacement_ids), int(randomized.sum()))]
+    replacements = rng.integers(0, len(replacement_ids), np.count_nonzero(randomized))
+    placed[randomized] = replacement_ids[replacements]
     return MaskedTokens(chosen, placed)
