@@ -82,12 +82,14 @@ class PretrainTokenizer:
         return [self.id_to_token(i) for i in range(self.vocab_size)]
 
     def replacement_ids(self) -> np.ndarray:
-        """Ids a masked token may be replaced by: every id that is not special."""
+        """Ids a masked token may be replaced by: every id that is not special, not a
+        placeholder, and not the shadowed first copy of a repeated vocabulary line
+        (no token: the tokenizer never produces it)."""
         specials = set(self.special_ids.values())
         keep = [
             i
             for i, token in enumerate(self.vocab_tokens())
-            if i not in specials and not _PLACEHOLDER.match(token)
+            if token and i not in specials and not _PLACEHOLDER.match(token)
         ]
         return np.asarray(keep, dtype=np.int32)
 
@@ -113,7 +115,10 @@ class _HFTokenizer(PretrainTokenizer):
         self.kind = kind
         self.source_file = source_file
         self.lowercase = lowercase
-        self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
+        # Ids run to the highest one: a vocab.txt with repeated lines (bert-base-chinese
+        # repeats 53, e.g. "##s") has fewer distinct tokens than ids, and its model has
+        # an embedding row per line.
+        self.vocab_size = max(backend.get_vocab(with_added_tokens=True).values()) + 1
         self.max_positions = max_positions
         self.special_ids = {}
         for role, token in special_tokens.items():

@@ -131,6 +131,27 @@ def test_multistream_index_splits_one_dump_with_identical_output(tmp_path: Path,
     assert shard_bytes(out) == shard_bytes(en_dataset.path)
 
 
+def test_a_token_past_the_repeated_lines_of_bert_base_chinese(tmp_path: Path) -> None:
+    """bert-base-chinese's vocab.txt repeats 53 lines, so it has 21,075 distinct
+    tokens but ids up to 21,127 (锶, strontium, is the last line). Such a token once
+    crashed the build (the special-id table was sized by distinct tokens); the
+    vocabulary size is the number of ids, and the shadowed ids are never a random
+    replacement."""
+    text = tmp_path / "sr.txt"
+    text.write_text("锶是一种化学元素，符号为Sr。锶的原子序数为38。\n锶化合物可以用于制造烟花。\n\n"
+                    "钙是一种化学元素，符号为Ca。\n钙在自然界中广泛分布。\n", encoding="utf-8")
+    out = build_dataset(tmp_path / "ds", "--input", str(text), "--format", "text", "--language", "zh",
+                        "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10")
+    ds = PretrainDataset(out)
+    assert ds.manifest["tokenizer"]["vocab_size"] == 21128
+    assert any(21127 in ds[i]["original_ids"] for i in range(len(ds)))
+    excluded = set(ds.manifest["masking"]["replacement_excluded_ids"])
+    lines = ZH_VOCAB.read_text(encoding="utf-8").split("\n")[:21128]
+    last_line_of = {token: i for i, token in enumerate(lines)}
+    shadowed = {i for i, token in enumerate(lines) if last_line_of[token] != i}
+    assert len(shadowed) == 53 and shadowed <= excluded and 21127 not in excluded
+
+
 def test_chinese_whole_word_masking_pre_segmented(tmp_path: Path) -> None:
     out = build_dataset(tmp_path / "zh", "--input", str(ZH_SEGMENTED), "--format", "text",
                         "--language", "zh", "--tokenizer", str(ZH_VOCAB), "--whole-word-masking",
