@@ -157,6 +157,9 @@ def _sections(nodes: list[Node]) -> list[list[Node]]:
     return [kept]
 
 
+_LINK_BRACKETS = re.compile(r"\[\[|\]\]")
+
+
 def strip_file_links(wikitext: str) -> str:
     """Remove ``[[File:…]]``/``[[Image:…]]`` links, nested links in their captions
     included. Done before parsing: a caption with unbalanced bold/italic quotes
@@ -167,18 +170,12 @@ def strip_file_links(wikitext: str) -> str:
         if match.start() < position:
             continue  # inside a link already removed
         depth = 0
-        index = match.start()
-        while index < len(wikitext):
-            if wikitext.startswith("[[", index):
-                depth += 1
-                index += 2
-            elif wikitext.startswith("]]", index):
-                depth -= 1
-                index += 2
-                if depth == 0:
-                    break
-            else:
-                index += 1
+        index = len(wikitext)  # an unclosed link runs to the end
+        for bracket in _LINK_BRACKETS.finditer(wikitext, match.start()):
+            depth += 1 if bracket.group() == "[[" else -1
+            if depth == 0:
+                index = bracket.end()
+                break
         out.append(wikitext[position : match.start()])
         position = index
     out.append(wikitext[position:])
@@ -307,10 +304,14 @@ def clean_wikitext(wikitext: str, parse_all: bool = False) -> list[str]:
 def _tidy(paragraph: str) -> str:
     """Repair what removing markup leaves behind: "( ; born 1950)", double spaces."""
     paragraph = _SPACES.sub(" ", paragraph)
-    paragraph = _PAREN_LEADING_PUNCT.sub(r"\1", paragraph)
-    paragraph = _EMPTY_PARENS.sub("", paragraph)
+    emptied = 0
+    if "(" in paragraph or "（" in paragraph:  # most paragraphs have no parentheses
+        paragraph = _PAREN_LEADING_PUNCT.sub(r"\1", paragraph)
+        paragraph, emptied = _EMPTY_PARENS.subn("", paragraph)
     paragraph = _SPACE_BEFORE_PUNCT.sub(r"\1", paragraph)
-    return _SPACES.sub(" ", paragraph).strip()
+    if emptied:  # only a removed "()" can leave two spaces side by side now
+        paragraph = _SPACES.sub(" ", paragraph)
+    return paragraph.strip()
 
 
 def is_redirect(wikitext: str) -> bool:

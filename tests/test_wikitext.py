@@ -517,3 +517,24 @@ def test_faster_regexes_match_the_plain_ones() -> None:
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
         for fast, (slow, replacement) in plain.items():
             assert fast.sub(replacement, text) == slow.sub(replacement, text), (fast.pattern, text)
+
+
+def test_tidy_equals_the_plain_five_substitutions() -> None:
+    """_tidy skips substitutions that cannot match; the result must be what running
+    all five gives."""
+    import random
+
+    from data_prep import wikitext
+
+    def plain(paragraph: str) -> str:
+        paragraph = wikitext._SPACES.sub(" ", paragraph)
+        paragraph = wikitext._PAREN_LEADING_PUNCT.sub(r"\1", paragraph)
+        paragraph = wikitext._EMPTY_PARENS.sub("", paragraph)
+        paragraph = wikitext._SPACE_BEFORE_PUNCT.sub(r"\1", paragraph)
+        return wikitext._SPACES.sub(" ", paragraph).strip()
+
+    alphabet = [" ", " ", "\t", "\u00a0", "(", ")", "（", "）", ",", ";", "、", ":", ".", "a", "b"]
+    rng = random.Random(1)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        assert wikitext._tidy(text) == plain(text), text
