@@ -125,6 +125,7 @@ class Result:
     peak_single_rss: int  # bytes, largest single process (time -v, else sampled)
     peak_processes: int  # most processes seen at once in the tree
     cpu_percent: int | None  # (user + system CPU of the tree) / wall, from time -v
+    cpu_s: float | None  # user + system CPU seconds of the tree, from time -v
     load_before: float  # 1-minute load average of the machine when the run started
 
 
@@ -259,7 +260,7 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
             f"build failed (exit {rc}, manifest {'present' if manifest_path.is_file() else 'missing'})"
             f"\ncommand: {' '.join(cmd)}\nlog {log_path}:\n{tail}"
         )
-    cpu_percent = None
+    cpu_percent = cpu_s = None
     if use_time and time_path.is_file():
         report = time_path.read_text()
         m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", report)
@@ -268,16 +269,105 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
         m = re.search(r"Percent of CPU this job got: (\d+)%", report)
         if m:
             cpu_percent = int(m.group(1))
+        user = re.search(r"User time \(seconds\): ([\d.]+)", report)
+        system = re.search(r"System time \(seconds\): ([\d.]+)", report)
+        if user and system and runner == "direct":  # a Dask cluster's workers are not children
+            cpu_s = float(user.group(1)) + float(system.group(1))
     totals = json.loads(manifest_path.read_text())["totals"]
     result = Result(
         runner=runner, scale=scale, xml_bytes=xml_bytes, bz2_bytes=corpus.stat().st_size, units=units,
         workers=workers, wall_s=wall, documents=int(totals["documents"]),
         instances=int(totals["instances"]), tokens=int(totals["tokens"]),
         peak_tree_rss=peak_sum, peak_single_rss=peak_single, peak_processes=peak_procs,
-        cpu_percent=cpu_percent, load_before=load_before,
+        cpu_percent=cpu_percent, cpu_s=cpu_s, load_before=load_before,
     )
     shutil.rmtree(out, ignore_errors=True)  # datasets are large; the log stays
     return result
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def stage_profile(dump: Path) -> list[tuple[str, float, float | None]]:
+    """Seconds of each stage of the build, run in this process (no Beam, one core)
+    on ``dump`` with the benchmark's settings, and the part of it spent in the
+    libraries the stage calls, timed on the same inputs: (stage, seconds, library
+    seconds or None)."""
+    import bz2
+
+    import blingfire
+    import mwparserfromhell
+
+    from data_prep.build import parse_args
+    from data_prep.documents import DocumentProcessor, TokenizedDocument, shard_key
+    from data_prep.shards import TMP_DIR_NAME, SpillWriter, TokenizerFacts, build_shard
+    from data_prep.sources import WikiPage, plan_work_units, read_records
+    from data_prep.wikitext import clean_wikitext, pre_parse
+
+    out = Path(tempfile.mkdtemp(prefix="bench_stages-")) / "ds"
+    config = parse_args(["--input", str(dump), "--tokenizer", str(VOCAB), "--output", str(out),
+                         "--num-shards", "8"]).config
+    processor = DocumentProcessor(config)
+    tokenizer = processor.tokenizer
+    facts = TokenizerFacts(tokenizer.vocab_size, tokenizer.special_ids, tokenizer.replacement_ids())
+    skip = lambda kind: None  # noqa: E731
+
+    def timed(function, *args):
+        t = time.perf_counter()
+        value = function(*args)
+        return value, time.perf_counter() - t
+
+    records, read_s = timed(lambda: [r for u in plan_work_units([str(dump)], "wiki-xml")
+                                      for r in read_records(u, skip)])
+    _, bz2_s = timed(lambda: bz2.decompress(dump.read_bytes()))
+    articles = [r for r in records if isinstance(r, WikiPage) and r.namespace == 0 and not r.redirect]
+    paragraphs, clean_s = timed(lambda: [clean_wikitext(r.text) for r in articles])
+    sources = [pre_parse(r.text) for r in articles]
+    _, parse_s = timed(lambda: [mwparserfromhell.parse(s, skip_style_tags=True) for s in sources])
+    texts = [p for ps in paragraphs for p in ps]
+    _, split_s = timed(lambda: [processor.splitter(p) for p in texts])
+    _, blingfire_s = timed(lambda: [blingfire.text_to_sentences(p) for p in texts])
+    sentences, _ = timed(lambda: [processor.sentences_of(r, skip) for r in records])
+    kept = [(r, s) for r, s in zip(records, sentences, strict=True) if s is not None]
+    encoded, encode_s = timed(lambda: [tokenizer.encode(s) for _, s in kept])
+    backend = getattr(tokenizer, "_backend", None)
+    _, batch_s = timed(lambda: [backend.encode_batch(s, add_special_tokens=False) for _, s in kept])
+    spill = SpillWriter(out / TMP_DIR_NAME, facts.token_dtype)
+
+    def spill_all() -> None:
+        for (record, s), e in zip(kept, encoded, strict=True):
+            spill.add(shard_key(record.doc_id, config.output),
+                      TokenizedDocument(record.doc_id, e, sum(map(len, s))))
+
+    _, spill_s = timed(spill_all)
+    prefix = spill.close()
+    _, shards_s = timed(lambda: [build_shard(k, [prefix], config, facts) for k in config.output.shard_keys])
+    shutil.rmtree(out.parent, ignore_errors=True)
+    return [
+        ("read (bz2 + XML)", read_s, bz2_s),
+        ("clean wikitext", clean_s, parse_s),
+        ("split sentences", split_s, blingfire_s),
+        ("tokenize", encode_s, batch_s),
+        ("spill", spill_s, None),
+        ("instances + masks + shard files", shards_s, None),
+    ]
+
+
+def print_stage_profile(dump: Path, xml_bytes: int) -> None:
+    stages = stage_profile(dump)
+    total = sum(s for _, s, _ in stages)
+    library = sum(lib for _, _, lib in stages if lib is not None)
+    mb = xml_bytes / MB
+    print(f"\nstages, one process, no Beam, on {dump.name} ({mb:.1f} MB XML):")
+    print(f"  {'stage':33s} {'s':>6s} {'s/MB':>6s} {'in library':>11s}")
+    libraries = {"read (bz2 + XML)": "bz2", "clean wikitext": "mwparserfromhell.parse",
+                 "split sentences": "BlingFire", "tokenize": "HF encode_batch"}
+    for name, seconds, lib in stages:
+        lib_text = "-" if lib is None else f"{lib:.2f} ({libraries[name]})"
+        print(f"  {name:33s} {seconds:6.2f} {seconds / mb:6.3f} {lib_text:>11s}")
+    print(f"  {'total':33s} {total:6.2f} {total / mb:6.3f} {library:11.2f}")
+    print(f"  -> {mb / total:.2f} MB/s per core without start-up; the four library calls alone "
+          f"({library / mb:.3f} s/MB) cap it at {mb / library:.2f} MB/s")
 
 
 # --------------------------------------------------------------------------- report
@@ -329,7 +419,7 @@ def machine_lines() -> list[str]:
 
 def table(results: list[Result]) -> str:
     head = ["runner", "scale", "XML MB", "bz2 MB", "units", "workers", "wall s", "XML MB/s",
-            "MB/s/worker", "tokens/s", "documents", "instances", "RSS tree MB",
+            "MB/s/worker", "MB/CPU-s", "tokens/s", "documents", "instances", "RSS tree MB",
             "RSS max proc MB", "procs", "CPU%", "load"]
     rows = []
     for r in results:
@@ -337,6 +427,7 @@ def table(results: list[Result]) -> str:
         rows.append([
             r.runner, f"{r.scale}x", f"{r.xml_bytes / MB:.1f}", f"{r.bz2_bytes / MB:.1f}", str(r.units),
             str(r.workers), f"{r.wall_s:.1f}", f"{rate:.2f}", f"{rate / r.workers:.2f}",
+            "-" if r.cpu_s is None else f"{r.xml_bytes / MB / r.cpu_s:.2f}",
             f"{r.tokens / r.wall_s:,.0f}", f"{r.documents:,}", f"{r.instances:,}",
             f"{r.peak_tree_rss / MB:,.0f}", f"{r.peak_single_rss / MB:,.0f}",
             str(r.peak_processes), "-" if r.cpu_percent is None else str(r.cpu_percent),
@@ -362,9 +453,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="--unit-mb passed to the build: compressed MB per unit of parallel "
                         "work (default 1, so a 50 MB corpus is ~14 units; 0 = the CLI's "
                         "own default)")
-    p.add_argument("--runners", nargs="+", choices=("direct", "dask"), default=["direct", "dask"],
+    p.add_argument("--runners", nargs="*", choices=("direct", "dask"), default=["direct", "dask"],
                    help="direct: DirectRunner; dask: DaskRunner on a local cluster of --workers processes "
-                   "(only for 2 workers and more)")
+                   "(only for 2 workers and more); none: no build (with --stages)")
+    p.add_argument("--stages", action="store_true",
+                   help="also time each stage in one process (no Beam) on the smallest corpus, "
+                        "with the part spent in the libraries it calls")
     p.add_argument("--keep", metavar="DIR",
                    help="build corpora and logs in DIR and keep them (default: a temporary "
                         "directory, removed at the end)")
@@ -393,10 +487,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         biggest = max(args.scales)
+        smallest: tuple[Path, int] | None = None
         for scale in sorted(set(args.scales)):
             target = int(args.target_mb * MB * scale / biggest)
             t0 = time.perf_counter()
             corpus, xml_bytes = build_corpus(target, work / f"corpus-x{scale}", f"bench{scale}x")
+            smallest = smallest or (corpus, xml_bytes)
             units = len(plan_work_units(
                 [str(corpus)], "wiki-xml",
                 unit_bytes=int((unit_mb if unit_mb is not None else 32) * (1 << 20))))
@@ -412,10 +508,15 @@ def main(argv: list[str] | None = None) -> int:
                           f"{r.xml_bytes / MB / r.wall_s:.2f} MB/s, peak RSS tree "
                           f"{r.peak_tree_rss / MB:,.0f} MB", flush=True)
                     results.append(r)
+        if args.stages and smallest is not None:
+            print_stage_profile(*smallest)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
+    if not results:
+        print(f"total benchmark time {time.perf_counter() - started:.0f} s")
+        return 0
     print()
     print(table(results))
     print()

@@ -273,17 +273,24 @@ def blank_plain_list_lines(wikitext: str) -> str:
     return _PLAIN_LIST_LINE.sub("", wikitext)
 
 
+def pre_parse(wikitext: str, parse_all: bool = False) -> str:
+    """What the parser is given: the article with comments, refs, file links and
+    dropped templates removed and, unless ``parse_all``, tables removed, plain links
+    resolved and plain list lines blanked (see :func:`clean_wikitext`)."""
+    source = strip_dropped_templates(strip_file_links(_PRE_STRIP.sub("", wikitext)))
+    if not parse_all:
+        source = blank_plain_list_lines(resolve_simple_links(strip_tables(source)))
+    return source
+
+
 def clean_wikitext(wikitext: str, parse_all: bool = False) -> list[str]:
     """Plain-text paragraphs of an article's wikitext (see module docstring). The
     pre-passes before the parser only remove or resolve what the parsed rendering
     would drop or resolve the same way, so they change the cost, not the output;
     ``parse_all`` leaves tables, plain links and list lines to the parser (slower; for checking
     exactly that)."""
-    source = strip_dropped_templates(strip_file_links(_PRE_STRIP.sub("", wikitext)))
-    if not parse_all:
-        source = blank_plain_list_lines(resolve_simple_links(strip_tables(source)))
     # Bold/italic quotes stay text (removed below): cheaper, and never mis-paired.
-    code = mwparserfromhell.parse(source, skip_style_tags=True)
+    code = mwparserfromhell.parse(pre_parse(wikitext, parse_all), skip_style_tags=True)
     (nodes,) = _sections(code.nodes)
     text = _LEFTOVER_TAG.sub("", _MAGIC_WORD.sub("", _render(nodes)))
     text = html.unescape(_STYLE_QUOTES.sub("", _POSSESSIVE_AFTER_STYLE.sub("'", text)))
