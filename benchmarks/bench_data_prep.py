@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -111,6 +112,7 @@ def _renumber(page: bytes, copy: int) -> bytes:
 
 @dataclass
 class Result:
+    code: str  # "HEAD" (the working tree), or the --baseline revision
     runner: str
     scale: int
     xml_bytes: int
@@ -127,6 +129,7 @@ class Result:
     cpu_percent: int | None  # (user + system CPU of the tree) / wall, from time -v
     cpu_s: float | None  # user + system CPU seconds of the tree, from time -v
     load_before: float  # 1-minute load average of the machine when the run started
+    digest: str  # sha256 over the dataset's data files (not the manifest), to compare outputs
 
 
 def _descendants(pid: int) -> list[int]:
@@ -208,22 +211,36 @@ def dask_cluster(workers: int, work: Path):
 
 
 def run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: int,
-              work: Path, unit_mb: float | None, runner: str = "direct") -> Result:
+              work: Path, unit_mb: float | None, runner: str = "direct",
+              code: tuple[str, Path] = ("HEAD", REPO)) -> Result:
+    """Time one build; ``code`` is (label, checkout) of the code that builds (the
+    build imports ``data_prep`` from its working directory)."""
     if runner == "dask":
         with dask_cluster(workers, work) as (address, cluster_pids):
             return _run_build(corpus, xml_bytes, scale, units, workers, work, unit_mb, runner,
-                              ["--runner", "DaskRunner", "--dask_client_address", address], cluster_pids)
+                              ["--runner", "DaskRunner", "--dask_client_address", address], cluster_pids,
+                              code)
     mode = "in_memory" if workers == 1 else "multi_processing"
     return _run_build(corpus, xml_bytes, scale, units, workers, work, unit_mb, runner,
-                      ["--direct_num_workers", str(workers), "--direct_running_mode", mode], [])
+                      ["--direct_num_workers", str(workers), "--direct_running_mode", mode], [], code)
+
+
+def _dataset_digest(directory: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.iterdir() if p.is_file() and p.name != "manifest.json"):
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: int, work: Path,
-               unit_mb: float | None, runner: str, runner_args: list[str], cluster_pids: list[int]) -> Result:
-    out = work / f"out-{runner}-x{scale}-w{workers}"
+               unit_mb: float | None, runner: str, runner_args: list[str], cluster_pids: list[int],
+               code: tuple[str, Path]) -> Result:
+    label, checkout = code
+    name = f"{runner}-x{scale}-w{workers}-{label}"
+    out = work / f"out-{name}"
     shutil.rmtree(out, ignore_errors=True)
-    log_path = work / f"build-{runner}-x{scale}-w{workers}.log"
-    time_path = work / f"time-{runner}-x{scale}-w{workers}.txt"
+    log_path = work / f"build-{name}.log"
+    time_path = work / f"time-{name}.txt"
     cmd = [
         sys.executable, "-m", "data_prep.build",
         "--input", str(corpus),
@@ -242,7 +259,7 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
     load_before = os.getloadavg()[0]
     with open(log_path, "wb") as log:
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=checkout, stdout=log, stderr=subprocess.STDOUT)
         while proc.poll() is None:
             # The /usr/bin/time wrapper itself is not counted; a Dask cluster's processes are.
             samples = [sample_tree(proc.pid, include_root=not use_time),
@@ -275,11 +292,11 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
             cpu_s = float(user.group(1)) + float(system.group(1))
     totals = json.loads(manifest_path.read_text())["totals"]
     result = Result(
-        runner=runner, scale=scale, xml_bytes=xml_bytes, bz2_bytes=corpus.stat().st_size, units=units,
+        code=label, runner=runner, scale=scale, xml_bytes=xml_bytes, bz2_bytes=corpus.stat().st_size, units=units,
         workers=workers, wall_s=wall, documents=int(totals["documents"]),
         instances=int(totals["instances"]), tokens=int(totals["tokens"]),
         peak_tree_rss=peak_sum, peak_single_rss=peak_single, peak_processes=peak_procs,
-        cpu_percent=cpu_percent, cpu_s=cpu_s, load_before=load_before,
+        cpu_percent=cpu_percent, cpu_s=cpu_s, load_before=load_before, digest=_dataset_digest(out),
     )
     shutil.rmtree(out, ignore_errors=True)  # datasets are large; the log stays
     return result
@@ -418,14 +435,14 @@ def machine_lines() -> list[str]:
 
 
 def table(results: list[Result]) -> str:
-    head = ["runner", "scale", "XML MB", "bz2 MB", "units", "workers", "wall s", "XML MB/s",
+    head = ["code", "runner", "scale", "XML MB", "bz2 MB", "units", "workers", "wall s", "XML MB/s",
             "MB/s/worker", "MB/CPU-s", "tokens/s", "documents", "instances", "RSS tree MB",
             "RSS max proc MB", "procs", "CPU%", "load"]
     rows = []
     for r in results:
         rate = r.xml_bytes / MB / r.wall_s
         rows.append([
-            r.runner, f"{r.scale}x", f"{r.xml_bytes / MB:.1f}", f"{r.bz2_bytes / MB:.1f}", str(r.units),
+            r.code, r.runner, f"{r.scale}x", f"{r.xml_bytes / MB:.1f}", f"{r.bz2_bytes / MB:.1f}", str(r.units),
             str(r.workers), f"{r.wall_s:.1f}", f"{rate:.2f}", f"{rate / r.workers:.2f}",
             "-" if r.cpu_s is None else f"{r.xml_bytes / MB / r.cpu_s:.2f}",
             f"{r.tokens / r.wall_s:,.0f}", f"{r.documents:,}", f"{r.instances:,}",
@@ -456,6 +473,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runners", nargs="*", choices=("direct", "dask"), default=["direct", "dask"],
                    help="direct: DirectRunner; dask: DaskRunner on a local cluster of --workers processes "
                    "(only for 2 workers and more); none: no build (with --stages)")
+    p.add_argument("--baseline", metavar="REV",
+                   help="also build each DirectRunner configuration with the code of git revision REV "
+                        "(a temporary worktree), alternating with HEAD's, and print the side-by-side "
+                        "ratio and whether the datasets are byte-identical")
     p.add_argument("--stages", action="store_true",
                    help="also time each stage in one process (no Beam) on the smallest corpus, "
                         "with the part spent in the libraries it calls")
@@ -485,6 +506,12 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[Result] = []
     started = time.perf_counter()
+    codes = [("HEAD", REPO)]
+    if args.baseline:
+        checkout = work / f"baseline-{args.baseline}"
+        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(checkout), args.baseline],
+                       cwd=REPO, check=True, capture_output=True)
+        codes.insert(0, (args.baseline, checkout))
     try:
         biggest = max(args.scales)
         smallest: tuple[Path, int] | None = None
@@ -503,14 +530,19 @@ def main(argv: list[str] | None = None) -> int:
                 for workers in args.workers:
                     if runner == "dask" and workers < 2:
                         continue
-                    r = run_build(corpus, xml_bytes, scale, units, workers, work, unit_mb, runner)
-                    print(f"[{runner}, {scale}x, {workers} worker(s)] {r.wall_s:.1f} s, "
-                          f"{r.xml_bytes / MB / r.wall_s:.2f} MB/s, peak RSS tree "
-                          f"{r.peak_tree_rss / MB:,.0f} MB", flush=True)
-                    results.append(r)
+                    # A Dask cluster's workers import the code of this checkout only.
+                    for code in codes if runner == "direct" else codes[-1:]:
+                        r = run_build(corpus, xml_bytes, scale, units, workers, work, unit_mb, runner, code)
+                        print(f"[{code[0]}, {runner}, {scale}x, {workers} worker(s)] {r.wall_s:.1f} s, "
+                              f"{r.xml_bytes / MB / r.wall_s:.2f} MB/s, peak RSS tree "
+                              f"{r.peak_tree_rss / MB:,.0f} MB", flush=True)
+                        results.append(r)
         if args.stages and smallest is not None:
             print_stage_profile(*smallest)
     finally:
+        if args.baseline:
+            subprocess.run(["git", "worktree", "remove", "--force", str(codes[0][1])], cwd=REPO,
+                           capture_output=True)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -524,9 +556,17 @@ def main(argv: list[str] | None = None) -> int:
           "target ≥ 2 MB/s of dump XML per core")
     for r in results:
         per_worker = r.xml_bytes / MB / r.wall_s / r.workers
-        print(f"  {r.runner}, {r.scale}x, {r.workers} worker(s): {per_worker:.2f} MB/s/worker = "
+        print(f"  {r.code} {r.runner}, {r.scale}x, {r.workers} worker(s): {per_worker:.2f} MB/s/worker = "
               f"{per_worker / TACL_MB_S:.1f}x the TaCL reference")
-    by_key = {(r.runner, r.scale, r.workers): r for r in results}
+    if args.baseline:
+        for r in results:
+            base = next((b for b in results if b.code == args.baseline and
+                         (b.runner, b.scale, b.workers) == (r.runner, r.scale, r.workers)), None)
+            if r.code == "HEAD" and base is not None:
+                print(f"  HEAD / {args.baseline}, {r.runner} {r.scale}x {r.workers} worker(s): "
+                      f"{base.wall_s / r.wall_s:.2f}x the throughput, datasets "
+                      f"{'byte-identical' if base.digest == r.digest else 'DIFFERENT'}")
+    by_key = {(r.runner, r.scale, r.workers): r for r in results if r.code == "HEAD"}
     for (runner, scale, workers), r in sorted(by_key.items()):
         direct = by_key.get(("direct", scale, workers))
         if runner == "dask" and direct is not None:
