@@ -185,6 +185,86 @@ def _move_into_place(tmp_prefix: Path, directory: Path, name: str,
     return files
 
 
+@dataclass
+class DocumentInstances:
+    """All instances of one source document (every dupe pass), each kind of value
+    joined into one array; ``lengths[k]``/``masked_counts[k]`` delimit instance k."""
+
+    pairs: list[PairSpec]
+    tokens: np.ndarray  # int64, [CLS] A [SEP] B [SEP] of every instance
+    word_starts: np.ndarray  # bool, parallel to tokens
+    maskable: np.ndarray  # bool, parallel to tokens: not a special token
+    lengths: list[int]
+    masked_positions: np.ndarray  # int64, positions within each instance
+    masked_tokens: np.ndarray  # int64, the token placed at each position
+    masked_counts: list[int]
+
+
+def document_instances(docs: ShardDocuments, doc_index: int, config: BuildConfig, facts: TokenizerFacts,
+                       is_special: np.ndarray) -> DocumentInstances:
+    """The NSP pairs of ``dupe_factor`` passes over one document, each pass with its
+    own generators seeded from (seed, document id, dupe index), assembled and masked.
+    Assembly is one numpy call for the whole document; masking stays one call per
+    instance, as its random draws (and so the dataset's bytes) are defined."""
+    specials = facts.special_ids
+    pairs: list[PairSpec] = []
+    mask_rngs: list[np.random.Generator] = []
+    for dupe in range(config.dupe_factor):
+        pair_rng, mask_rng = seeded_generators(config.seed, docs.doc_ids[doc_index], dupe)
+        if config.instances.single_segment:
+            dupe_pairs = single_segments(docs.sentence_lengths[doc_index], doc_index, config.instances)
+        else:
+            dupe_pairs = create_pairs_from_document(docs.sentence_lengths, doc_index, config.instances, pair_rng)
+        pairs += dupe_pairs
+        mask_rngs += [mask_rng] * len(dupe_pairs)
+    tokens, lengths = assemble_all(pairs, docs.tokens, specials["cls"], specials["sep"])
+    word_starts, _ = assemble_all(pairs, docs.word_starts, 1, 1, dtype=bool)
+    maskable = ~is_special[tokens]
+    positions: list[np.ndarray] = []
+    placed: list[np.ndarray] = []
+    if not config.instances.single_segment:  # single-segment data has no static masks
+        first = 0
+        for mask_rng, length in zip(mask_rngs, lengths, strict=True):
+            end = first + length
+            masked = mask_tokens(
+                tokens[first:end], maskable[first:end], word_starts[first:end], config.masking,
+                config.max_predictions, specials["mask"], facts.replacement_ids, mask_rng,
+            )
+            positions.append(masked.positions)
+            placed.append(masked.placed)
+            first = end
+    masked_counts = [len(p) for p in positions] if positions else [0] * len(pairs)
+    empty = np.zeros(0, dtype=np.int64)
+    return DocumentInstances(
+        pairs, tokens, word_starts, maskable, lengths,
+        np.concatenate(positions) if positions else empty,
+        np.concatenate(placed) if placed else empty,
+        masked_counts,
+    )
+
+
+def _count(stats: dict[str, int], histogram: dict[int, int], instances: DocumentInstances,
+           mask_id: int) -> None:
+    """Add a document's instances to the shard's manifest statistics."""
+    for length in instances.lengths:
+        bin_start = (length - 1) // LENGTH_BIN * LENGTH_BIN
+        histogram[bin_start] = histogram.get(bin_start, 0) + 1
+    placed = instances.masked_tokens
+    instance_starts = np.cumsum([0, *instances.lengths], dtype=np.int64)[:-1]
+    original = instances.tokens[instances.masked_positions + np.repeat(instance_starts, instances.masked_counts)]
+    is_mask = placed == mask_id
+    mask_count = int(np.count_nonzero(is_mask))
+    kept_count = int(np.count_nonzero(~is_mask & (placed == original)))
+    stats["num_instances"] += len(instances.pairs)
+    stats["num_tokens"] += len(instances.tokens)
+    stats["num_random_next"] += sum(pair.is_random_next for pair in instances.pairs)
+    stats["num_maskable"] += int(np.count_nonzero(instances.maskable))
+    stats["num_masked"] += len(placed)
+    stats["mask_token"] += mask_count
+    stats["kept_token"] += kept_count
+    stats["random_token"] += len(placed) - mask_count - kept_count
+
+
 def build_shard(
     shard: int,
     part_prefixes: Iterable[str],
@@ -194,9 +274,8 @@ def build_shard(
     """Build, mask and write the shard of key ``shard`` (a training shard, or a
     validation one: ``OutputConfig.split_of_key``); return its manifest entry.
 
-    Documents are visited in id order; for each, ``dupe_factor`` passes each with
-    its own generator seeded from (seed, document id, dupe index) build the NSP pairs
-    and mask them. The instances of one source document form one MMIDIDX document.
+    Documents are visited in id order (:func:`document_instances` makes each one's
+    instances). The instances of one source document form one MMIDIDX document.
     Files are written under the temporary directory and renamed into place.
     """
     directory = Path(config.output.directory)
@@ -205,17 +284,14 @@ def build_shard(
     split, index = config.output.split_of_key(shard)
     name = shard_name(index, split)
     docs = ShardDocuments(shard, part_prefixes)
-    specials = facts.special_ids
     is_special = np.zeros(facts.vocab_size, dtype=bool)
-    is_special[list(specials.values())] = True
-    max_predictions = config.max_predictions
+    is_special[list(facts.special_ids.values())] = True
     if config.instances.max_seq_len > np.iinfo(np.uint16).max:
         raise ValueError("max_seq_len does not fit the uint16 masked positions")
 
     stats = {"num_instances": 0, "num_tokens": 0, "num_random_next": 0, "num_masked": 0,
              "num_maskable": 0, "mask_token": 0, "random_token": 0, "kept_token": 0}
     histogram: dict[int, int] = {}
-    single = config.instances.single_segment
     len_a = array("H")
     nsp = array("B")
     tmp_prefix = tmp_dir / name
@@ -224,65 +300,16 @@ def build_shard(
     with IndexedWriter(tmp_prefix, facts.token_dtype) as tokens_out, IndexedWriter(
         tmp_dir / f"{name}.masked_positions", np.uint16
     ) as positions_out, IndexedWriter(tmp_dir / f"{name}.masked_tokens", facts.token_dtype) as placed_out:
-        for doc_index, doc_id in enumerate(docs.doc_ids):
-            # A document's instances (all dupe passes) are assembled, counted and
-            # written as one array each: per-instance numpy calls dominate otherwise.
-            pairs: list[PairSpec] = []
-            mask_rngs: list[np.random.Generator] = []
-            for dupe in range(config.dupe_factor):
-                pair_rng, mask_rng = seeded_generators(config.seed, doc_id, dupe)
-                if single:
-                    dupe_pairs = single_segments(docs.sentence_lengths[doc_index], doc_index, config.instances)
-                else:
-                    dupe_pairs = create_pairs_from_document(
-                        docs.sentence_lengths, doc_index, config.instances, pair_rng
-                    )
-                pairs += dupe_pairs
-                mask_rngs += [mask_rng] * len(dupe_pairs)
-            tokens, lengths = assemble_all(pairs, docs.tokens, specials["cls"], specials["sep"])
-            word_starts, _ = assemble_all(pairs, docs.word_starts, 1, 1, dtype=bool)
-            maskable = ~is_special[tokens]
-            starts = np.zeros(len(lengths) + 1, dtype=np.int64)
-            np.cumsum(lengths, out=starts[1:])
-            positions: list[np.ndarray] = []
-            placed: list[np.ndarray] = []
-            if not single:  # single-segment data has no static masks (training masks dynamically)
-                for k, mask_rng in enumerate(mask_rngs):
-                    first, end = int(starts[k]), int(starts[k + 1])
-                    masked = mask_tokens(
-                        tokens[first:end], maskable[first:end], word_starts[first:end], config.masking,
-                        max_predictions, specials["mask"], facts.replacement_ids, mask_rng,
-                    )
-                    positions.append(masked.positions)
-                    placed.append(masked.placed)
-            else:
-                positions = placed = [np.zeros(0, dtype=np.int64)] * len(pairs)
-            masked_counts = [len(p) for p in positions]
-            all_positions = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
-            all_placed = np.concatenate(placed) if placed else np.zeros(0, dtype=np.int64)
-            tokens_out.add_joined_document(tokens, lengths)
-            positions_out.add_joined_document(all_positions, masked_counts)
-            placed_out.add_joined_document(all_placed, masked_counts)
+        for doc_index in range(len(docs)):
+            instances = document_instances(docs, doc_index, config, facts, is_special)
+            tokens_out.add_joined_document(instances.tokens, instances.lengths)
+            positions_out.add_joined_document(instances.masked_positions, instances.masked_counts)
+            placed_out.add_joined_document(instances.masked_tokens, instances.masked_counts)
             if starts_out is not None:
-                starts_out.add_joined_document(word_starts.astype(np.uint8), lengths)
-
-            for pair, length in zip(pairs, lengths, strict=True):
-                len_a.append(len(pair.a))
-                nsp.append(int(pair.is_random_next))
-                bin_start = (length - 1) // LENGTH_BIN * LENGTH_BIN
-                histogram[bin_start] = histogram.get(bin_start, 0) + 1
-            stats["num_instances"] += len(pairs)
-            stats["num_tokens"] += len(tokens)
-            stats["num_random_next"] += sum(pair.is_random_next for pair in pairs)
-            stats["num_maskable"] += int(np.count_nonzero(maskable))
-            stats["num_masked"] += len(all_positions)
-            is_mask = all_placed == specials["mask"]
-            original = tokens[all_positions + np.repeat(starts[:-1], masked_counts)]
-            is_kept = ~is_mask & (all_placed == original)
-            mask_count, kept_count = int(np.count_nonzero(is_mask)), int(np.count_nonzero(is_kept))
-            stats["mask_token"] += mask_count
-            stats["kept_token"] += kept_count
-            stats["random_token"] += len(all_placed) - mask_count - kept_count
+                starts_out.add_joined_document(instances.word_starts.astype(np.uint8), instances.lengths)
+            len_a.extend(len(pair.a) for pair in instances.pairs)
+            nsp.extend(int(pair.is_random_next) for pair in instances.pairs)
+            _count(stats, histogram, instances, facts.special_ids["mask"])
     if starts_out is not None:
         starts_out.close()
     meta = np.zeros(len(len_a), dtype=META_DTYPE)
