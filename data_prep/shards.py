@@ -11,6 +11,7 @@ memory flat whatever the corpus size.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -296,10 +297,12 @@ def build_shard(
     nsp = array("B")
     tmp_prefix = tmp_dir / name
     whole_words = config.masking.whole_word_masking
-    starts_out = IndexedWriter(tmp_dir / f"{name}.word_starts", np.uint8) if whole_words else None
-    with IndexedWriter(tmp_prefix, facts.token_dtype) as tokens_out, IndexedWriter(
-        tmp_dir / f"{name}.masked_positions", np.uint16
-    ) as positions_out, IndexedWriter(tmp_dir / f"{name}.masked_tokens", facts.token_dtype) as placed_out:
+    with contextlib.ExitStack() as writers:  # on an error every writer removes its partial files
+        tokens_out = writers.enter_context(IndexedWriter(tmp_prefix, facts.token_dtype))
+        positions_out = writers.enter_context(IndexedWriter(tmp_dir / f"{name}.masked_positions", np.uint16))
+        placed_out = writers.enter_context(IndexedWriter(tmp_dir / f"{name}.masked_tokens", facts.token_dtype))
+        starts_out = (writers.enter_context(IndexedWriter(tmp_dir / f"{name}.word_starts", np.uint8))
+                      if whole_words else None)
         for doc_index in range(len(docs)):
             instances = document_instances(docs, doc_index, config, facts, is_special)
             tokens_out.add_joined_document(instances.tokens, instances.lengths)
@@ -310,8 +313,6 @@ def build_shard(
             len_a.extend(len(pair.a) for pair in instances.pairs)
             nsp.extend(int(pair.is_random_next) for pair in instances.pairs)
             _count(stats, histogram, instances, facts.special_ids["mask"])
-    if starts_out is not None:
-        starts_out.close()
     meta = np.zeros(len(len_a), dtype=META_DTYPE)
     meta["len_a"] = np.frombuffer(len_a, dtype=np.uint16) if len(len_a) else 0
     meta["nsp_label"] = np.frombuffer(nsp, dtype=np.uint8) if len(nsp) else 0

@@ -549,3 +549,26 @@ def test_shards_without_manifest_are_not_a_dataset(tmp_path):
     for k in range(2):
         build_shard(k, prefixes, config, FACTS)
     expect_dataset_error(out, str(out / MANIFEST_NAME), "missing")
+
+
+def test_a_failing_shard_build_leaves_no_partial_files(tmp_path, monkeypatch):
+    """Every writer of a shard (word starts included) removes its partial files when
+    the build fails half-way."""
+    import data_prep.shards as shards
+
+    config = config_for(tmp_path / "out", masking=MaskingConfig(whole_word_masking=True))
+    prefixes = spill(tmp_path / "out", [DOCUMENTS])
+    calls = []
+
+    def failing_mask_tokens(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 5:
+            raise RuntimeError("disk full")
+        return mask_tokens(*args, **kwargs)
+
+    monkeypatch.setattr(shards, "mask_tokens", failing_mask_tokens)
+    with pytest.raises(RuntimeError, match="disk full"):
+        build_shard(0, prefixes, config, FACTS)
+    shard_dirs = list((tmp_path / "out" / TMP_DIR_NAME).glob("shard-*"))
+    assert len(shard_dirs) == 1 and list(shard_dirs[0].iterdir()) == []
+    assert not list((tmp_path / "out").glob("shard-*"))
