@@ -268,8 +268,8 @@ _PLAIN_LIST_LINE = re.compile(r"^[*#:;][^\n{}\[\]<>]*$", re.MULTILINE)
 def blank_plain_list_lines(wikitext: str) -> str:
     """Empty the list lines that hold no markup, before parsing. Each would become
     a list-item tag node whose rendered line is dropped as not prose (the marker is
-    kept for that), ending the paragraph, which an empty line does the same way;
-    lists are a quarter of an article's parser nodes."""
+    kept for that), ending the paragraph, which an empty line does the same way.
+    On the real English sample they were 40% of the parser's tokens."""
     return _PLAIN_LIST_LINE.sub("", wikitext)
 
 
@@ -287,8 +287,8 @@ def clean_wikitext(wikitext: str, parse_all: bool = False) -> list[str]:
     """Plain-text paragraphs of an article's wikitext (see module docstring). The
     pre-passes before the parser only remove or resolve what the parsed rendering
     would drop or resolve the same way, so they change the cost, not the output;
-    ``parse_all`` leaves tables, plain links and list lines to the parser (slower; for checking
-    exactly that)."""
+    ``parse_all`` leaves tables, plain links and list lines to the parser (slower;
+    for checking exactly that)."""
     # Bold/italic quotes stay text (removed below): cheaper, and never mis-paired.
     code = mwparserfromhell.parse(pre_parse(wikitext, parse_all), skip_style_tags=True)
     (nodes,) = _sections(code.nodes)
