@@ -186,12 +186,6 @@ def single_segments(sentence_lengths: SentenceLengths, document_index: int, conf
             for k, length in enumerate(sentence_lengths)]
 
 
-def segment_values(segment: Segment, store: TokenStore) -> np.ndarray:
-    """The values of a segment (token ids, or a parallel per-token array such as
-    word starts)."""
-    return store.values(segment)
-
-
 def assemble(a: np.ndarray, b: np.ndarray | None, cls_id: int, sep_id: int) -> np.ndarray:
     """``[CLS] A [SEP] B [SEP]`` as one int64 array; ``[CLS] A [SEP]`` without B."""
     if b is None:

@@ -16,7 +16,6 @@ from data_prep.instances import (
     assemble,
     assemble_all,
     create_pairs_from_document,
-    segment_values,
     single_segments,
 )
 
@@ -79,7 +78,7 @@ def test_every_instance_fits_and_both_segments_non_empty(max_seq_len, short_seq_
             for seg in (p.a, p.b):
                 assert 0 <= seg.first <= seg.last < len(lengths[seg.document])
                 assert 0 <= seg.start < seg.stop <= full_length(lengths, seg)
-            a, b = segment_values(p.a, store), segment_values(p.b, store)
+            a, b = store.values(p.a), store.values(p.b)
             assert len(a) == len(p.a) and len(b) == len(p.b)
             seq = assemble(a, b, CLS, SEP)
             assert len(seq) <= max_seq_len
@@ -99,7 +98,7 @@ def test_non_random_b_is_the_continuation_of_a():
                 continue
             assert p.b.document == p.a.document
             assert p.b.first == p.a.last + 1, "B must start at the sentence after A's last"
-            a, b = segment_values(p.a, store), segment_values(p.b, store)
+            a, b = store.values(p.a), store.values(p.b)
             # Inside each segment the tokens are a contiguous run of the document.
             assert np.all(np.diff(a) == 1) and np.all(np.diff(b) == 1)
             if p.a.stop == full_length(lengths, p.a) and p.b.start == 0:
@@ -133,7 +132,7 @@ def test_random_next_b_comes_from_another_document():
             if p.is_random_next:
                 n_random += 1
                 assert p.b.document != d
-                b = segment_values(p.b, store)
+                b = store.values(p.b)
                 assert np.all(np.diff(b) == 1)  # contiguous sentences of that document
     assert n_random > 50
 
@@ -293,7 +292,7 @@ def test_single_document_corpus():
             # (google-research/bert gives up after 10 tries the same way).
             assert p.a.document == p.b.document == 0
             assert len(p.a) >= 1 and len(p.b) >= 1
-            assert len(assemble(segment_values(p.a, store), segment_values(p.b, store), CLS, SEP)) <= 64
+            assert len(assemble(store.values(p.a), store.values(p.b), CLS, SEP)) <= 64
     assert n > 10
 
 
@@ -327,7 +326,7 @@ def test_instance_config_rejects_tiny_max_seq_len():
     InstanceConfig(max_seq_len=5)
 
 
-# ---------------------------------------------------- assemble / segment_values
+# ---------------------------------------------------- assemble / store values
 
 
 def test_assemble_places_cls_and_seps():
@@ -340,17 +339,17 @@ def test_assemble_places_cls_and_seps():
     assert out.tolist() == [1, 5, 2, 6, 2]
 
 
-def test_segment_values_and_store():
+def test_store_values_of_segments():
     docs = [[np.array([1, 2, 3]), np.array([4, 5]), np.array([6, 7, 8, 9])], [np.array([10])]]
     store = InMemoryStore(docs)
     assert store.lengths() == [[3, 2, 4], [1]]
     assert store.values(Segment(0, 1, 2, 0, 6)).tolist() == [4, 5, 6, 7, 8, 9]
-    assert segment_values(Segment(0, 0, 2, 2, 7), store).tolist() == [3, 4, 5, 6, 7]
-    assert segment_values(Segment(1, 0, 0, 0, 1), store).tolist() == [10]
+    assert store.values(Segment(0, 0, 2, 2, 7)).tolist() == [3, 4, 5, 6, 7]
+    assert store.values(Segment(1, 0, 0, 0, 1)).tolist() == [10]
     assert len(Segment(0, 0, 2, 2, 7)) == 5
     # The same segments address any parallel per-token array (e.g. word starts).
     starts = InMemoryStore([[np.array([1, 0, 0]), np.array([1, 1]), np.array([1, 0, 1, 0])]])
-    assert segment_values(Segment(0, 0, 2, 2, 7), starts).tolist() == [0, 1, 1, 1, 0]
+    assert starts.values(Segment(0, 0, 2, 2, 7)).tolist() == [0, 1, 1, 1, 0]
 
 
 def test_assemble_all_joins_what_assemble_makes_pair_by_pair():
@@ -362,7 +361,7 @@ def test_assemble_all_joins_what_assemble_makes_pair_by_pair():
              for p in create_pairs_from_document(lengths, d, config, random.Random(d))]
     pairs += single_segments(lengths[0], 0, config)  # B-less pairs mixed in
     joined, sizes = assemble_all(pairs, store, CLS, SEP)
-    one_by_one = [assemble(segment_values(p.a, store), segment_values(p.b, store) if p.b else None, CLS, SEP)
+    one_by_one = [assemble(store.values(p.a), store.values(p.b) if p.b else None, CLS, SEP)
                   for p in pairs]
     assert sizes == [len(x) for x in one_by_one]
     assert joined.dtype == np.int64 and np.array_equal(joined, np.concatenate(one_by_one))

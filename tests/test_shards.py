@@ -14,7 +14,7 @@ import pytest
 
 from data_prep.config import BuildConfig, InputConfig, OutputConfig
 from data_prep.documents import TokenizedDocument
-from data_prep.instances import InstanceConfig, Segment, assemble, create_pairs_from_document, segment_values
+from data_prep.instances import InstanceConfig, Segment, assemble, create_pairs_from_document
 from data_prep.shards import (
     TMP_DIR_NAME,
     ShardDocuments,
@@ -304,10 +304,10 @@ def _reference_shard(shard: int, prefixes: list[str], config: BuildConfig) -> li
         for dupe in range(config.dupe_factor):
             pair_rng, mask_rng = seeded_generators(config.seed, doc_id, dupe)
             for pair in create_pairs_from_document(docs.sentence_lengths, doc_index, config.instances, pair_rng):
-                tokens = assemble(segment_values(pair.a, docs.tokens), segment_values(pair.b, docs.tokens),
+                tokens = assemble(docs.tokens.values(pair.a), docs.tokens.values(pair.b),
                                   CLS, SEP)
-                starts = assemble(segment_values(pair.a, docs.word_starts),
-                                  segment_values(pair.b, docs.word_starts), 1, 1).astype(bool)
+                starts = assemble(docs.word_starts.values(pair.a),
+                                  docs.word_starts.values(pair.b), 1, 1).astype(bool)
                 masked = mask_tokens(tokens, ~is_special[tokens], starts, config.masking,
                                      config.max_predictions, MASK, REPLACEMENT_IDS, mask_rng)
                 out.append((tokens.tolist(), starts.tolist(), masked.positions.tolist(), masked.placed.tolist(),
