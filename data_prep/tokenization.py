@@ -118,7 +118,8 @@ class _HFTokenizer(PretrainTokenizer):
         # Ids run to the highest one: a vocab.txt with repeated lines (bert-base-chinese
         # repeats 53, e.g. "##s") has fewer distinct tokens than ids, and its model has
         # an embedding row per line.
-        self.vocab_size = max(backend.get_vocab(with_added_tokens=True).values()) + 1
+        vocab = backend.get_vocab(with_added_tokens=True)
+        self.vocab_size = max(vocab.values()) + 1
         self.max_positions = max_positions
         self.special_ids = {}
         for role, token in special_tokens.items():
@@ -126,7 +127,7 @@ class _HFTokenizer(PretrainTokenizer):
             if token_id is None:
                 raise TokenizerError(f"{source_file}: no {role} token ({token!r}) in the vocabulary")
             self.special_ids[role] = int(token_id)
-        self._continues_word = _wordpiece_continuations(backend)
+        self._continues_word = _wordpiece_continuations(backend, vocab, self.vocab_size)
 
     def encode(
         self, sentences: list[str], word_boundaries: list[set[int]] | None = None
@@ -218,7 +219,7 @@ class _SentencePieceTokenizer(PretrainTokenizer):
         return self._sp.id_to_piece(int(token_id))
 
 
-def _wordpiece_continuations(backend: Any) -> np.ndarray | None:
+def _wordpiece_continuations(backend: Any, vocab: dict[str, int], vocab_size: int) -> np.ndarray | None:
     """For a WordPiece model behind BERT's pre-tokenizer, a table of which ids
     continue a word (``##ing``); None for any other kind. There a token starts a word
     exactly when it is not a continuation (the pre-tokenizer isolates every ``#``, so
@@ -230,8 +231,7 @@ def _wordpiece_continuations(backend: Any) -> np.ndarray | None:
     if not (isinstance(backend.model, models.WordPiece) and prefix
             and isinstance(backend.pre_tokenizer, pre_tokenizers.BertPreTokenizer)):
         return None
-    vocab = backend.get_vocab(with_added_tokens=True)
-    table = np.zeros(max(vocab.values()) + 1, dtype=bool)
+    table = np.zeros(vocab_size, dtype=bool)
     for token, token_id in vocab.items():
         table[token_id] = token.startswith(prefix)
     return table
