@@ -11,11 +11,12 @@ The loss is NT-Xent as Mirror-BERT computes it (``pytorch_metric_learning``'s
 ``NTXentLoss`` on the 2N pooled vectors): cosine similarities over a temperature.
 Each of the 2N vectors is an anchor, its other view is the positive, and the other
 2N − 2 vectors are the negatives. The loss is the mean over anchors of the cross
-entropy of the positive. N is the micro-batch of every rank together: with a ``gather`` the
-vectors of every data-parallel rank are candidates (with gradient accumulation, the
-micro-batches of one accumulation step, not the whole global batch). The gradient flows back to each rank's own
-rows because the all-gather's backward is a reduce-scatter. With DeepSpeed's
-gradient averaging, 2 ranks × B then train exactly as 1 rank × 2B would.
+entropy of the positive. N is the micro-batch of every rank together: with a
+``gather`` the vectors of every data-parallel rank are candidates (with gradient
+accumulation, the micro-batches of one accumulation step, not the whole global
+batch). The gradient flows back to each rank's own rows because the all-gather's
+backward is a reduce-scatter. With DeepSpeed's gradient averaging, 2 ranks × B then
+train exactly as 1 rank × 2B would.
 
 Within TaCL's pre-training data the two views are made from each instance's
 *unmasked* sequence (``original_ids``: the ``[CLS] A [SEP] B [SEP]`` pair, segment
