@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from kernels import tacl_loss  # noqa: E402
+from tacl_scale.kernels import tacl_loss  # noqa: E402
 
 
 def measure(impl: str, batch: int, length: int, dim: int, dtype: torch.dtype, iters: int) -> tuple[float, float]:

@@ -31,9 +31,8 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForPreTraining, BertModel
 
-from kernels import tacl_loss, tacl_loss_packed
-
 from .attention import register as register_attention
+from .kernels import tacl_loss, tacl_loss_packed
 from .mirror import Gather, MirrorConfig, both_views, info_nce, pool
 
 log = logging.getLogger(__name__)

@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig
 
-from kernels import tacl_loss
 from tacl_scale.attention import ATTENTION
 from tacl_scale.data.loader import CollateConfig, collate
+from tacl_scale.kernels import tacl_loss
 from tacl_scale.model import ObjectiveConfig, load_student, make_teacher, pretraining_losses, teacher_states
 
 TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from kernels import tacl_loss
+from tacl_scale.kernels import tacl_loss
 
 
 def naive_tacl(student, teacher, masked, attention_mask, temperature):
@@ -144,7 +144,7 @@ def pack(student, teacher, masked, attention_mask):
 
 @pytest.mark.parametrize("temperature", [0.01, 0.5])
 def test_packed_layout_gives_the_padded_loss_and_gradients(temperature: float) -> None:
-    from kernels import tacl_loss_packed
+    from tacl_scale.kernels import tacl_loss_packed
 
     s, t, m, a = make_batch(10, batch=4, length=13)
     s.requires_grad_(True)
@@ -162,7 +162,7 @@ def test_packed_layout_gives_the_padded_loss_and_gradients(temperature: float) -
 
 
 def test_packed_layout_refuses_bad_shapes() -> None:
-    from kernels import tacl_loss_packed
+    from tacl_scale.kernels import tacl_loss_packed
 
     s, t, m, a = make_batch(11)
     rows, packed_t, packed_m, cu = pack(s, t, m, a)

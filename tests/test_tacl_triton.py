@@ -9,8 +9,8 @@ import os
 import pytest
 import torch
 
-from kernels import tacl_loss
-from kernels.tacl_loss import tacl_loss_reference
+from tacl_scale.kernels import tacl_loss
+from tacl_scale.kernels.tacl_loss import tacl_loss_reference
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 pytestmark = pytest.mark.skipif(
@@ -113,7 +113,7 @@ def test_zero_student_row() -> None:
 
 
 def test_block_sizes_bound_the_tiles() -> None:
-    from kernels.tacl_triton import block_sizes
+    from tacl_scale.kernels.tacl_triton import block_sizes
 
     for length in (8, 128, 256, 512):
         for dim in (32, 64, 768, 1024):
@@ -125,7 +125,7 @@ def test_block_sizes_bound_the_tiles() -> None:
                          [(torch.float32, 0.01, 1e-4, 1e-4), (torch.float16, 0.1, 2e-2, 5e-2)])
 def test_packed_layout_matches_the_packed_reference(dtype: torch.dtype, tau: float, loss_tol: float,
                                                     grad_tol: float) -> None:
-    from kernels import tacl_loss_packed, tacl_loss_packed_reference
+    from tacl_scale.kernels import tacl_loss_packed, tacl_loss_packed_reference
 
     s, t, m, a = batch(6, b=4, length=70, dim=64, padding=(0, 9, 50, 66), noise=1.0)
     real = a.bool()

@@ -1,4 +1,4 @@
-"""Fused Triton kernels for the TaCL loss (semantics: :mod:`kernels.tacl_loss`).
+"""Fused Triton kernels for the TaCL loss (semantics: :mod:`tacl_scale.kernels.tacl_loss`).
 
 The masked student rows are normalised once (``ŝ``, (M, D)) and the frozen teacher
 once per step (``t̂``, one row per token, kept in its own dtype for the tensor cores). Rows
@@ -245,7 +245,7 @@ def tacl_loss_triton(student, teacher, masked, attention_mask, temperature=0.01)
 
 def tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature=0.01):
     """The fused-kernel TaCL loss on the packed layout (see
-    :func:`kernels.tacl_loss.tacl_loss_packed`)."""
+    :func:`tacl_scale.kernels.tacl_loss.tacl_loss_packed`)."""
     from .tacl_loss import _check_packed
 
     _check_packed(student, teacher, masked, cu_seqlens)
