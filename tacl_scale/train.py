@@ -23,7 +23,12 @@ import sys
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script by the deepspeed launcher
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    # Python put this file's folder on sys.path, which makes the package's own modules
+    # importable under top-level names: its kernels/ would then stand in for Hugging
+    # Face's `kernels`, which transformers imports. Import them as tacl_scale.* only.
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parent))
 
 from tacl_scale.config import (
     LR_SCHEDULES,
