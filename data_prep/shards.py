@@ -34,7 +34,7 @@ from tacl_scale.data.manifest import (
     shard_file_names,
     shard_name,
 )
-from tacl_scale.data.masking import mask_tokens, seeded_generators
+from tacl_scale.data.masking import MaskedInstances, mask_instances, seeded_generators
 
 from .config import BuildConfig
 from .documents import VALIDATION_RULE, TokenizedDocument
@@ -205,8 +205,8 @@ def document_instances(docs: ShardDocuments, doc_index: int, config: BuildConfig
                        is_special: np.ndarray) -> DocumentInstances:
     """The NSP pairs of ``dupe_factor`` passes over one document, each pass with its
     own generators seeded from (seed, document id, dupe index), assembled and masked.
-    Assembly is one numpy call for the whole document; masking stays one call per
-    instance, as its random draws (and so the dataset's bytes) are defined."""
+    Assembly and masking work on the whole document at once; only the random
+    draws run per instance, in the order that defines the dataset's bytes."""
     specials = facts.special_ids
     pairs: list[PairSpec] = []
     mask_rngs: list[np.random.Generator] = []
@@ -221,27 +221,14 @@ def document_instances(docs: ShardDocuments, doc_index: int, config: BuildConfig
     tokens, lengths = assemble_all(pairs, docs.tokens, specials["cls"], specials["sep"])
     word_starts, _ = assemble_all(pairs, docs.word_starts, 1, 1, dtype=bool)
     maskable = ~is_special[tokens]
-    positions: list[np.ndarray] = []
-    placed: list[np.ndarray] = []
-    if not config.instances.single_segment:  # single-segment data has no static masks
-        first = 0
-        for mask_rng, length in zip(mask_rngs, lengths, strict=True):
-            end = first + length
-            masked = mask_tokens(
-                tokens[first:end], maskable[first:end], word_starts[first:end], config.masking,
-                config.max_predictions, specials["mask"], facts.replacement_ids, mask_rng,
-            )
-            positions.append(masked.positions)
-            placed.append(masked.placed)
-            first = end
-    masked_counts = [len(p) for p in positions] if positions else [0] * len(pairs)
-    empty = np.zeros(0, dtype=np.int64)
-    return DocumentInstances(
-        pairs, tokens, word_starts, maskable, lengths,
-        np.concatenate(positions) if positions else empty,
-        np.concatenate(placed) if placed else empty,
-        masked_counts,
-    )
+    if config.instances.single_segment:  # single-segment data has no static masks
+        empty = np.zeros(0, dtype=np.int64)
+        masked = MaskedInstances(empty, empty.copy(), [0] * len(pairs))
+    else:
+        masked = mask_instances(tokens, maskable, word_starts, lengths, mask_rngs, config.masking,
+                                config.max_predictions, specials["mask"], facts.replacement_ids)
+    return DocumentInstances(pairs, tokens, word_starts, maskable, lengths,
+                             masked.positions, masked.placed, masked.counts)
 
 
 def _count(stats: dict[str, int], histogram: dict[int, int], instances: DocumentInstances,

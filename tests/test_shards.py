@@ -28,7 +28,7 @@ from data_prep.tokenization import EncodedSentence, TokenizerConfig
 from tacl_scale.data import DatasetError, PretrainDataset, load_manifest
 from tacl_scale.data.indexed import IndexedReader
 from tacl_scale.data.manifest import FORMAT_VERSION, MANIFEST_NAME
-from tacl_scale.data.masking import MaskingConfig, mask_tokens, seeded_generators
+from tacl_scale.data.masking import MaskingConfig, mask_instances, mask_tokens, seeded_generators
 
 VOCAB = 30522
 SPECIALS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
@@ -560,13 +560,13 @@ def test_a_failing_shard_build_leaves_no_partial_files(tmp_path, monkeypatch):
     prefixes = spill(tmp_path / "out", [DOCUMENTS])
     calls = []
 
-    def failing_mask_tokens(*args, **kwargs):
+    def failing_mask_instances(*args, **kwargs):
         calls.append(1)
-        if len(calls) > 5:
+        if len(calls) > 1:  # the second document: the first one's instances are written
             raise RuntimeError("disk full")
-        return mask_tokens(*args, **kwargs)
+        return mask_instances(*args, **kwargs)
 
-    monkeypatch.setattr(shards, "mask_tokens", failing_mask_tokens)
+    monkeypatch.setattr(shards, "mask_instances", failing_mask_instances)
     with pytest.raises(RuntimeError, match="disk full"):
         build_shard(0, prefixes, config, FACTS)
     shard_dirs = list((tmp_path / "out" / TMP_DIR_NAME).glob("shard-*"))

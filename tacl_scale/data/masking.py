@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,16 @@ class MaskedTokens:
     placed: np.ndarray  # the token put at each position, int64
 
 
+@dataclass(frozen=True)
+class MaskedInstances:
+    """The masks of instances joined end to end: ``counts[k]`` entries of
+    ``positions``/``placed`` (in order) belong to instance k."""
+
+    positions: np.ndarray  # int64, within each instance, sorted per instance
+    placed: np.ndarray  # int64, the token put at each position
+    counts: list[int]
+
+
 def seeded_generators(seed: int, document_id: str, dupe: int) -> tuple[random.Random, np.random.Generator]:
     """The generators for one (seed, document, dupe) triple: a ``random.Random``
     for the pair choices and a numpy ``Generator`` for the masks. Stable across
@@ -80,38 +91,89 @@ def mask_tokens(
     ``[MASK]`` (80%), a random non-special token (10%; drawn from
     ``replacement_ids``) or stays unchanged (10%).
     """
+    masked = mask_instances(tokens, maskable, word_starts, [len(tokens)], [rng], config,
+                            max_predictions, mask_id, replacement_ids)
+    return MaskedTokens(masked.positions, masked.placed)
+
+
+def mask_instances(
+    tokens: np.ndarray,
+    maskable: np.ndarray,
+    word_starts: np.ndarray | None,
+    lengths: Sequence[int],
+    rngs: Sequence[np.random.Generator],
+    config: MaskingConfig,
+    max_predictions: int,
+    mask_id: int,
+    replacement_ids: np.ndarray,
+) -> MaskedInstances:
+    """:func:`mask_tokens` for many instances joined end to end (instance k is the
+    next ``lengths[k]`` values of ``tokens``, ``maskable`` and ``word_starts``),
+    instance k drawing from ``rngs[k]``: the same masks as one call per instance.
+
+    Only the random draws run per instance, in the contract's order (the choice,
+    then one uniform per chosen token, then the replacements); everything else is
+    a handful of numpy calls for all instances, which is what makes a shard build
+    cheap (its instances are short, so per-call costs dominated).
+    """
+    bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
     positions = maskable.nonzero()[0]
-    if len(positions) == 0:
+    cuts = np.searchsorted(positions, bounds)
+    budgets = np.minimum(max_predictions, np.maximum(1, np.rint(np.diff(cuts) * config.masked_lm_prob)))
+    lo = config.mask_token_prob
+    hi = config.mask_token_prob + config.random_token_prob
+    whole_words = config.whole_word_masking and word_starts is not None
+    chosen_parts: list[np.ndarray] = []
+    draw_parts: list[np.ndarray] = []
+    replacement_parts: list[np.ndarray] = []
+    cut_list = cuts.tolist()
+    # The random calls run in a fixed order on every path: the draws, and so the
+    # masks, are part of the dataset contract (same seed → same bytes).
+    for k, (budget, rng) in enumerate(zip(budgets.tolist(), rngs, strict=True)):
+        first, end = cut_list[k], cut_list[k + 1]
+        if first == end:
+            continue  # nothing maskable: no draws at all
+        if whole_words:
+            chosen = _whole_words(positions[first:end], word_starts, int(budget), rng)
+        else:
+            chosen = rng.permutation(positions[first:end])[: int(budget)]
+        draws = rng.random(len(chosen))
+        randomized = np.count_nonzero((draws >= lo) & (draws < hi))
+        chosen_parts.append(chosen)
+        draw_parts.append(draws)
+        replacement_parts.append(rng.integers(0, len(replacement_ids), randomized))
+    if not chosen_parts:
         empty = np.zeros(0, dtype=np.int64)
-        return MaskedTokens(empty, empty.copy())
-    budget = min(max_predictions, max(1, int(round(len(positions) * config.masked_lm_prob))))
-    if config.whole_word_masking and word_starts is not None:
-        new_word = np.ones(len(positions), dtype=bool)
-        new_word[1:] = word_starts[positions[1:]] | (np.diff(positions) != 1)
-        starts = new_word.nonzero()[0].tolist()
-        ends = starts[1:] + [len(positions)]
-        pieces = []
-        count = 0
-        for word in rng.permutation(len(starts)).tolist():
-            if count >= budget:
-                break
-            size = ends[word] - starts[word]
-            if count + size > budget:
-                continue
-            pieces.append(positions[starts[word] : ends[word]])
-            count += size
-        chosen = np.concatenate(pieces) if pieces else positions[:0]
-    else:
-        chosen = rng.permutation(positions)[:budget]
-    # The random calls below run in a fixed order on every path: the draws, and so
-    # the masks, are part of the dataset contract (same seed → same bytes).
-    chosen = np.sort(chosen).astype(np.int64, copy=False)
-    draws = rng.random(len(chosen))
+        return MaskedInstances(empty, empty.copy(), [0] * len(lengths))
+    # Instances occupy increasing, disjoint ranges: one sort orders every instance's
+    # positions and keeps the instances in order, matching the draws.
+    chosen = np.sort(np.concatenate(chosen_parts)).astype(np.int64, copy=False)
+    draws = np.concatenate(draw_parts)
     placed = np.asarray(tokens, dtype=np.int64)[chosen]
-    placed[draws < config.mask_token_prob] = mask_id
-    randomized = (draws >= config.mask_token_prob) & (
-        draws < config.mask_token_prob + config.random_token_prob
-    )
-    replacements = rng.integers(0, len(replacement_ids), np.count_nonzero(randomized))
-    placed[randomized] = replacement_ids[replacements]
-    return MaskedTokens(chosen, placed)
+    placed[draws < lo] = mask_id
+    placed[(draws >= lo) & (draws < hi)] = replacement_ids[np.concatenate(replacement_parts)]
+    per_instance = np.searchsorted(chosen, bounds)
+    counts = np.diff(per_instance)
+    return MaskedInstances(chosen - np.repeat(bounds[:-1], counts), placed, counts.tolist())
+
+
+def _whole_words(positions: np.ndarray, word_starts: np.ndarray, budget: int,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Whole words of ``positions`` (maskable positions of one instance) visited in a
+    random order, each taken if it still fits ``budget``."""
+    new_word = np.ones(len(positions), dtype=bool)
+    new_word[1:] = word_starts[positions[1:]] | (np.diff(positions) != 1)
+    starts = new_word.nonzero()[0].tolist()
+    ends = starts[1:] + [len(positions)]
+    pieces = []
+    count = 0
+    for word in rng.permutation(len(starts)).tolist():
+        if count >= budget:
+            break
+        size = ends[word] - starts[word]
+        if count + size > budget:
+            continue
+        pieces.append(positions[starts[word] : ends[word]])
+        count += size
+    return np.concatenate(pieces) if pieces else positions[:0]
