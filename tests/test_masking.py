@@ -10,7 +10,13 @@ import random
 import numpy as np
 import pytest
 
-from tacl_scale.data.masking import MaskedTokens, MaskingConfig, mask_tokens, seeded_generators
+from tacl_scale.data.masking import (
+    MaskedTokens,
+    MaskingConfig,
+    mask_instances,
+    mask_tokens,
+    seeded_generators,
+)
 
 PAD, UNK, CLS, SEP, MASK = 0, 100, 101, 102, 103
 SPECIALS = np.array([PAD, UNK, CLS, SEP, MASK])
@@ -370,3 +376,37 @@ def test_mask_tokens_draws_as_the_plain_reference(whole_words):
             want = _reference_mask_tokens(tokens, maskable, word_starts, config, 40, 4, replacement_ids, plain_rng)
             assert got.positions.dtype == np.int64 and got.placed.dtype == np.int64
             assert got.positions.tolist() == want[0].tolist() and got.placed.tolist() == want[1].tolist()
+
+
+@pytest.mark.parametrize("whole_words", [False, True])
+def test_mask_instances_equals_one_plain_call_per_instance(whole_words):
+    """A document's instances masked in one call: the same positions and tokens as
+    masking each instance on its own, with generators shared by consecutive
+    instances (one per dupe pass, as in a shard) and instances with nothing maskable."""
+    config = MaskingConfig(whole_word_masking=whole_words)
+    replacement_ids = np.arange(5, 1000, dtype=np.int32)
+    sizes = np.random.default_rng(1)
+    for seed in range(60):
+        lengths = sizes.integers(1, 200, int(sizes.integers(1, 12))).tolist()
+        total = sum(lengths)
+        tokens = sizes.integers(5, 1000, total).astype(np.int64)
+        maskable = sizes.random(total) < 0.9
+        maskable[: lengths[0]] &= seed % 3 != 0  # some documents open with an instance of specials only
+        word_starts = sizes.random(total) < 0.6
+        passes = [np.random.default_rng([seed, p]) for p in range(len(lengths))]
+        plain_passes = [np.random.default_rng([seed, p]) for p in range(len(lengths))]
+        got = mask_instances(tokens, maskable, word_starts, lengths, [passes[k // 3] for k in range(len(lengths))],
+                             config, 40, 4, replacement_ids)
+        want_positions, want_placed, want_counts, first = [], [], [], 0
+        for k, length in enumerate(lengths):
+            end = first + length
+            positions, placed = _reference_mask_tokens(tokens[first:end], maskable[first:end],
+                                                       word_starts[first:end], config, 40, 4,
+                                                       replacement_ids, plain_passes[k // 3])
+            want_positions += positions.tolist()
+            want_placed += placed.tolist()
+            want_counts.append(len(positions))
+            first = end
+        assert got.counts == want_counts
+        assert got.positions.tolist() == want_positions and got.placed.tolist() == want_placed
+        assert got.positions.dtype == np.int64 and got.placed.dtype == np.int64
