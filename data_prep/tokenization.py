@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,10 @@ from tacl_scale.data.manifest import file_sha256
 # Pieces never used as the random replacement of a masked token: [PAD], [unused7],
 # <s>, <unk>, ... — special or placeholder entries rather than text.
 _PLACEHOLDER = re.compile(r"^(\[[^\]]*\]|<[^>]*>)$")
+
+# How BERT's pre-tokenizer splits printable ASCII: runs of letters and digits, and
+# every other character but the space alone (all of them are ASCII punctuation).
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+|[^ A-Za-z0-9]")
 
 # BERT's own limit; a tokenizer directory may declare a larger one.
 DEFAULT_MAX_POSITIONS = 512
@@ -111,6 +116,15 @@ class _HFTokenizer(PretrainTokenizer):
 
     def __init__(self, backend: Any, kind: str, source_file: Path, lowercase: bool | None,
                  special_tokens: dict[str, str | None], max_positions: int) -> None:
+        if backend.padding is not None or backend.truncation is not None:
+            # A model's tokenizer.json may pad and truncate every input (all-MiniLM-L6-v2:
+            # to 128 tokens); a dataset needs each sentence's own tokens. A copy, so the
+            # caller's tokenizer keeps its settings.
+            from tokenizers import Tokenizer
+
+            backend = Tokenizer.from_str(backend.to_str())
+            backend.no_padding()
+            backend.no_truncation()
         self._backend = backend
         self.kind = kind
         self.source_file = source_file
@@ -128,10 +142,13 @@ class _HFTokenizer(PretrainTokenizer):
                 raise TokenizerError(f"{source_file}: no {role} token ({token!r}) in the vocabulary")
             self.special_ids[role] = int(token_id)
         self._continues_word = _wordpiece_continuations(backend, vocab, self.vocab_size)
+        self._words = _WordCache.for_backend(backend) if self._continues_word is not None else None
 
     def encode(
         self, sentences: list[str], word_boundaries: list[set[int]] | None = None
     ) -> list[EncodedSentence]:
+        if word_boundaries is None and self._words is not None:
+            return self._encode_by_words(sentences)
         encodings = self._backend.encode_batch(sentences, add_special_tokens=False)
         out = []
         for k, enc in enumerate(encodings):
@@ -147,6 +164,24 @@ class _HFTokenizer(PretrainTokenizer):
                 word_ids = np.asarray([-1 if w is None else w for w in enc.word_ids])
                 starts = np.ones(len(ids), dtype=bool)
                 starts[1:] = word_ids[1:] != word_ids[:-1]
+            if len(starts):
+                starts[0] = True
+            out.append(EncodedSentence(ids, starts))
+        return out
+
+    def _encode_by_words(self, sentences: list[str]) -> list[EncodedSentence]:
+        """:meth:`encode` through the word cache; sentences it cannot take go
+        through the tokenizer whole, in one batch."""
+        assert self._words is not None and self._continues_word is not None
+        ids_of = self._words.encode(sentences)
+        rest = [k for k, ids in enumerate(ids_of) if ids is None]
+        if rest:
+            encodings = self._backend.encode_batch([sentences[k] for k in rest], add_special_tokens=False)
+            for k, enc in zip(rest, encodings, strict=True):
+                ids_of[k] = np.asarray(enc.ids, dtype=np.int32)
+        out = []
+        for ids in ids_of:
+            starts = ~self._continues_word[ids]
             if len(starts):
                 starts[0] = True
             out.append(EncodedSentence(ids, starts))
@@ -217,6 +252,65 @@ class _SentencePieceTokenizer(PretrainTokenizer):
 
     def id_to_token(self, token_id: int) -> str:
         return self._sp.id_to_piece(int(token_id))
+
+
+class _WordCache:
+    """Token ids of whole words, for sentences of printable ASCII under a WordPiece
+    model behind BERT's normalizer and pre-tokenizer.
+
+    Most of the tokenizer's time goes into normalizing and splitting text with
+    offset tracking we do not use, and into the same frequent words again and
+    again. For printable ASCII, BERT's normalizer only lower-cases (or does nothing)
+    and its pre-tokenizer cuts runs of letters and digits and isolates every other
+    character (all ASCII punctuation), which ``_ASCII_WORD`` does. Each word is
+    tokenized once, by the tokenizer itself, and its ids are reused: the ids equal
+    encoding the sentence (tested on the real samples). Sentences with any other
+    character, or with an added token's text (``[MASK]`` in text is one token), are
+    left to the tokenizer. The cache is emptied when it reaches ``max_words``.
+    """
+
+    def __init__(self, backend: Any, lowercase: bool, added_tokens: list[str], max_words: int = 200_000) -> None:
+        self._backend = backend
+        self._lowercase = lowercase
+        self._added = (re.compile("|".join(map(re.escape, added_tokens)), re.IGNORECASE)
+                       if added_tokens else None)
+        self._ids: dict[str, tuple[int, ...]] = {}
+        self._max_words = max_words
+
+    @classmethod
+    def for_backend(cls, backend: Any) -> _WordCache | None:
+        """The cache for ``backend``, or None unless it normalizes and splits words
+        exactly as BERT (BertNormalizer, BertPreTokenizer)."""
+        from tokenizers import normalizers, pre_tokenizers
+
+        if not (type(backend.normalizer) is normalizers.BertNormalizer
+                and type(backend.pre_tokenizer) is pre_tokenizers.BertPreTokenizer):
+            return None
+        added = [token.content for token in backend.get_added_tokens_decoder().values() if token.content]
+        return cls(backend, bool(backend.normalizer.lowercase), added)
+
+    def encode(self, sentences: list[str]) -> list[np.ndarray | None]:
+        """The int32 ids of each sentence; None for those the cache cannot take."""
+        words_of: dict[int, list[str]] = {}
+        for k, sentence in enumerate(sentences):
+            if not (sentence.isascii() and sentence.isprintable()):
+                continue
+            if self._added is not None and self._added.search(sentence):
+                continue
+            words_of[k] = _ASCII_WORD.findall(sentence.lower() if self._lowercase else sentence)
+        new = set(chain.from_iterable(words_of.values())).difference(self._ids)
+        if new:
+            if len(self._ids) + len(new) > self._max_words:
+                self._ids.clear()
+                new = set(chain.from_iterable(words_of.values()))
+            words = sorted(new)
+            for word, enc in zip(words, self._backend.encode_batch(words, add_special_tokens=False), strict=True):
+                self._ids[word] = tuple(enc.ids)
+        ids_of_word = self._ids.__getitem__
+        out: list[np.ndarray | None] = [None] * len(sentences)
+        for k, words in words_of.items():
+            out[k] = np.fromiter(chain.from_iterable(map(ids_of_word, words)), dtype=np.int32)
+        return out
 
 
 def _wordpiece_continuations(backend: Any, vocab: dict[str, int], vocab_size: int) -> np.ndarray | None:

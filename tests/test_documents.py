@@ -302,31 +302,88 @@ def sample_sentences(en_processor: DocumentProcessor) -> list[str]:
     return [s for page in enwiki_pages() for s in en_processor.sentences_of(page, lambda kind: None) or []]
 
 
+def _tokenizer_json_directory(directory: Path, padded_to: int | None = None) -> Path:
+    """bert-base-uncased's vocabulary saved as a transformers directory with a
+    tokenizer.json only; ``padded_to`` stores padding and truncation in it, as a
+    sentence-transformers model does."""
+    import shutil
+
+    from tokenizers import Tokenizer
+    from transformers import BertTokenizerFast
+
+    directory.mkdir(exist_ok=True)
+    shutil.copy2(VOCAB_EN, directory / "vocab.txt")
+    BertTokenizerFast.from_pretrained(str(directory), do_lower_case=True).save_pretrained(directory)
+    (directory / "vocab.txt").unlink()
+    if padded_to is not None:
+        backend = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        backend.enable_padding(length=padded_to)
+        backend.enable_truncation(padded_to)
+        backend.save(str(directory / "tokenizer.json"))
+    return directory
+
+
+EDGE_SENTENCES = [
+    "a [MASK] [MASK] b", "a [mask] b", "[CLS]x[SEP]", "###abc #x ##y", "unaffable héllo", "Tab\there",
+    "x" * 150 + " short", "Don't stop!!! ...it costs $1,000.00 (approx.) -- see [1]", "", "   ", "A~B|C^D`e",
+    "résumé naïve", "日本語 text", "ALL CAPS Mixed",
+]
+
+
 @pytest.mark.parametrize("kind", ["vocab.txt", "tokenizer.json directory"])
-def test_word_starts_from_the_wordpiece_table_equal_word_ids(kind: str, sample_sentences: list[str],
-                                                             tmp_path: Path) -> None:
-    """WordPiece word starts are read off a per-id table (not a ``##`` piece), which
-    must agree with the tokenizer's own word ids on every sentence of the real sample."""
+def test_word_cache_and_wordpiece_table_equal_the_tokenizer(kind: str, sample_sentences: list[str],
+                                                           tmp_path: Path) -> None:
+    """Sentences are tokenized word by word through a cache, and WordPiece word starts
+    are read off a per-id table (not a ``##`` piece): both must agree with the
+    tokenizer run on whole sentences, and its own word ids, on every sentence of the
+    real sample and on edge cases (added tokens in text, over-long words, non-ASCII)."""
     from data_prep.tokenization import load_tokenizer
 
-    path = VOCAB_EN
-    if kind != "vocab.txt":
-        import shutil
-
-        from transformers import BertTokenizerFast
-
-        shutil.copy2(VOCAB_EN, tmp_path / "vocab.txt")
-        BertTokenizerFast.from_pretrained(str(tmp_path), do_lower_case=True).save_pretrained(tmp_path)
-        (tmp_path / "vocab.txt").unlink()
-        path = tmp_path
+    path = VOCAB_EN if kind == "vocab.txt" else _tokenizer_json_directory(tmp_path / "tok")
     tokenizer = load_tokenizer(TokenizerConfig(str(path)))
-    assert tokenizer._continues_word is not None, "the fast path must apply to BERT WordPiece"
+    assert tokenizer._continues_word is not None, "the table must apply to BERT WordPiece"
+    assert tokenizer._words is not None, "the word cache must apply to BERT's normalizer and pre-tokenizer"
     # Every sentence through the vocab.txt, a quarter through the same vocabulary's tokenizer.json.
-    sentences = sample_sentences[:: 1 if kind == "vocab.txt" else 4] + ["a [MASK] [MASK] b", "###abc #x ##y", "unaffable héllo"]
+    sentences = sample_sentences[:: 1 if kind == "vocab.txt" else 4] + EDGE_SENTENCES
     assert len(sentences) > 4_000
-    fast = tokenizer.encode(sentences)
-    tokenizer._continues_word = None  # the word-id path
+    by_words = [e for k in range(0, len(sentences), 50) for e in tokenizer.encode(sentences[k : k + 50])]
+    tokenizer._words = None  # whole sentences through the tokenizer, word starts from the table
+    by_table = tokenizer.encode(sentences)
+    tokenizer._continues_word = None  # word starts from the tokenizer's word ids
     by_word_ids = tokenizer.encode(sentences)
-    assert sum(int((~s.word_starts).sum()) for s in fast) > 2_000  # continuation pieces were seen
-    for a, b in zip(fast, by_word_ids, strict=True):
-        assert np.array_equal(a.ids, b.ids) and np.array_equal(a.word_starts, b.word_starts)
+    assert sum(int((~s.word_starts).sum()) for s in by_words) > 2_000  # continuation pieces were seen
+    for a, b, c in zip(by_words, by_table, by_word_ids, strict=True):
+        assert a.ids.dtype == b.ids.dtype == np.int32
+        assert np.array_equal(a.ids, b.ids) and np.array_equal(a.ids, c.ids)
+        assert np.array_equal(a.word_starts, b.word_starts) and np.array_equal(a.word_starts, c.word_starts)
+
+
+def test_word_cache_is_emptied_when_full_and_stays_exact(sample_sentences: list[str]) -> None:
+    from data_prep.tokenization import _WordCache, load_tokenizer
+
+    tokenizer = load_tokenizer(TokenizerConfig(str(VOCAB_EN)))
+    small = _WordCache.for_backend(tokenizer._backend)
+    assert small is not None
+    small._max_words = 300
+    sentences = sample_sentences[:2_000]
+    want = [np.asarray(e.ids, dtype=np.int32)
+            for e in tokenizer._backend.encode_batch(sentences, add_special_tokens=False)]
+    got = [ids for k in range(0, len(sentences), 20) for ids in small.encode(sentences[k : k + 20])]
+    assert len(small._ids) <= 300 + 20 * 60  # emptied on the way, never much past the bound
+    taken = [(ids, w) for ids, w, s in zip(got, want, sentences, strict=True) if s.isascii() and s.isprintable()]
+    assert len(taken) > 1_500 and all(ids is not None and np.array_equal(ids, w) for ids, w in taken)
+    # The rest (not printable ASCII) is left to the tokenizer.
+    assert all(ids is None for ids, s in zip(got, sentences, strict=True) if not (s.isascii() and s.isprintable()))
+
+
+def test_a_tokenizer_json_that_pads_and_truncates_keeps_each_sentences_tokens(tmp_path: Path) -> None:
+    """A model's tokenizer.json may pad and truncate every input (all-MiniLM-L6-v2 to
+    128); a dataset must get the sentences' own tokens, not [PAD]s or cut ones."""
+    from data_prep.tokenization import load_tokenizer
+
+    padded = load_tokenizer(TokenizerConfig(str(_tokenizer_json_directory(tmp_path / "padded", 16))))
+    plain = load_tokenizer(TokenizerConfig(str(VOCAB_EN)))
+    sentences = ["Hello world.", "word " * 40, "a [MASK] b"]
+    for a, b in zip(padded.encode(sentences), plain.encode(sentences), strict=True):
+        assert np.array_equal(a.ids, b.ids)
+    assert [len(e.ids) for e in padded.encode(sentences)] == [3, 40, 3]
