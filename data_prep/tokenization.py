@@ -149,6 +149,10 @@ class _HFTokenizer(PretrainTokenizer):
     ) -> list[EncodedSentence]:
         if word_boundaries is None and self._words is not None:
             return self._encode_by_words(sentences)
+        return self._encode_whole(sentences, word_boundaries)
+
+    def _encode_whole(self, sentences: list[str], word_boundaries: list[set[int]] | None) -> list[EncodedSentence]:
+        """:meth:`encode` with the tokenizer run on whole sentences."""
         encodings = self._backend.encode_batch(sentences, add_special_tokens=False)
         out = []
         for k, enc in enumerate(encodings):
@@ -170,22 +174,23 @@ class _HFTokenizer(PretrainTokenizer):
         return out
 
     def _encode_by_words(self, sentences: list[str]) -> list[EncodedSentence]:
-        """:meth:`encode` through the word cache; sentences it cannot take go
-        through the tokenizer whole, in one batch."""
+        """:meth:`encode` through the word cache, all of its sentences' ids and word
+        starts computed at once; sentences it cannot take go through the tokenizer
+        whole, in one batch."""
         assert self._words is not None and self._continues_word is not None
-        ids_of = self._words.encode(sentences)
-        rest = [k for k, ids in enumerate(ids_of) if ids is None]
-        if rest:
-            encodings = self._backend.encode_batch([sentences[k] for k in rest], add_special_tokens=False)
-            for k, enc in zip(rest, encodings, strict=True):
-                ids_of[k] = np.asarray(enc.ids, dtype=np.int32)
-        out = []
-        for ids in ids_of:
-            starts = ~self._continues_word[ids]
-            if len(starts):
-                starts[0] = True
-            out.append(EncodedSentence(ids, starts))
-        return out
+        taken, joined, lengths = self._words.encode(sentences)
+        starts = ~self._continues_word[joined]
+        ends = np.cumsum(lengths, dtype=np.int64)
+        firsts = ends - np.asarray(lengths, dtype=np.int64)
+        starts[firsts[firsts < len(joined)]] = True  # a sentence opens a word
+        out: list[EncodedSentence | None] = [None] * len(sentences)
+        for k, first, end in zip(taken, firsts.tolist(), ends.tolist(), strict=True):
+            out[k] = EncodedSentence(joined[first:end], starts[first:end])
+        if len(taken) < len(sentences):
+            rest = [k for k, encoded in enumerate(out) if encoded is None]
+            for k, encoded in zip(rest, self._encode_whole([sentences[k] for k in rest], None), strict=True):
+                out[k] = encoded
+        return out  # type: ignore[return-value]
 
     def id_to_token(self, token_id: int) -> str:
         return self._backend.id_to_token(int(token_id)) or ""
@@ -289,28 +294,31 @@ class _WordCache:
         added = [token.content for token in backend.get_added_tokens_decoder().values() if token.content]
         return cls(backend, bool(backend.normalizer.lowercase), added)
 
-    def encode(self, sentences: list[str]) -> list[np.ndarray | None]:
-        """The int32 ids of each sentence; None for those the cache cannot take."""
-        words_of: dict[int, list[str]] = {}
+    def encode(self, sentences: list[str]) -> tuple[list[int], np.ndarray, list[int]]:
+        """The sentences the cache takes (their indices), their int32 ids joined, and
+        each one's number of ids; the others are left to the tokenizer."""
+        words_of: list[list[str]] = []
+        taken: list[int] = []
         for k, sentence in enumerate(sentences):
             if not (sentence.isascii() and sentence.isprintable()):
                 continue
             if self._added is not None and self._added.search(sentence):
                 continue
-            words_of[k] = _ASCII_WORD.findall(sentence.lower() if self._lowercase else sentence)
-        new = set(chain.from_iterable(words_of.values())).difference(self._ids)
+            taken.append(k)
+            words_of.append(_ASCII_WORD.findall(sentence.lower() if self._lowercase else sentence))
+        new = set(chain.from_iterable(words_of)).difference(self._ids)
         if new:
             if len(self._ids) + len(new) > self._max_words:
                 self._ids.clear()
-                new = set(chain.from_iterable(words_of.values()))
+                new = set(chain.from_iterable(words_of))
             words = sorted(new)
             for word, enc in zip(words, self._backend.encode_batch(words, add_special_tokens=False), strict=True):
-                self._ids[word] = tuple(enc.ids)
+                self._ids[word] = np.asarray(enc.ids, dtype=np.int32).tobytes()
         ids_of_word = self._ids.__getitem__
-        out: list[np.ndarray | None] = [None] * len(sentences)
-        for k, words in words_of.items():
-            out[k] = np.fromiter(chain.from_iterable(map(ids_of_word, words)), dtype=np.int32)
-        return out
+        # Ids are kept as bytes: joining bytes is the cheapest way to concatenate them.
+        per_sentence = [b"".join(map(ids_of_word, words)) for words in words_of]
+        joined = np.frombuffer(bytearray(b"".join(per_sentence)), dtype=np.int32)  # writable
+        return taken, joined, [len(ids) // 4 for ids in per_sentence]
 
 
 def _wordpiece_continuations(backend: Any, vocab: dict[str, int], vocab_size: int) -> np.ndarray | None:
