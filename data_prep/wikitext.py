@@ -310,7 +310,9 @@ def clean_wikitext(wikitext: str, parse_all: bool = False) -> list[str]:
 
 def _tidy(paragraph: str) -> str:
     """Repair what removing markup leaves behind: "( ; born 1950)", double spaces."""
-    paragraph = _SPACES.sub(" ", paragraph)
+    # _SPACES only matches a double space or a non-printable space (tab, nbsp, ...).
+    if "  " in paragraph or not paragraph.isprintable():
+        paragraph = _SPACES.sub(" ", paragraph)
     emptied = 0
     if "(" in paragraph or "（" in paragraph:  # most paragraphs have no parentheses
         paragraph = _PAREN_LEADING_PUNCT.sub(r"\1", paragraph)

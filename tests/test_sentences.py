@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest_sources_helpers import ZHWIKI_SAMPLE, ZHWIKI_SEGMENTED
+from conftest_sources_helpers import ZHWIKI_SAMPLE, ZHWIKI_SEGMENTED, enwiki_articles
 
 from data_prep.sentences import (
+    BlingFireBreaker,
     ChineseWordBoundaries,
     SentenceConfig,
     SentenceSplitter,
@@ -52,6 +53,39 @@ from data_prep.sentences import (
 )
 def test_english_splitting(text: str, expected: list[str]) -> None:
     assert split_english(text) == expected
+
+
+def test_the_reused_buffer_breaks_as_the_library_wrapper() -> None:
+    """BlingFireBreaker keeps one output buffer; every paragraph of the real sample
+    (long ones before short ones, so stale bytes sit in the buffer), text past the
+    buffer's first size and a NUL must come out as blingfire.text_to_sentences gives."""
+    import blingfire
+
+    from data_prep.wikitext import clean_wikitext
+
+    paragraphs = [p for page in enwiki_articles() for p in clean_wikitext(page.text)]
+    assert len(paragraphs) > 3_000
+    paragraphs.sort(key=len, reverse=True)
+    long = " ".join(paragraphs[:40])
+    assert len(long.encode()) * 2 > 1 << 16  # grows the buffer
+    breaker = BlingFireBreaker()
+    for text in [*paragraphs[:300], long, *paragraphs[300:], "One.\x00Two. Three.", "x", ""]:
+        assert breaker(text) == blingfire.text_to_sentences(text), text[:80]
+
+
+def test_collapsing_spaces_equals_the_plain_substitution() -> None:
+    """Paragraphs without a double space or a non-printable character skip the
+    whitespace regex; the result must be the regex's on any text."""
+    import random
+
+    from data_prep import sentences
+
+    spaces = [c for c in map(chr, range(0x3100)) if c.isspace()]
+    alphabet = [" ", " ", "a", ".", "é", "中", "\x00", "\x7f", "\u200b", *spaces]
+    rng = random.Random(2)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+        assert sentences._collapse_spaces(text) == sentences._SPACE.sub(" ", text).strip(), repr(text)
 
 
 def test_english_abbreviations_not_split() -> None:

@@ -533,7 +533,7 @@ def test_tidy_equals_the_plain_five_substitutions() -> None:
         paragraph = wikitext._SPACE_BEFORE_PUNCT.sub(r"\1", paragraph)
         return wikitext._SPACES.sub(" ", paragraph).strip()
 
-    alphabet = [" ", " ", "\t", "\u00a0", "(", ")", "（", "）", ",", ";", "、", ":", ".", "a", "b"]
+    alphabet = [" ", " ", "\t", "\u00a0", "\u2009", "\u200b", "\u3000", "(", ")", "（", "）", ",", ";", "、", ":", ".", "a", "b"]
     rng = random.Random(1)
     for _ in range(40_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
