@@ -232,6 +232,41 @@ def test_truncation_trims_only_the_longer_side_at_both_ends():
     assert all(v > 0 for v in seen.values()), seen
 
 
+def _truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random) -> None:
+    """google-research/bert's ``truncate_seq_pair``, verbatim but for names."""
+    while True:
+        total_length = len(tokens_a) + len(tokens_b)
+        if total_length <= max_num_tokens:
+            break
+        trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        assert len(trunc_tokens) >= 1
+        if rng.random() < 0.5:
+            del trunc_tokens[0]
+        else:
+            trunc_tokens.pop()
+
+
+def test_truncation_equals_google_research_bert_draw_for_draw():
+    """The same tokens survive as google-research/bert's list-based truncation with
+    the same generator, and the generator is left in the same state."""
+    from data_prep.instances import _truncate_pair
+
+    sizes = random.Random(3)
+    for seed in range(3_000):
+        a_length, b_length = sizes.randint(1, 200), sizes.randint(1, 200)
+        a_start, b_start = sizes.randint(0, 5), sizes.randint(0, 5)
+        max_num_tokens = sizes.randint(2, 260)
+        a = Segment(0, 0, 0, a_start, a_start + a_length)
+        b = Segment(1, 0, 0, b_start, b_start + b_length)
+        ours, theirs = random.Random(seed), random.Random(seed)
+        got_a, got_b = _truncate_pair(a, b, max_num_tokens, ours)
+        tokens_a, tokens_b = list(range(a.start, a.stop)), list(range(b.start, b.stop))
+        _truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, theirs)
+        assert list(range(got_a.start, got_a.stop)) == tokens_a
+        assert list(range(got_b.start, got_b.stop)) == tokens_b
+        assert ours.random() == theirs.random()
+
+
 def test_truncation_of_an_uneven_pair_keeps_the_short_side_whole():
     # One chunk [35, 10] against a budget of 40: only A (the longer side) loses tokens.
     docs = [[np.arange(35), np.arange(35, 45)]] + [[np.arange(5)] for _ in range(3)]
