@@ -260,18 +260,21 @@ class _SentencePieceTokenizer(PretrainTokenizer):
 
 
 class _WordCache:
-    """Token ids of whole words, for sentences of printable ASCII under a WordPiece
-    model behind BERT's normalizer and pre-tokenizer.
+    """Token ids of whole words, for a WordPiece model behind BERT's normalizer and
+    pre-tokenizer.
 
     Most of the tokenizer's time goes into normalizing and splitting text with
     offset tracking we do not use, and into the same frequent words again and
-    again. For printable ASCII, BERT's normalizer only lower-cases (or does nothing)
-    and its pre-tokenizer cuts runs of letters and digits and isolates every other
-    character (all ASCII punctuation), which ``_ASCII_WORD`` does. Each word is
-    tokenized once, by the tokenizer itself, and its ids are reused: the ids equal
-    encoding the sentence (tested on the real samples). Sentences with any other
-    character, or with an added token's text (``[MASK]`` in text is one token), are
-    left to the tokenizer. The cache is emptied when it reaches ``max_words``.
+    again. BERT's pre-tokenizer always cuts at a space, and its normalizer works
+    character by character, so a sentence's ids are those of its space-separated
+    chunks joined. A chunk of printable ASCII is cut further as the pre-tokenizer
+    cuts it (runs of letters and digits; every other character is ASCII punctuation
+    and stands alone: ``_ASCII_WORD``), after lower-casing if the normalizer does;
+    any other chunk is kept whole. Each word or chunk is tokenized once, by the
+    tokenizer itself, and its ids are reused: the ids equal encoding the sentence
+    (tested on the real English and Chinese samples and on random Unicode).
+    Sentences with an added token's text (``[MASK]`` in text is one token) are left
+    to the tokenizer. The cache is emptied when it reaches ``max_words``.
     """
 
     def __init__(self, backend: Any, lowercase: bool, added_tokens: list[str], max_words: int = 200_000) -> None:
@@ -279,20 +282,36 @@ class _WordCache:
         self._lowercase = lowercase
         self._added = (re.compile("|".join(map(re.escape, added_tokens)), re.IGNORECASE)
                        if added_tokens else None)
-        self._ids: dict[str, tuple[int, ...]] = {}
+        self._ids: dict[str, bytes] = {}  # int32 ids of each word, as bytes
         self._max_words = max_words
+        self.looked_up = 0  # words looked up so far
+        self.tokenized = 0  # of which new ones, tokenized by the tokenizer
 
     @classmethod
     def for_backend(cls, backend: Any) -> _WordCache | None:
         """The cache for ``backend``, or None unless it normalizes and splits words
-        exactly as BERT (BertNormalizer, BertPreTokenizer)."""
+        exactly as BERT (BertNormalizer, BertPreTokenizer) and its added tokens are
+        printable ASCII without spaces (the sentence check finds those)."""
         from tokenizers import normalizers, pre_tokenizers
 
         if not (type(backend.normalizer) is normalizers.BertNormalizer
                 and type(backend.pre_tokenizer) is pre_tokenizers.BertPreTokenizer):
             return None
         added = [token.content for token in backend.get_added_tokens_decoder().values() if token.content]
+        if not all(token.isascii() and token.isprintable() and " " not in token for token in added):
+            return None
         return cls(backend, bool(backend.normalizer.lowercase), added)
+
+    def _words(self, sentence: str) -> list[str]:
+        if sentence.isascii() and sentence.isprintable():
+            return _ASCII_WORD.findall(sentence.lower() if self._lowercase else sentence)
+        words: list[str] = []
+        for chunk in sentence.split(" "):
+            if chunk.isascii() and chunk.isprintable():
+                words += _ASCII_WORD.findall(chunk.lower() if self._lowercase else chunk)
+            elif chunk:
+                words.append(chunk)  # never equal to an ASCII word: a key of its own
+        return words
 
     def encode(self, sentences: list[str]) -> tuple[list[int], np.ndarray, list[int]]:
         """The sentences the cache takes (their indices), their int32 ids joined, and
@@ -300,12 +319,10 @@ class _WordCache:
         words_of: list[list[str]] = []
         taken: list[int] = []
         for k, sentence in enumerate(sentences):
-            if not (sentence.isascii() and sentence.isprintable()):
-                continue
             if self._added is not None and self._added.search(sentence):
                 continue
             taken.append(k)
-            words_of.append(_ASCII_WORD.findall(sentence.lower() if self._lowercase else sentence))
+            words_of.append(self._words(sentence))
         new = set(chain.from_iterable(words_of)).difference(self._ids)
         if new:
             if len(self._ids) + len(new) > self._max_words:
@@ -314,6 +331,8 @@ class _WordCache:
             words = sorted(new)
             for word, enc in zip(words, self._backend.encode_batch(words, add_special_tokens=False), strict=True):
                 self._ids[word] = np.asarray(enc.ids, dtype=np.int32).tobytes()
+            self.tokenized += len(words)
+        self.looked_up += sum(map(len, words_of))
         ids_of_word = self._ids.__getitem__
         # Ids are kept as bytes: joining bytes is the cheapest way to concatenate them.
         per_sentence = [b"".join(map(ids_of_word, words)) for words in words_of]
