@@ -398,7 +398,7 @@ def stage_profile(dump: Path) -> tuple[list[tuple[str, float, float | None, str]
         ("instances + masks + shard files", shards_s, None, ""),
     ]
     notes = [f"the HF tokenizer on whole sentences instead would take {whole_s:.2f} s "
-             f"(the stage uses it for new words and non-ASCII sentences only)"]
+             f"(the stage tokenizes only words it has not seen)"]
     if words is not None:
         notes.append(f"word cache: {words.looked_up:,} words looked up, {words.tokenized:,} "
                      f"({words.tokenized / max(words.looked_up, 1):.1%}) new and tokenized; this corpus "

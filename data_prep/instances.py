@@ -146,21 +146,23 @@ def create_pairs_from_document(
         target_seq_length = rng.randint(2, max_num_tokens)
 
     pairs: list[PairSpec] = []
+    num_sentences = len(document)
+    last_document = len(documents) - 1
     chunk_start = 0  # first sentence of the current chunk
     current_length = 0
     i = 0
-    while i < len(document):
+    while i < num_sentences:
         current_length += document[i]
-        if i == len(document) - 1 or current_length >= target_seq_length:
+        if i == num_sentences - 1 or current_length >= target_seq_length:
             chunk_len = i - chunk_start + 1
             a_end = rng.randint(1, chunk_len - 1) if chunk_len >= 2 else 1
             a = _segment(document_index, document, chunk_start, chunk_start + a_end - 1)
             if chunk_len == 1 or rng.random() < config.random_next_prob:
                 is_random_next = True
-                target_b_length = target_seq_length - len(a)
+                target_b_length = target_seq_length - (a.stop - a.start)
                 random_index = document_index
                 for _ in range(10):
-                    random_index = rng.randint(0, len(documents) - 1)
+                    random_index = rng.randint(0, last_document)
                     if random_index != document_index and len(documents[random_index]):
                         break
                 if not len(documents[random_index]):  # only empty others: fall back to self
@@ -180,7 +182,7 @@ def create_pairs_from_document(
                 is_random_next = False
                 b = _segment(document_index, document, chunk_start + a_end, i)
             a, b = _truncate_pair(a, b, max_num_tokens, rng)
-            if len(a) >= 1 and len(b) >= 1:
+            if a.stop > a.start and b.stop > b.start:  # both non-empty
                 pairs.append(PairSpec(a, b, is_random_next))
             chunk_start = i + 1
             current_length = 0
