@@ -302,7 +302,7 @@ class _WordCache:
             return None
         return cls(backend, bool(backend.normalizer.lowercase), added)
 
-    def _words(self, sentence: str) -> list[str]:
+    def _split_words(self, sentence: str) -> list[str]:
         if sentence.isascii() and sentence.isprintable():
             return _ASCII_WORD.findall(sentence.lower() if self._lowercase else sentence)
         words: list[str] = []
@@ -322,7 +322,7 @@ class _WordCache:
             if self._added is not None and self._added.search(sentence):
                 continue
             taken.append(k)
-            words_of.append(self._words(sentence))
+            words_of.append(self._split_words(sentence))
         new = set(chain.from_iterable(words_of)).difference(self._ids)
         if new:
             if len(self._ids) + len(new) > self._max_words:
