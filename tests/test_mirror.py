@@ -210,7 +210,7 @@ def _loss_and_grads(encoder: BertModel, items: list[dict], gather) -> tuple[floa
     loss, _ = mirror_loss(encoder, collate(items, CollateConfig(pad_id=PAD)),
                           MirrorConfig(temperature=0.05, pooling="mean"), gather)
     loss.backward()
-    return float(loss), {name: p.grad.clone() for name, p in encoder.named_parameters() if p.grad is not None}
+    return float(loss.detach()), {name: p.grad.clone() for name, p in encoder.named_parameters() if p.grad is not None}
 
 
 def _rank(rank: int, port: int, out: str) -> None:
