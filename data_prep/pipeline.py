@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,6 +54,20 @@ class EmptyDatasetError(RuntimeError):
     """No document survived cleaning; no dataset is written."""
 
 
+# One DocumentProcessor per worker thread, kept across bundles: the DaskRunner calls
+# setup() for every bundle (a Dask partition) on a fresh copy of the DoFn, which
+# would start each work unit with an empty word cache (see data_prep.tokenization).
+_THREAD_PROCESSOR = threading.local()
+
+
+def _thread_processor(config: BuildConfig) -> DocumentProcessor:
+    """This thread's processor for ``config`` (built on first use)."""
+    processor = getattr(_THREAD_PROCESSOR, "processor", None)
+    if processor is None or processor.config != config:
+        processor = _THREAD_PROCESSOR.processor = DocumentProcessor(config)
+    return processor
+
+
 class PrepareDocuments(beam.DoFn):
     """Read one work unit, clean, split and tokenize its documents, and spill them
     to one part file; emit ``(shard, part prefix)`` for each shard it touches and
@@ -63,7 +78,7 @@ class PrepareDocuments(beam.DoFn):
         self.facts = facts
 
     def setup(self) -> None:
-        self.processor = DocumentProcessor(self.config)
+        self.processor = _thread_processor(self.config)
 
     def process(self, unit: WorkUnit) -> Iterator[Any]:
         started = time.monotonic()

@@ -409,3 +409,32 @@ def test_the_console_shows_the_builds_own_lines_and_the_log_file_the_rest(tmp_pa
     verbose = subprocess.run([*args, "--output", str(tmp_path / "ds2"), "--verbose"], cwd=ROOT, capture_output=True,
                              text=True, timeout=600)
     assert verbose.returncode == 0 and "apache_beam" in verbose.stderr
+
+
+def test_document_processor_is_kept_per_thread_across_setups(tmp_path: Path) -> None:
+    """The DaskRunner sets up a fresh copy of the DoFn for every bundle: in one
+    thread they share one processor (and its warm word cache), another config gets
+    its own, and another thread never shares one."""
+    import pickle
+    import threading
+
+    from data_prep.pipeline import PrepareDocuments
+    from data_prep.shards import TokenizerFacts
+
+    config = parse_args(["--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--output", str(tmp_path / "a")]).config
+    other = parse_args(["--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--output", str(tmp_path / "b")]).config
+    facts = TokenizerFacts(30522, {}, np.zeros(0, dtype=np.int32))
+
+    def set_up(build_config):
+        fn = pickle.loads(pickle.dumps(PrepareDocuments(build_config, facts)))  # as a runner ships it
+        fn.setup()
+        return fn.processor
+
+    first, second = set_up(config), set_up(config)
+    assert first is second
+    assert set_up(other) is not first and set_up(other).config == other
+    elsewhere = []
+    thread = threading.Thread(target=lambda: elsewhere.append(set_up(config)))
+    thread.start()
+    thread.join()
+    assert elsewhere[0] is not first and elsewhere[0].config == config
