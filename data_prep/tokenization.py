@@ -183,14 +183,12 @@ class _HFTokenizer(PretrainTokenizer):
         ends = np.cumsum(lengths, dtype=np.int64)
         firsts = ends - np.asarray(lengths, dtype=np.int64)
         starts[firsts[firsts < len(joined)]] = True  # a sentence opens a word
-        out: list[EncodedSentence | None] = [None] * len(sentences)
-        for k, first, end in zip(taken, firsts.tolist(), ends.tolist(), strict=True):
-            out[k] = EncodedSentence(joined[first:end], starts[first:end])
+        encoded = {k: EncodedSentence(joined[first:end], starts[first:end])
+                   for k, first, end in zip(taken, firsts.tolist(), ends.tolist(), strict=True)}
         if len(taken) < len(sentences):
-            rest = [k for k, encoded in enumerate(out) if encoded is None]
-            for k, encoded in zip(rest, self._encode_whole([sentences[k] for k in rest], None), strict=True):
-                out[k] = encoded
-        return out  # type: ignore[return-value]
+            rest = [k for k in range(len(sentences)) if k not in encoded]
+            encoded.update(zip(rest, self._encode_whole([sentences[k] for k in rest], None), strict=True))
+        return [encoded[k] for k in range(len(sentences))]
 
     def id_to_token(self, token_id: int) -> str:
         return self._backend.id_to_token(int(token_id)) or ""
