@@ -193,7 +193,7 @@ class DocumentInstances:
 
     pairs: list[PairSpec]
     tokens: np.ndarray  # int64, [CLS] A [SEP] B [SEP] of every instance
-    word_starts: np.ndarray  # bool, parallel to tokens
+    word_starts: np.ndarray | None  # bool, parallel to tokens; None without whole-word masking
     maskable: np.ndarray  # bool, parallel to tokens: not a special token
     lengths: list[int]
     masked_positions: np.ndarray  # int64, positions within each instance
@@ -219,7 +219,9 @@ def document_instances(docs: ShardDocuments, doc_index: int, config: BuildConfig
         pairs += dupe_pairs
         mask_rngs += [mask_rng] * len(dupe_pairs)
     tokens, lengths = assemble_all(pairs, docs.tokens, specials["cls"], specials["sep"])
-    word_starts, _ = assemble_all(pairs, docs.word_starts, 1, 1, dtype=bool)
+    # Word starts matter only to whole-word masking (and its word_starts file).
+    word_starts = (assemble_all(pairs, docs.word_starts, 1, 1, dtype=bool)[0]
+                   if config.masking.whole_word_masking else None)
     maskable = ~is_special[tokens]
     if config.instances.single_segment:  # single-segment data has no static masks
         empty = np.zeros(0, dtype=np.int64)
@@ -295,7 +297,7 @@ def build_shard(
             tokens_out.add_joined_document(instances.tokens, instances.lengths)
             positions_out.add_joined_document(instances.masked_positions, instances.masked_counts)
             placed_out.add_joined_document(instances.masked_tokens, instances.masked_counts)
-            if starts_out is not None:
+            if starts_out is not None:  # whole-word masking: word_starts assembled
                 starts_out.add_joined_document(instances.word_starts.astype(np.uint8), instances.lengths)
             len_a.extend(len(pair.a) for pair in instances.pairs)
             nsp.extend(int(pair.is_random_next) for pair in instances.pairs)
