@@ -29,7 +29,9 @@ def test_eq3_hand_computed() -> None:
 
 
 def test_padding_is_ignored_and_the_two_aggregates_differ() -> None:
-    hidden = torch.randn(2, 5, 8)
+    # Seeded: the sum of cosines can nearly cancel, and with unseeded data about 1.6% of
+    # runs put its float32 rounding past the relative tolerance below.
+    hidden = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0))
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
     sums, pairs = sentence_self_similarity(hidden, mask)
     garbage = hidden.clone()
