@@ -15,16 +15,15 @@ import mwparserfromhell
 import pytest
 
 from data_prep.sample_corpus import (
-    _FILLERS,
-    _PLACEHOLDER,
     LANGUAGES,
     OTHER_NAMESPACE_PAGES,
-    _language_data,
     generate_wiki_xml,
     main,
     num_redirects,
     write_sample_dump,
 )
+from data_prep.sample_corpus.fillers import FILLERS
+from data_prep.sample_corpus.generator import PLACEHOLDER, language_data
 
 NS = "{http://www.mediawiki.org/xml/export-0.10/}"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -391,8 +390,8 @@ def _placeholder_names(language: str) -> set[str]:
     """Placeholder names used by a language's templates, without digits and ``_plain``."""
     return {
         name.removesuffix("_plain").rstrip("0123456789")
-        for _, text in _data_strings(_language_data(language))
-        for name in _PLACEHOLDER.findall(text)
+        for _, text in _data_strings(language_data(language))
+        for name in PLACEHOLDER.findall(text)
     }
 
 
@@ -400,25 +399,25 @@ def _placeholder_names(language: str) -> set[str]:
 def test_every_placeholder_has_a_source(language: str) -> None:
     """Each placeholder is a filler of the dispatch table, a vocabulary list of the
     language, a subject fact or a caller-supplied value."""
-    vocab = set(_language_data(language)["vocab"])
-    unknown = _placeholder_names(language) - set(_FILLERS) - vocab - SUBJECT_FACTS - CALLER_SUPPLIED
+    vocab = set(language_data(language)["vocab"])
+    unknown = _placeholder_names(language) - set(FILLERS) - vocab - SUBJECT_FACTS - CALLER_SUPPLIED
     assert not unknown
 
 
 def test_dispatch_table_has_no_unused_entries() -> None:
     used = set().union(*(_placeholder_names(language) for language in LANGUAGES))
-    assert set(_FILLERS) - used == set()
+    assert set(FILLERS) - used == set()
 
 
 def test_no_placeholder_the_filler_cannot_see() -> None:
-    """Every ``{word}`` field in the templates is one that ``_PLACEHOLDER`` matches."""
+    """Every ``{word}`` field in the templates is one that ``PLACEHOLDER`` matches."""
     lookalike = re.compile(r"(?<!\{)\{[A-Za-z_][A-Za-z0-9_]*\}(?!\})")
     invisible = [
         (language, key, field)
         for language in LANGUAGES
-        for key, text in _data_strings(_language_data(language))
+        for key, text in _data_strings(language_data(language))
         for field in lookalike.findall(text)
-        if not _PLACEHOLDER.fullmatch(field)
+        if not PLACEHOLDER.fullmatch(field)
     ]
     assert not invisible
 
@@ -426,12 +425,12 @@ def test_no_placeholder_the_filler_cannot_see() -> None:
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_data_files_are_package_data(language: str) -> None:
     """The word lists load through importlib.resources and are listed as package data."""
-    data = _language_data(language)
+    data = language_data(language)
     assert data["code"] == language
-    assert _language_data(language) is data  # read once
+    assert language_data(language) is data  # read once
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert "sample_corpus_data/*.json" in pyproject["tool"]["setuptools"]["package-data"]["data_prep"]
+    assert "data/*.json" in pyproject["tool"]["setuptools"]["package-data"]["data_prep.sample_corpus"]
 
 
 # -- writing files and the command line ---------------------------------------------------
