@@ -166,6 +166,13 @@ def _ranged(lo: int, hi: int) -> Filler:
     return lambda g, key, years: g.number(g.rng.randint(lo, hi))
 
 
+def _dated(first_year: int, last_year: int) -> Filler:
+    """A filler writing a date between two years in the article's date style."""
+    return lambda g, key, years: g.format_date(
+        g.rng.randint(first_year, last_year), g.rng.randint(1, 12), g.rng.randint(1, 28)
+    )
+
+
 def _length(g: Generator, key: str, years: _Years) -> str:
     # Used as "a {length}-kilometre river": skip numbers that would need "an".
     while True:
@@ -255,12 +262,8 @@ FILLERS: dict[str, Filler] = {
     "decade": _decade,
     "century": _century,
     "month": _month,
-    "date": lambda g, key, years: g.format_date(
-        g.rng.randint(1700, 2020), g.rng.randint(1, 12), g.rng.randint(1, 28)
-    ),
-    "access_date": lambda g, key, years: g.format_date(
-        g.rng.randint(2008, 2023), g.rng.randint(1, 12), g.rng.randint(1, 28)
-    ),
+    "date": _dated(1700, 2020),
+    "access_date": _dated(2008, 2023),
     "iso_date": lambda g, key, years: (
         f"{g.rng.randint(2005, 2022)}-{g.rng.randint(1, 12):02d}-{g.rng.randint(1, 28):02d}"
     ),

@@ -231,16 +231,7 @@ class Generator:
         rng = self.rng
         country, dem = home
         if self.zh:
-            generic = {
-                "river": "该河",
-                "lake": "该湖",
-                "mountain": "该山",
-                "settlement": "该镇",
-                "species": "该物种",
-                "invention": "这种机器",
-                "organization": "该组织",
-                "battle": "这场战役",
-            }
+            generic = self.d["kind_refs"]  # how the text says "it" of each kind
             if kind == "person":
                 full, _first, last = self._new_person_name()
                 self.used_titles.discard(full)  # claimed again by the caller
@@ -697,16 +688,7 @@ class Generator:
         b, country = subj.base, self.country_pair(subj.home)[0]
         if self.zh:
             # zhwiki is full of redirects from Traditional-character titles.
-            kind_word = {
-                "river": "河流",
-                "lake": "湖泊",
-                "mountain": "山峰",
-                "settlement": "城镇",
-                "species": "生物",
-                "invention": "机器",
-                "organization": "组织",
-                "battle": "战役",
-            }.get(subj.kind) or subj.facts.get("profession", "人物")
+            kind_word = self.d["kind_nouns"].get(subj.kind) or subj.facts.get("profession", "人物")
             candidates = [
                 "".join(self.d["s2t"].get(ch, ch) for ch in subj.title),
                 f"{subj.title}（{kind_word}）",
