@@ -28,12 +28,16 @@ MEM=$(( $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) / (NODES + 1) ))
 for i in $(seq 1 "$NODES"); do
   grep -q " n$i\$" /etc/hosts || echo "127.0.0.1 n$i" >> /etc/hosts
 done
+# cred_expire: a requeued job waits this long before it may start again (default 120 s,
+# which made the preemption test sit idle for two minutes); 30 s still covers a
+# step launch on a loaded 2-core machine.
 cat > /etc/slurm/slurm.conf <<CONF
 ClusterName=tacl
 SlurmctldHost=$HOST(127.0.0.1)
 SlurmctldPort=16817
 SlurmdPort=17001
 AuthType=auth/munge
+AuthInfo=cred_expire=30
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
