@@ -109,7 +109,7 @@ def analyse_model(
     sample_ids: list[torch.Tensor] = []
     generator = torch.Generator().manual_seed(seed)
     per_batch = max(1, isotropy_tokens * batch_size // max(len(sentences), 1))
-    for start in tqdm(range(0, len(sentences), batch_size), desc=name, unit="batch", leave=False):
+    for start in tqdm(range(0, len(sentences), batch_size), desc=name, unit="batch", leave=False, disable=None):
         chunk = sentences[start : start + batch_size]
         enc = tokenizer(chunk, padding=True, truncation=True, max_length=model.config.max_position_embeddings,
                         return_tensors="pt", return_special_tokens_mask=True)
