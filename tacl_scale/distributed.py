@@ -116,10 +116,12 @@ class Distributed:
         over ranks, of the gradients of its own rows (a reduce-scatter)."""
         if self.world_size == 1:
             return rows, 0
-        import torch.distributed as dist
-        from torch.distributed._functional_collectives import all_gather_single
+        # The public autograd all-gather (the same in every torch we support; the
+        # private _functional_collectives API changes names between releases). Its
+        # backward is a reduce-scatter on NCCL and an all-to-all plus sum on gloo.
+        from torch.distributed.nn.functional import all_gather
 
-        return all_gather_single(rows.contiguous(), 0, dist.group.WORLD), self.rank * rows.shape[0]
+        return torch.cat(all_gather(rows.contiguous())), self.rank * rows.shape[0]
 
     def broadcast_object(self, value: Any) -> Any:
         """Rank 0's ``value`` on every rank (a picklable object)."""

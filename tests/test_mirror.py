@@ -252,3 +252,53 @@ def test_two_ranks_with_gathered_negatives_equal_one_rank_over_the_whole_batch(t
     # Without the gather each rank would see 3 negatives instead of 7: a different loss.
     local = [_loss_and_grads(tiny_encoder(0.0), instances(8)[k : k + 4], None)[0] for k in (0, 4)]
     assert sum(local) / 2 != pytest.approx(loss, rel=1e-3)
+
+
+def _gather_rank(rank: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+
+    from tacl_scale.distributed import Distributed
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        torch.set_num_threads(1)  # a forked child must not use the parent's OpenMP pool
+        view1, view2 = _anchor_vectors()
+        mine = slice(3 * rank, 3 * rank + 3)
+        a, b = view1[mine].clone().requires_grad_(True), view2[mine].clone().requires_grad_(True)
+        loss, _ = info_nce(a, b, 0.5, Distributed(rank, rank, 2, torch.device("cpu")).gather_rows)
+        loss.backward()
+        # DeepSpeed averages the ranks' gradients; the logged loss is the ranks' mean.
+        total = loss.detach().double().reshape(1)
+        dist.all_reduce(total)
+        torch.save({"loss": float(total) / 2, "grad1": a.grad / 2, "grad2": b.grad / 2}, f"{out}.{rank}")
+    finally:
+        dist.destroy_process_group()
+
+
+def _anchor_vectors() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(11)
+    view1 = torch.randn(6, 5, generator=g, dtype=torch.float64)
+    return view1, view1 + 0.8 * torch.randn(6, 5, generator=g, dtype=torch.float64)
+
+
+def test_the_cross_rank_gather_is_autograd_correct_against_a_float64_nt_xent(tmp_path: Path) -> None:
+    """Two gloo ranks of 3 sequences each, through ``Distributed.gather_rows`` (the
+    collective torch ships in every supported version): the loss and every vector's
+    gradient equal NT-Xent over all 6 sequences, written anchor by anchor in float64.
+    A gather without a backward (or one that dropped the other rank's gradient)
+    would leave the gradients of the negatives out."""
+    import torch.multiprocessing as mp
+
+    out = tmp_path / "gather"
+    mp.start_processes(_gather_rank, args=(random.randint(20000, 40000), str(out)), nprocs=2, start_method="fork")
+    view1, view2 = (v.clone().requires_grad_(True) for v in _anchor_vectors())
+    expected = nt_xent_by_hand(view1, view2, 0.5)
+    expected.backward()
+    ranks = [torch.load(f"{out}.{rank}") for rank in (0, 1)]
+    assert ranks[0]["loss"] == pytest.approx(float(expected.detach()), rel=1e-5)
+    got1 = torch.cat([r["grad1"] for r in ranks]).double()
+    got2 = torch.cat([r["grad2"] for r in ranks]).double()
+    # info_nce computes in float32, the reference in float64.
+    torch.testing.assert_close(got1, view1.grad, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(got2, view2.grad, rtol=1e-4, atol=1e-6)
