@@ -13,6 +13,8 @@ layers, which see the ``T`` real tokens alone.
   no extra package is needed.
 - Elsewhere (CPU, fp32): scaled dot-product attention per sequence: the same
   result, for tests and small runs.
+- A GPU below sm_80 (V100, T4) has no FlashAttention-2: :func:`varlen_unsupported`
+  says so and the trainer pads its batches there instead.
 - A padded batch (no offsets) goes to transformers' SDPA path unchanged, so one
   model serves both layouts (evaluation and analysis stay padded).
 """
@@ -70,6 +72,20 @@ def per_sequence_attention(
         qs, ks, vs = (x[start:end].transpose(0, 1) for x in (q, k, v))  # (heads, len, head_dim)
         outs.append(F.scaled_dot_product_attention(qs, ks, vs, dropout_p=dropout, scale=scaling).transpose(0, 1))
     return torch.cat(outs) if outs else q.new_empty(q.shape)
+
+
+def varlen_unsupported(device: torch.device) -> str | None:
+    """Why FlashAttention-2's varlen kernel cannot run on the CUDA ``device``
+    (compute capability below 8.0, as V100 and T4; a torch built without it), or
+    ``None`` when it can."""
+    if not torch.backends.cuda.is_flash_attention_available():
+        return f"torch {torch.__version__} is built without it"
+    if not hasattr(torch.ops.aten, "_flash_attention_forward"):
+        return f"torch {torch.__version__} has no aten::_flash_attention_forward"
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) < (8, 0):
+        return f"{torch.cuda.get_device_name(device)} is sm_{major}{minor}, below the sm_80 it needs"
+    return None
 
 
 def register() -> str:

@@ -116,20 +116,51 @@ def newest_verified_tag(root: Path) -> tuple[str | None, list[str]]:
 
 
 def rng_states() -> dict[str, Any]:
+    """This rank's RNG states. On CUDA only the current device's: a job resumed with
+    fewer GPUs per node (1×8 → 2×4) must not need devices it cannot see."""
     return {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
     }
 
 
 def restore_rng_states(states: dict[str, Any]) -> None:
+    """Restore what :func:`rng_states` saved. Checkpoints from before it saved one
+    device hold every device's state as a list: the current device's entry is used
+    when the list has one, else the CUDA state is left as it is (the trainer seeds
+    each micro-batch anyway, so only this is lost: nothing a step depends on)."""
     random.setstate(states["python"])
     np.random.set_state(states["numpy"])
     torch.set_rng_state(states["torch"])
-    if states.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
+    cuda = states.get("cuda")
+    if cuda is None or not torch.cuda.is_available():
+        return
+    if isinstance(cuda, (list, tuple)):
+        device = torch.cuda.current_device()
+        if device >= len(cuda):
+            log.warning("the checkpoint's CUDA RNG states cover %d device(s), this rank is on cuda:%d: its CUDA "
+                        "RNG is not restored", len(cuda), device)
+            return
+        cuda = cuda[device]
+    torch.cuda.set_rng_state(cuda)
+
+
+def place_optimizer_state(optimizer: torch.optim.Optimizer) -> int:
+    """Move every state tensor of ``optimizer`` to its parameter's device; returns
+    how many were moved. ``load_state_dict`` does this itself, but DeepSpeed's
+    universal-checkpoint load assigns the saved ``step`` straight into the state as
+    a CPU tensor, and the fused AdamW kernel refuses tensors on two devices."""
+    moved = 0
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            state = optimizer.state.get(param, {})
+            for key, value in state.items():
+                if torch.is_tensor(value) and value.device != param.device:
+                    state[key] = value.to(param.device)
+                    moved += 1
+    return moved
 
 
 def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_last: int,
@@ -192,6 +223,9 @@ def load(engine: Any, root: Path, tag: str) -> dict[str, Any]:
     _, client_state = engine.load_checkpoint(str(root), tag=tag)
     if client_state is None:
         raise RuntimeError(f"{root / tag}: DeepSpeed could not load the checkpoint")
+    # ZeRO wraps the torch optimizer; the wrapped one holds the per-parameter state.
+    zero = engine.optimizer
+    place_optimizer_state(getattr(zero, "optimizer", zero))
     rng_file = root / tag / f"rng_rank{engine.global_rank:05d}.pt"
     if rng_file.is_file():
         restore_rng_states(torch.load(rng_file, weights_only=False))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .model import ObjectiveConfig
 
@@ -104,6 +104,14 @@ class CheckpointConfig:
     stop_after_steps: int | None = None  # end this job early, with a checkpoint
 
 
+class ResolvedPerformance(NamedTuple):
+    """What :meth:`PerformanceConfig.resolve` settled for a device."""
+
+    unpad: bool
+    fused_optimizer: bool
+    warning: str | None = None  # why unpadded batches were asked for (or the default) and are not used
+
+
 @dataclass(frozen=True)
 class PerformanceConfig:
     """How the step runs on the device; None means "on CUDA, off elsewhere"."""
@@ -112,14 +120,21 @@ class PerformanceConfig:
     fused_optimizer: bool | None = None  # torch.optim.AdamW(fused=True)
     teacher_dtype: str | None = None  # None: fp16 on CUDA, fp32 on CPU
 
-    def resolve(self, device_type: str, pad_to_max_length: bool = False) -> tuple[bool, bool]:
-        """``(unpad, fused_optimizer)`` on a device of type ``device_type``."""
+    def resolve(self, device_type: str, pad_to_max_length: bool = False,
+                varlen_unsupported: str | None = None) -> ResolvedPerformance:
+        """The settings on a device of type ``device_type``. ``varlen_unsupported``
+        (from :func:`tacl_scale.attention.varlen_unsupported`) says why this CUDA
+        device cannot run FlashAttention-2's varlen kernel: unpadded batches then
+        fall back to padded ones (SDPA), with a warning to log once."""
         on_cuda = device_type == "cuda"
         unpad = self.unpad if self.unpad is not None else on_cuda and not pad_to_max_length
         if unpad and pad_to_max_length:
             raise ConfigError("--unpad packs batches, --pad-to-max-length pads them: choose one")
         fused = self.fused_optimizer if self.fused_optimizer is not None else on_cuda
-        return unpad, fused
+        if unpad and on_cuda and varlen_unsupported:
+            return ResolvedPerformance(False, fused, f"unpadded batches need FlashAttention-2, and "
+                                       f"{varlen_unsupported}: training on padded batches (SDPA) instead")
+        return ResolvedPerformance(unpad, fused)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from . import checkpoint
+from .attention import varlen_unsupported
 from .config import ConfigError, TrainConfig
 from .data import PretrainDataset
 from .data.loader import (
@@ -203,9 +204,13 @@ class Trainer:
             raise TrainError(f"{self.run_dir}: holds another run ({RUN_FILE}); pass --resume to continue it "
                              "or choose another --output")
         try:
-            self.unpad, fused = config.performance.resolve(self.device.type, config.data.pad_to_max_length)
+            self.unpad, fused, warning = config.performance.resolve(
+                self.device.type, config.data.pad_to_max_length,
+                varlen_unsupported(self.device) if self.device.type == "cuda" else None)
         except ConfigError as err:
             raise TrainError(str(err)) from err
+        if warning and dist.is_main:
+            log.warning("%s", warning)
 
         self._build_models()
         self.tokenizer_dir = self._snapshot_run_inputs()
@@ -564,7 +569,11 @@ class Trainer:
             print(f"exported the student to {out}", flush=True)
 
     def close(self) -> None:
-        """Stop the data-loader workers, close the metrics, leave the process group."""
+        """Stop the data-loader workers, close the metrics, release the engine and
+        leave the process group. Without ``engine.destroy()`` ZeRO's gradient hooks
+        keep the engine, its model and its optimizer state alive for as long as
+        the process runs (several Trainers in one process would add up)."""
         self.batches = iter(())  # dropping the loader's iterator shuts its worker processes down
         self.metrics.close()
+        self.engine.destroy()
         self.dist.close()

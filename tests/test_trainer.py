@@ -254,12 +254,34 @@ def test_engine_config_file_errors_name_the_file(tmp_path: Path) -> None:
 
 
 def test_performance_defaults_follow_the_device() -> None:
-    assert PerformanceConfig().resolve("cuda") == (True, True)
-    assert PerformanceConfig().resolve("cpu") == (False, False)
-    assert PerformanceConfig().resolve("cuda", pad_to_max_length=True) == (False, True)
-    assert PerformanceConfig(unpad=False, fused_optimizer=False).resolve("cuda") == (False, False)
+    assert PerformanceConfig().resolve("cuda") == (True, True, None)
+    assert PerformanceConfig().resolve("cpu") == (False, False, None)
+    assert PerformanceConfig().resolve("cuda", pad_to_max_length=True) == (False, True, None)
+    assert PerformanceConfig(unpad=False, fused_optimizer=False).resolve("cuda") == (False, False, None)
     with pytest.raises(ConfigError, match="choose one"):
         PerformanceConfig(unpad=True).resolve("cpu", pad_to_max_length=True)
+
+
+def test_without_flash_attention_cuda_falls_back_to_padded_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A V100 (sm_70) or T4 (sm_75) has no FlashAttention-2: the default (and an
+    explicit --unpad) train padded there, with one warning that says why."""
+    from tacl_scale.attention import varlen_unsupported
+
+    monkeypatch.setattr(torch.backends.cuda, "is_flash_attention_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-32GB")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0))
+    reason = varlen_unsupported(torch.device("cuda", 0))
+    assert reason == "Tesla V100-SXM2-32GB is sm_70, below the sm_80 it needs"
+    for asked in (PerformanceConfig(), PerformanceConfig(unpad=True)):
+        unpad, fused, warning = asked.resolve("cuda", varlen_unsupported=reason)
+        assert (unpad, fused) == (False, True)
+        assert warning is not None and reason in warning and "padded batches (SDPA)" in warning
+    assert PerformanceConfig(unpad=False).resolve("cuda", varlen_unsupported=reason).warning is None
+    for capability in ((8, 0), (9, 0)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
+        assert varlen_unsupported(torch.device("cuda", 0)) is None
+    monkeypatch.setattr(torch.backends.cuda, "is_flash_attention_available", lambda: False)
+    assert "built without it" in varlen_unsupported(torch.device("cuda", 0))
 
 
 def test_launch_environment_is_checked() -> None:
@@ -447,5 +469,40 @@ def test_model_1_trains_mlm_nsp_and_mirror_together(join: Callable[[], Distribut
         result = trainer.train_step()
         assert result.metrics["loss"] == pytest.approx(
             result.metrics["mlm"] + result.metrics["nsp"] + result.metrics["mirror"], rel=1e-5)
+    finally:
+        trainer.close()
+
+
+def test_close_releases_the_engine(join: Callable[[], Distributed], dataset: Path, model_file: Path,
+                                   tmp_path: Path) -> None:
+    """ZeRO-2's gradient hooks hold the engine: without ``engine.destroy()`` every
+    Trainer of a process (a benchmark sweep, a test module) stays in memory."""
+    import gc
+    import weakref
+
+    trainer = Trainer(make_config(dataset, model_file, tmp_path / "run", export=False), join())
+    try:
+        trainer.train_step()
+    finally:
+        trainer.close()
+    engine, student = weakref.ref(trainer.engine), weakref.ref(trainer.student)
+    del trainer
+    gc.collect()
+    assert engine() is None and student() is None
+
+
+def test_the_documented_bf16_config_accumulates_gradients_in_fp32(join: Callable[[], Distributed], dataset: Path,
+                                                                  model_file: Path, tmp_path: Path) -> None:
+    """DeepSpeed accumulates in the model's dtype unless told otherwise: 8
+    micro-batches of bf16 gradients would each be rounded to 8 bits of mantissa."""
+    from conftest import ROOT
+
+    engine = EngineConfig.from_file(ROOT / "ds_configs" / "zero2_bf16.json")
+    assert engine.settings["data_types"]["grad_accum_dtype"] == "fp32"
+    trainer = Trainer(make_config(dataset, model_file, tmp_path / "run", export=False, engine=engine), join())
+    try:
+        assert trainer.engine.get_data_types() == (torch.bfloat16, torch.float32)
+        assert trainer.engine.optimizer.gradient_accumulation_dtype == torch.float32
+        assert trainer.train_step().applied
     finally:
         trainer.close()

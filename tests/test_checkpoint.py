@@ -1,0 +1,114 @@
+"""Checkpoint details that only matter on GPUs, emulated on CPU: the RNG state of
+the rank's own CUDA device (resuming where a rank sees fewer GPUs than at save
+time), and optimizer state put back on its parameters' device after DeepSpeed's
+universal load (resuming on another number of GPUs with the fused AdamW)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tacl_scale import checkpoint
+
+
+class FakeCuda:
+    """``torch.cuda`` as a rank pinned to ``cuda:device`` of a node with ``count``
+    GPUs sees it: one generator state per device, and an error for any other index
+    (what torch raises for a device that is not there)."""
+
+    def __init__(self, device: int, count: int) -> None:
+        self.device, self.count = device, count
+        self.states = {k: torch.tensor([k], dtype=torch.uint8) for k in range(count)}
+
+    def _check(self, index: int) -> int:
+        if not 0 <= index < self.count:
+            raise RuntimeError(f"CUDA error: invalid device ordinal {index}")
+        return index
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: self.device)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: self.count)
+        monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": self.states[self.device].clone())
+        monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [self.states[k] for k in range(self.count)])
+
+        def set_rng_state(state: torch.Tensor, device: Any = "cuda") -> None:
+            self.states[self._check(self.device)] = state.clone()
+
+        def set_rng_state_all(states: list[torch.Tensor]) -> None:
+            for index, state in enumerate(states):
+                self.states[self._check(index)] = state.clone()
+
+        monkeypatch.setattr(torch.cuda, "set_rng_state", set_rng_state)
+        monkeypatch.setattr(torch.cuda, "set_rng_state_all", set_rng_state_all)
+
+
+def test_a_rank_saves_and_restores_its_own_device_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    saver = FakeCuda(device=5, count=8)  # rank 5 of a 1×8 job
+    saver.install(monkeypatch)
+    saved = checkpoint.rng_states()
+    assert torch.equal(saved["cuda"], torch.tensor([5], dtype=torch.uint8))  # one state, not eight
+    loader = FakeCuda(device=1, count=4)  # the same rank in a 2×4 job: local rank 1 of 4 GPUs
+    loader.install(monkeypatch)
+    checkpoint.restore_rng_states(saved)
+    assert torch.equal(loader.states[1], torch.tensor([5], dtype=torch.uint8))
+
+
+def test_old_all_devices_states_load_on_a_node_with_fewer_gpus(monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    old = {**checkpoint.rng_states(), "cuda": [torch.tensor([k], dtype=torch.uint8) for k in range(8)]}
+    fewer = FakeCuda(device=2, count=4)
+    fewer.install(monkeypatch)
+    checkpoint.restore_rng_states(old)  # set_rng_state_all would index cuda:4..7
+    assert torch.equal(fewer.states[2], torch.tensor([2], dtype=torch.uint8))
+    short = {**old, "cuda": old["cuda"][:2]}  # saved on a 2-GPU node, restored on cuda:2
+    with caplog.at_level(logging.WARNING, logger="tacl_scale.checkpoint"):
+        checkpoint.restore_rng_states(short)
+    assert "cover 2 device(s)" in caplog.text and torch.equal(fewer.states[2], torch.tensor([2], dtype=torch.uint8))
+
+
+def _adamw_on(device: str) -> tuple[torch.optim.AdamW, torch.nn.Parameter]:
+    param = torch.nn.Parameter(torch.zeros(4, device=device))
+    optim = torch.optim.AdamW([param], lr=1e-3)
+    optim.state[param] = {"step": torch.tensor(7.0), "exp_avg": torch.zeros(4, device=device),
+                          "exp_avg_sq": torch.zeros(4, device=device)}
+    return optim, param
+
+
+def test_optimizer_state_is_moved_to_its_parameters_device() -> None:
+    """The ``meta`` device stands in for ``cuda``: DeepSpeed's universal load leaves
+    ``step`` on the CPU beside parameters elsewhere."""
+    optim, param = _adamw_on("meta")
+    assert optim.state[param]["step"].device.type == "cpu"
+    assert checkpoint.place_optimizer_state(optim) == 1
+    assert {v.device.type for v in optim.state[param].values()} == {"meta"}
+    assert checkpoint.place_optimizer_state(optim) == 0
+
+
+class FakeZeroEngine:
+    """What ``checkpoint.load`` touches of a DeepSpeed engine whose ZeRO optimizer
+    wraps a torch AdamW, loading the way the universal load does (``step`` as the
+    CPU tensor that ``torch.load`` returned)."""
+
+    global_rank = 0
+
+    def __init__(self) -> None:
+        inner, self.param = _adamw_on("meta")
+        inner.state.clear()
+        self.optimizer = type("ZeroOptimizer", (), {"optimizer": inner})()
+
+    def load_checkpoint(self, root: str, tag: str) -> tuple[str, dict[str, Any]]:
+        self.optimizer.optimizer.state[self.param] = {"step": torch.tensor(3.0),
+                                                      "exp_avg": torch.zeros(4, device="meta")}
+        return f"{root}/{tag}", {"step": 3}
+
+
+def test_load_puts_the_optimizer_step_on_the_parameters_device(tmp_path: Path) -> None:
+    engine = FakeZeroEngine()
+    client = checkpoint.load(engine, tmp_path, "step00000003")
+    assert client == {"step": 3}
+    assert engine.optimizer.optimizer.state[engine.param]["step"].device.type == "meta"
