@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Create .venv and install tacl-scale with its test tools. Idempotent.
-#   TORCH_SPEC   torch requirement to install first (default torch==2.13.0; on a GPU
-#                machine pick the CUDA build you want, e.g. "torch==2.13.0")
+# Create a virtualenv and install tacl-scale with its test tools. Idempotent.
 #   VENV         virtualenv directory (default .venv)
+#   TORCH_SPEC   torch requirement installed first (default torch==2.13.0, the CPU build;
+#                on a GPU machine pick the CUDA build you want)
+#   CONSTRAINTS  a pip constraints file applied to every install (scripts/test.sh
+#                --gpu-image passes scripts/gpu_image_versions.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -10,9 +12,11 @@ PYTHON=${PYTHON:-python3}
 if [[ ! -x "$VENV/bin/python" ]]; then
   "$PYTHON" -m venv "$VENV"
 fi
+PIN=()
+if [[ -n "${CONSTRAINTS:-}" ]]; then PIN=(-c "$CONSTRAINTS"); fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 # torch first and pinned: left to the resolver, deepspeed/transformers would pull
 # the newest torch, a multi-GB CUDA build.
-"$VENV/bin/python" -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
-"$VENV/bin/python" -m pip install -q -e '.[dev]'
+"$VENV/bin/python" -m pip install -q "${PIN[@]}" "${TORCH_SPEC:-torch==2.13.0}"
+"$VENV/bin/python" -m pip install -q "${PIN[@]}" -e '.[dev]'
 echo "installed into $VENV"

@@ -1,8 +1,44 @@
 #!/usr/bin/env bash
-# Install (scripts/setup.sh) and run the whole test suite on CPU.
+# Install and run the test suite on CPU, by tier:
+#   bash scripts/test.sh [PYTEST_ARGS...]              default tier: lint, then every test, in .venv
+#                                                      (the newest pinned versions: torch 2.13 CPU)
+#   bash scripts/test.sh --gpu-image [PYTEST_ARGS...]  the GPU image's versions (scripts/gpu_image_versions.txt:
+#                                                      torch 2.11, triton 3.6, transformers 5.17) in
+#                                                      .venv-gpu-image, every test marked 'framework' (torch,
+#                                                      DeepSpeed, Triton, transformers APIs), on CPU
+#   bash scripts/test.sh --all [PYTEST_ARGS...]        both tiers, one after the other (.ci/run)
+# Each tier changes nothing outside the clone and its temporary directories.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
 export TOKENIZERS_PARALLELISM=false
-.venv/bin/python -m ruff check .
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+TIER=default
+case "${1:-}" in
+  --gpu-image) TIER=gpu-image; shift ;;
+  --all) TIER=all; shift ;;
+esac
+
+default_tier() {
+  bash scripts/setup.sh
+  .venv/bin/python -m ruff check .
+  .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+}
+
+gpu_image_tier() {
+  VENV=.venv-gpu-image CONSTRAINTS=scripts/gpu_image_versions.txt \
+    TORCH_SPEC="$(grep '^torch==' scripts/gpu_image_versions.txt)" bash scripts/setup.sh
+  .venv-gpu-image/bin/python -c "import torch, triton, transformers, deepspeed; \
+print('GPU-image tier: torch', torch.__version__, '| triton', triton.__version__, '| transformers', \
+transformers.__version__, '| deepspeed', deepspeed.__version__)"
+  TACL_TIER=gpu-image .venv-gpu-image/bin/python -m pytest -q -p no:cacheprovider -m framework "$@"
+}
+
+case "$TIER" in
+  default) default_tier "$@" ;;
+  gpu-image) gpu_image_tier "$@" ;;
+  all)
+    status=0
+    default_tier "$@" || status=$?
+    gpu_image_tier "$@" || status=$?
+    exit "$status"
+    ;;
+esac

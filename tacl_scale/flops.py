@@ -1,5 +1,8 @@
 """Model FLOPs per step and utilisation (MFU) for the training log on GPUs.
 
+MFU is model FLOPs ÷ (time × the GPU's datasheet dense fp16/bf16 peak): 989
+TFLOP/s for an H100 or H200 SXM. Everything that reports an MFU uses :func:`mfu`.
+
 Counted like the PaLM/Megatron papers: a matmul of (m×k)·(k×n) is 2mkn FLOPs, the
 backward pass twice the forward; the teacher runs forward only. Embedding lookups,
 softmax and norms are not counted. Only real tokens count: a padded batch does the
@@ -12,16 +15,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-# Dense fp16/bf16 tensor-core peak per GPU (datasheet), by a substring of the device name.
-PEAK_FLOPS = {
-    "H200": 989e12,
-    "H100": 989e12,
-    "A100": 312e12,
-    "L40S": 362e12,
-    "A10": 125e12,
-    "V100": 125e12,
-    "L4": 121e12,
-}
+# Dense fp16/bf16 tensor-core peak per GPU (datasheet), by a substring of the device
+# name; the first match wins, so a variant comes before its family.
+PEAK_FLOPS = (
+    ("H100 PCIe", 756e12),
+    ("H100 NVL", 835e12),
+    ("H200", 989e12),  # GH200 too
+    ("H100", 989e12),
+    ("A100", 312e12),
+    ("L40S", 362e12),
+    ("A10", 125e12),
+    ("V100", 125e12),
+    ("L4", 121e12),
+)
 
 
 def encoder_forward_flops(config: Any, lengths: Sequence[int]) -> float:
@@ -54,7 +60,17 @@ def step_flops(config: Any, lengths: Sequence[int], masked_tokens: int,
 
 
 def peak_flops(device_name: str) -> float | None:
-    for key, value in PEAK_FLOPS.items():
+    """The datasheet dense fp16/bf16 peak of a GPU named ``device_name`` (FLOP/s),
+    or ``None`` for a device not in :data:`PEAK_FLOPS`."""
+    for key, value in PEAK_FLOPS:
         if key in device_name:
             return value
     return None
+
+
+def mfu(model_flops: float, seconds: float, peak: float) -> float:
+    """Model FLOPs utilisation, the one definition of the project (the trainer's
+    ``mfu`` metric, ``bench_train_gpu.py`` and ``gpu_check``): model FLOPs done in
+    ``seconds`` ÷ (``seconds`` × the datasheet dense peak of :func:`peak_flops`).
+    A measured matmul rate is only ever printed beside it, for reference."""
+    return model_flops / (max(seconds, 1e-12) * peak)

@@ -53,7 +53,7 @@ from .export import (
     student_config_dict,
     tokenizer_source,
 )
-from .flops import peak_flops, step_flops
+from .flops import mfu, peak_flops, step_flops
 from .metrics import MetricsLogger
 from .model import PretrainingModule, default_teacher_dtype, load_student, make_teacher, teacher_states
 
@@ -517,7 +517,7 @@ class Trainer:
             metrics["loss_scale"] = float(getattr(self.engine.optimizer, "cur_scale", 0.0))
         flops = step_flops(self.student.config, lengths, masked_tokens, self.config.objective.objectives)
         if self.peak is not None:  # GPUs only: model FLOPs utilisation of this rank's step
-            metrics["mfu"] = flops["total"] / elapsed / self.peak
+            metrics["mfu"] = mfu(flops["total"], elapsed, self.peak)
         return StepResult(applied, metrics, sum(lengths), flops, step_digest)
 
     def maybe_evaluate(self) -> None:

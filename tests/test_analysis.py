@@ -14,6 +14,8 @@ from transformers import BertConfig, BertModel, BertTokenizerFast
 from tacl_scale.analysis import LayerStats, isotropy, main, sentence_self_similarity
 from tacl_scale.evaluation import layer_self_similarity
 
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
 
 def test_eq3_hand_computed() -> None:
     identical = torch.ones(1, 3, 4)

@@ -14,6 +14,8 @@ import torch
 
 from tacl_scale import checkpoint
 
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
 
 class FakeCuda:
     """``torch.cuda`` as a rank pinned to ``cuda:device`` of a node with ``count``

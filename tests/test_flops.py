@@ -4,6 +4,8 @@ import pytest
 
 from tacl_scale.flops import encoder_forward_flops, peak_flops, step_flops
 
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
 BASE = SimpleNamespace(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, vocab_size=30522)
 
 
@@ -40,3 +42,13 @@ def test_mirror_counts_two_more_student_passes() -> None:
     assert alone["student"] == pytest.approx(3 * 2 * encoder) and alone["teacher"] == 0
     model_1 = step_flops(BASE, lengths, 80, ("mlm", "nsp", "mirror"))
     assert model_1["student"] == pytest.approx(step_flops(BASE, lengths, 80, ("mlm", "nsp"))["student"] + 6 * encoder)
+
+
+def test_one_mfu_definition_against_the_datasheet_peak() -> None:
+    from tacl_scale.flops import mfu
+
+    assert peak_flops("NVIDIA H100 80GB HBM3") == 989e12 and peak_flops("NVIDIA H100 PCIe") == 756e12
+    assert peak_flops("NVIDIA GH200 480GB") == 989e12 and peak_flops("Tesla V100-SXM2-32GB") == 125e12
+    # 494.5 TFLOP in one second on an H200: half its datasheet peak, whatever a matmul measured
+    assert mfu(494.5e12, 1.0, peak_flops("NVIDIA H200")) == pytest.approx(0.5)
+    assert mfu(494.5e12, 2.0, 989e12) == pytest.approx(0.25)

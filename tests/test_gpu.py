@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import ROOT
 
-pytestmark = [pytest.mark.gpu,
+pytestmark = [pytest.mark.gpu, pytest.mark.framework,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 BUNDLE = Path(os.environ.get("GPU_BUNDLE", ROOT / ".gpu_bundle"))

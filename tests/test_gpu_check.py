@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import EN_DUMP, EN_VOCAB, ROOT
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.framework,
               pytest.mark.skipif(torch.cuda.is_available(), reason="the dry run is for machines without CUDA")]
 
 

@@ -15,6 +15,8 @@ from tacl_scale.data import PretrainDataset
 from tacl_scale.data.loader import CollateConfig, MicroBatchSampler, collate, sequence_lengths
 from tacl_scale.data.shuffle import BatchLayout, GlobalOrder
 
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
 
 def test_sampler_yields_this_ranks_micro_batches_of_the_global_order() -> None:
     """Every rank's sampler takes its micro-batches of each step; together they

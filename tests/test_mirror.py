@@ -20,6 +20,8 @@ from tacl_scale.data.views import MirrorViews, span_masked
 from tacl_scale.mirror import MirrorConfig, info_nce, pool
 from tacl_scale.model import ObjectiveConfig, mirror_loss
 
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
 CLS, SEP, MASK, PAD = 101, 102, 103, 0
 SPECIALS = (PAD, CLS, SEP, MASK)
 

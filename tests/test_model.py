@@ -17,6 +17,8 @@ from tacl_scale.data.loader import CollateConfig, collate
 from tacl_scale.kernels import tacl_loss
 from tacl_scale.model import ObjectiveConfig, load_student, make_teacher, pretraining_losses, teacher_states
 
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
 TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)
 

@@ -17,6 +17,8 @@ from data_prep.sources import plan_work_units, read_wiki_pages
 from data_prep.train_vocab import main as train_vocab_main
 from tacl_scale.data import PretrainDataset
 
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
 
 @pytest.mark.slow
 def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ import torch
 
 from tacl_scale.kernels import tacl_loss
 
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
 
 def naive_tacl(student, teacher, masked, attention_mask, temperature):
     """loss_i = logsumexp_j(ŝ_i·t̂_j/τ) − ŝ_i·t̂_i/τ over the real j of the same

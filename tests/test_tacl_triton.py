@@ -13,9 +13,8 @@ from tacl_scale.kernels import tacl_loss
 from tacl_scale.kernels.tacl_loss import tacl_loss_reference
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-pytestmark = pytest.mark.skipif(
-    DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1", reason="needs a GPU or TRITON_INTERPRET=1"
-)
+pytestmark = [pytest.mark.framework, pytest.mark.skipif(
+    DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1", reason="needs a GPU or TRITON_INTERPRET=1")]
 
 
 def batch(seed, b=3, length=37, dim=96, share=0.3, dtype=torch.float32, padding=(0, 7, 27), noise=0.5):

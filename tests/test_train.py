@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.framework]
 
 DEEPSPEED = Path(sys.executable).parent / "deepspeed"
 TINY_BERT = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,

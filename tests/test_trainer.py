@@ -27,6 +27,8 @@ from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
 from tacl_scale.model import ObjectiveConfig
 from tacl_scale.trainer import Trainer, TrainError, deepspeed_config
 
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
 TINY_BERT = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
              "intermediate_size": 64, "max_position_embeddings": 128}
 FP32 = {"zero_optimization": {"stage": 2}}
