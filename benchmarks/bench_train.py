@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from transformers import BertConfig, BertForPreTraining  # noqa: E402
 
-from tacl_scale.data.loader import CollateConfig, collate  # noqa: E402
+from tacl_scale.data.loader import CollateConfig, collate, to_device  # noqa: E402
 from tacl_scale.data.views import MirrorViews  # noqa: E402
 from tacl_scale.model import ObjectiveConfig, PretrainingModule, make_teacher, teacher_states  # noqa: E402
 
@@ -82,7 +82,7 @@ def run(objectives: str, args: argparse.Namespace, device: torch.device) -> dict
             timed_start = time.perf_counter()
         t0 = time.perf_counter()
         items = [pool[(step * args.batch + k) % len(pool)] for k in range(args.batch)]
-        batch = {k: v.to(device) for k, v in collate(items, CollateConfig()).items()}
+        batch = to_device(collate(items, CollateConfig()), device)
         sync(device)
         t1 = time.perf_counter()
         hidden = teacher_states(teacher, batch) if teacher is not None else None

@@ -78,10 +78,12 @@ class Distributed:
     def is_main(self) -> bool:
         return self.rank == 0
 
-    def move(self, batch: Mapping[str, Any]) -> dict[str, Any]:
-        """A batch's tensors on this rank's device (other values unchanged)."""
-        return {k: v.to(self.device, non_blocking=True) if isinstance(v, torch.Tensor) else v
-                for k, v in batch.items()}
+    def move(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """A batch's tensors (and its ``tacl_rows``) on this rank's device (other
+        values unchanged)."""
+        from .data.loader import to_device
+
+        return to_device(batch, self.device, non_blocking=True)
 
     def sum(self, values: torch.Tensor) -> torch.Tensor:
         """Element-wise sum over ranks of a 1-D tensor (returned on this device)."""

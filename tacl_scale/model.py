@@ -183,9 +183,14 @@ def pretraining_losses(
         return parts
     hidden, pooled = student_states(student, batch)
     masked = batch["masked"]
+    rows = batch.get("tacl_rows")  # the masked rows as the collate found them on the CPU
     if "mlm" in config.objectives:
-        logits = student.cls.predictions(hidden[masked])  # (M, V): masked rows only
-        labels = batch["original_ids"][masked]
+        if rows is not None:  # gathered by index: a boolean mask would wait for the GPU (nonzero)
+            picked = hidden.reshape(-1, hidden.shape[-1])[rows.index]
+            labels = batch["original_ids"].reshape(-1)[rows.index]
+        else:
+            picked, labels = hidden[masked], batch["original_ids"][masked]
+        logits = student.cls.predictions(picked)  # (M, V): masked rows only
         if labels.numel():
             parts["mlm"] = F.cross_entropy(logits.float(), labels)
             parts["mlm_acc"] = (logits.argmax(-1) == labels).float().mean()
@@ -202,10 +207,10 @@ def pretraining_losses(
             raise ValueError("the tacl objective needs the teacher's hidden states")
         if is_packed(batch):
             loss, correct, count = tacl_loss_packed(hidden, teacher_hidden, masked, batch["cu_seqlens"],
-                                                    config.temperature, config.tacl_impl)
+                                                    config.temperature, config.tacl_impl, rows)
         else:
             loss, correct, count = tacl_loss(hidden, teacher_hidden, masked, batch["attention_mask"],
-                                             config.temperature, config.tacl_impl)
+                                             config.temperature, config.tacl_impl, rows)
         parts["tacl"] = loss
         parts["tacl_acc"] = correct.float() / count.clamp(min=1)
         total = total + loss

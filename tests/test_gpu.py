@@ -62,7 +62,7 @@ def test_unpadded_model_matches_padded_on_cuda(bundle_data: Path, model_file: Pa
     """FlashAttention varlen over packed real tokens gives the SDPA padded path's
     losses (eval mode, same weights)."""
     from tacl_scale.data import PretrainDataset
-    from tacl_scale.data.loader import CollateConfig, collate
+    from tacl_scale.data.loader import CollateConfig, collate, to_device
     from tacl_scale.model import (
         ObjectiveConfig,
         load_student,
@@ -79,8 +79,7 @@ def test_unpadded_model_matches_padded_on_cuda(bundle_data: Path, model_file: Pa
     assert len({len(i["original_ids"]) for i in items}) > 1  # real, ragged lengths
     losses = []
     for unpad in (False, True):
-        batch = {k: v.cuda() if isinstance(v, torch.Tensor) else v
-                 for k, v in collate(items, CollateConfig(unpad=unpad)).items()}
+        batch = to_device(collate(items, CollateConfig(unpad=unpad)), "cuda")
         with torch.no_grad():
             parts = pretraining_losses(student, batch, ObjectiveConfig(), teacher_states(teacher, batch))
         losses.append({k: v.item() for k, v in parts.items()})
@@ -93,7 +92,7 @@ def test_mirror_unpadded_matches_padded_on_cuda(bundle_data: Path, model_file: P
     """The sentence-level objective (model-1's mirror part) through FlashAttention
     varlen over both packed views gives the padded path's loss and sentence vectors."""
     from tacl_scale.data import PretrainDataset
-    from tacl_scale.data.loader import CollateConfig, collate
+    from tacl_scale.data.loader import CollateConfig, collate, to_device
     from tacl_scale.data.views import MirrorViews
     from tacl_scale.mirror import MirrorConfig, both_views, pool
     from tacl_scale.model import encode, load_student, mirror_loss
@@ -105,8 +104,7 @@ def test_mirror_unpadded_matches_padded_on_cuda(bundle_data: Path, model_file: P
     items = [views.apply(data[i], 0, i) for i in range(0, len(data), len(data) // 24)][:24]
     losses, vectors = [], []
     for unpad in (False, True):
-        batch = {k: v.cuda() if isinstance(v, torch.Tensor) else v
-                 for k, v in collate(items, CollateConfig(unpad=unpad)).items()}
+        batch = to_device(collate(items, CollateConfig(unpad=unpad)), "cuda")
         with torch.no_grad():
             losses.append(mirror_loss(student.bert, batch, MirrorConfig(pooling="mean"))[0].item())
             ids, doubled = both_views(batch)

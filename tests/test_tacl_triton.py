@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -43,7 +44,7 @@ def compare(s, t, m, a, tau, loss_tol, grad_tol):
     torch.testing.assert_close(s.grad.float(), ref_s.grad, rtol=grad_tol, atol=grad_tol)
 
 
-@pytest.mark.parametrize("tau", [0.01, 1.0])
+@pytest.mark.parametrize("tau", [0.01, 0.1, 1.0])
 @pytest.mark.parametrize("dim", [64, 96, 768])
 def test_fp32_matches_reference(dim: int, tau: float) -> None:
     s, t, m, a = batch(dim, dim=dim, noise=2.0)
@@ -111,13 +112,89 @@ def test_zero_student_row() -> None:
     compare(s, t, m, a, 0.5, 1e-5, 1e-5)
 
 
-def test_block_sizes_bound_the_tiles() -> None:
+def test_tiles_are_hopper_shaped_and_bounded() -> None:
+    """64-row tiles (what sm_90's wgmma takes), 64 columns, the hidden size in
+    chunks: the register tiles stay the same size whatever D and L are."""
+    from tacl_scale.kernels.rows import BLOCK_M
     from tacl_scale.kernels.tacl_triton import block_sizes
 
-    for length in (8, 128, 256, 512):
-        for dim in (32, 64, 768, 1024):
-            bm, bn, bd, bdo = block_sizes(length, dim)
-            assert bm * bn <= 16 * 64 and bm * bd <= 16 * 64 and bn * bd <= 64 * 64 and bdo <= 64
+    for dim in (32, 64, 96, 768, 1024):
+        bm, bn, bd, bdo = block_sizes(dim, BLOCK_M)
+        assert bm >= 64 and bn == 64 and 16 <= bd <= 64 and bd <= bdo <= 128
+
+
+def test_the_backward_reads_the_forwards_logits_instead_of_recomputing_them() -> None:
+    """The backward kernel has no access to the student rows: the similarities are
+    computed once, by the forward, whatever the hidden size."""
+    import inspect
+
+    from tacl_scale.kernels.tacl_triton import _tacl_backward, _tacl_forward
+
+    forward = inspect.signature(_tacl_forward.fn).parameters
+    backward = inspect.signature(_tacl_backward.fn).parameters
+    assert "s_ptr" in forward and "logits_ptr" in forward
+    assert "s_ptr" not in backward and "logits_ptr" in backward
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_rows_from_the_collate_give_the_same_loss(layout: str) -> None:
+    """The MaskedRows built by the collate on the CPU (what training passes) and
+    the ones the loss would read from the masks give identical results."""
+    from tacl_scale.data.loader import CollateConfig, collate
+    from tacl_scale.kernels import tacl_loss_packed
+
+    rng = np.random.default_rng(0)
+    items = []
+    for n in (9, 30, 17, 70):
+        ids = rng.integers(5, 100, n)
+        positions = np.sort(rng.choice(np.arange(1, n), size=max(1, n // 5), replace=False))
+        items.append({"original_ids": ids, "input_ids": ids, "token_type_ids": np.zeros(n, dtype=np.int64),
+                      "masked_positions": positions, "nsp_label": 0})
+    batch = collate(items, CollateConfig(unpad=layout == "packed"))
+    rows = batch["tacl_rows"]
+    assert rows.num_masked == sum(len(i["masked_positions"]) for i in items)
+    g = torch.Generator().manual_seed(1)
+    shape = (*batch["input_ids"].shape, 64)
+    student = torch.randn(shape, generator=g).to(DEVICE).requires_grad_(True)
+    teacher = (student.detach().cpu() + torch.randn(shape, generator=g)).to(DEVICE)
+    masked, rows = batch["masked"].to(DEVICE), rows.to(DEVICE)
+    results = []
+    for given in (rows, None):
+        student.grad = None
+        if layout == "packed":
+            got = tacl_loss_packed(student, teacher, masked, batch["cu_seqlens"].to(DEVICE), 0.1, "triton", given)
+        else:
+            got = tacl_loss(student, teacher, masked, batch["attention_mask"].to(DEVICE), 0.1, "triton", given)
+        got[0].backward()
+        results.append((got[0].item(), got[1].item(), got[2].item(), student.grad.clone()))
+    assert results[0][:3] == results[1][:3] and results[0][2] == rows.num_masked
+    assert torch.equal(results[0][3], results[1][3])
+
+
+def test_no_host_synchronisation_with_rows_from_the_collate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forward and backward on ``meta`` tensors, where any read back to the host
+    (``.item()``, ``int()``, ``nonzero``, a data-dependent shape) raises: with the
+    collate's MaskedRows the loss reads nothing. The kernels are stubbed (they
+    cannot run on meta); everything around them is the code that runs on CUDA."""
+    from tacl_scale.kernels import tacl_triton
+    from tacl_scale.kernels.rows import masked_rows
+
+    class Launch:
+        def __getitem__(self, grid):
+            assert all(isinstance(g, int) for g in grid)  # a grid made of host integers
+            return lambda *args, **kwargs: None
+
+    monkeypatch.setattr(tacl_triton, "_tacl_forward", Launch())
+    monkeypatch.setattr(tacl_triton, "_tacl_backward", Launch())
+    rows = masked_rows(np.array([1, 4, 12, 13]), np.array([0, 10]), np.array([10, 6])).to("meta")
+    student = torch.randn(16, 32, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    teacher = torch.randn(16, 32, device="meta", dtype=torch.float16)
+    with pytest.raises(RuntimeError):  # the guard works: reading a meta tensor fails
+        int(rows.count)
+    loss, correct, count = tacl_triton.TaclTriton.apply(student, teacher, None, rows, 0.01)
+    loss.backward()
+    assert loss.device.type == count.device.type == correct.device.type == "meta"
+    assert student.grad is not None and student.grad.shape == student.shape
 
 
 @pytest.mark.parametrize(("dtype", "tau", "loss_tol", "grad_tol"),

@@ -47,13 +47,18 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
     ``(B + 1,)`` int32 offsets (instance ``b`` is ``cu_seqlens[b]:cu_seqlens[b+1]``) and
     ``max_seqlen`` (a Python int, so no device sync is needed to read it).
 
-    Both: ``nsp_label`` ``(B,)`` long; from :class:`TrainingInstances`, also
+    Both: ``tacl_rows``, the masked tokens as the TaCL kernels read them
+    (:class:`~tacl_scale.kernels.rows.MaskedRows`: flat row indices, sequence
+    offsets and row blocks, sizes as host integers), so that no step reads a mask
+    back from the GPU; ``nsp_label`` ``(B,)`` long; from :class:`TrainingInstances`, also
     ``sample_keys`` ``(B,)`` long and ``micro_batch`` (the global micro-batch index);
     for the ``mirror`` objective, ``mirror_ids``: the two views
     (:class:`~tacl_scale.data.views.MirrorViews`), ``(2, B, L)`` padded or ``(2, T)``
     packed, laid out like ``original_ids``.
     """
     import torch
+
+    from ..kernels.rows import masked_rows
 
     if not items:
         raise ValueError("cannot collate an empty batch")
@@ -94,6 +99,8 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
     mlm_labels = np.where(masked, original_ids, -100)
     if views is not None:
         shared["mirror_ids"] = torch.from_numpy(views)
+    lengths = attention_mask.sum(axis=1)
+    shared["tacl_rows"] = masked_rows(np.flatnonzero(masked), np.arange(batch) * length, lengths)
     return {
         "input_ids": torch.from_numpy(input_ids),
         "original_ids": torch.from_numpy(original_ids),
@@ -107,6 +114,8 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
 
 def _packed(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
     import torch
+
+    from ..kernels.rows import masked_rows
 
     lengths = np.array([len(item["original_ids"]) for item in items], dtype=np.int64)
     cu_seqlens = np.zeros(len(items) + 1, dtype=np.int32)
@@ -126,7 +135,14 @@ def _packed(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "mlm_labels": torch.from_numpy(np.where(masked, original_ids, -100)),
         "cu_seqlens": torch.from_numpy(cu_seqlens),
         "max_seqlen": int(lengths.max()),
+        "tacl_rows": masked_rows(np.flatnonzero(masked), starts, lengths),
     }
+
+
+def to_device(batch: dict[str, Any], device: Any, non_blocking: bool = False) -> dict[str, Any]:
+    """A collated batch with its tensors (and its ``tacl_rows``) on ``device``;
+    host values (``max_seqlen``, ``micro_batch``) unchanged."""
+    return {k: v.to(device, non_blocking=non_blocking) if hasattr(v, "to") else v for k, v in batch.items()}
 
 
 def sequence_lengths(batch: dict[str, Any]) -> Any:

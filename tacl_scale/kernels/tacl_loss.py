@@ -24,6 +24,8 @@ import os
 import torch
 import torch.nn.functional as F
 
+from .rows import MaskedRows
+
 # Normalisation clamp: a zero vector is divided by this instead of by 0 (the
 # convention of torch.nn.functional.normalize), so its similarities are all 0.
 NORM_EPS = 1e-12
@@ -82,7 +84,7 @@ def tacl_loss_packed_reference(
     """The reference on the packed layout: the rows are put back into a padded
     batch (a gather the gradient flows through) and scored by
     :func:`tacl_loss_reference`."""
-    _check_packed(student, teacher, masked, cu_seqlens)
+    check_packed(student, teacher, masked, cu_seqlens)
     lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).long()
     batch, longest = len(lengths), int(lengths.max()) if len(lengths) else 0
     seq = torch.repeat_interleave(torch.arange(batch, device=student.device), lengths)
@@ -96,7 +98,8 @@ def tacl_loss_packed_reference(
     return tacl_loss_reference(padded(student), padded(teacher), padded(masked.bool()), attention, temperature)
 
 
-def _check_packed(student: torch.Tensor, teacher: torch.Tensor, masked: torch.Tensor, cu_seqlens: torch.Tensor) -> None:
+def check_packed(student: torch.Tensor, teacher: torch.Tensor, masked: torch.Tensor, cu_seqlens: torch.Tensor) -> None:
+    """Refuse tensors that are not a packed batch (shapes only: nothing is read)."""
     if student.shape != teacher.shape or student.dim() != 2:
         raise ValueError(f"packed student {tuple(student.shape)} and teacher {tuple(teacher.shape)} must both be (T, D)")
     if masked.shape != student.shape[:1]:
@@ -128,6 +131,7 @@ def tacl_loss(
     attention_mask: torch.Tensor,
     temperature: float = 0.01,
     impl: str = "auto",
+    rows: MaskedRows | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``loss, num_correct, num_masked`` of the TaCL objective on a padded batch.
 
@@ -136,12 +140,14 @@ def tacl_loss(
     0/1 (B, L). ``loss`` is a float32 scalar (float64 for float64 inputs; 0 and still differentiable when nothing
     is masked); the counts are integer tensors. ``impl``: ``torch`` (reference),
     ``triton`` (fused kernel; on CPU tensors only under ``TRITON_INTERPRET=1``),
-    ``auto`` (Triton on CUDA when available, else the reference).
+    ``auto`` (Triton on CUDA when available, else the reference). ``rows``: the
+    batch's :class:`~tacl_scale.kernels.rows.MaskedRows` from the collate, with
+    which the Triton kernel reads nothing back to the host (the reference ignores it).
     """
     if _resolve_impl(impl, student) == "triton":
         from .tacl_triton import tacl_loss_triton
 
-        return tacl_loss_triton(student, teacher, masked, attention_mask, temperature)
+        return tacl_loss_triton(student, teacher, masked, attention_mask, temperature, rows)
     return tacl_loss_reference(student, teacher, masked, attention_mask, temperature)
 
 
@@ -152,6 +158,7 @@ def tacl_loss_packed(
     cu_seqlens: torch.Tensor,
     temperature: float = 0.01,
     impl: str = "auto",
+    rows: MaskedRows | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`tacl_loss` on the packed layout: ``student``/``teacher`` (T, D), the
     real tokens of B sequences back to back; ``masked`` bool (T,); ``cu_seqlens``
@@ -161,7 +168,7 @@ def tacl_loss_packed(
     if _resolve_impl(impl, student) == "triton":
         from .tacl_triton import tacl_loss_triton_packed
 
-        return tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature)
+        return tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature, rows)
     return tacl_loss_packed_reference(student, teacher, masked, cu_seqlens, temperature)
 
 

@@ -1,52 +1,46 @@
 """Fused Triton kernels for the TaCL loss (semantics: :mod:`tacl_scale.kernels.tacl_loss`).
 
-The masked student rows are normalised once (``ŝ``, (M, D)) and the frozen teacher
-once per step (``t̂``, one row per token, kept in its own dtype for the tensor cores). Rows
-are grouped in blocks of ``BLOCK_M`` rows of one sequence; a program streams that
-sequence's teacher tiles of ``BLOCK_N`` positions, computing the similarity tile
-with ``tl.dot`` (fp32 accumulation over ``BLOCK_D`` chunks of the hidden size) and
-keeping an online (max, sum-exp) as flash-attention does, plus the target logit and
-the running argmax. Nothing of size M×L (let alone B×L×L) is stored: the forward
-keeps the per-row log-sum-exp for the backward, which recomputes the probabilities
-tile by tile and accumulates ``g_ŝ = Σ_j (p_j − 1[j=i]) t̂_j / τ`` for one chunk of
-the hidden size per program. The gradient through the normalisation is done in
-PyTorch on the (M, D) rows.
+Layout (:mod:`tacl_scale.kernels.rows`): the masked student rows, normalised once
+(``ŝ``, (M, D)), in blocks of up to ``BLOCK_M`` = 64 rows of one sequence; the
+frozen teacher normalised once per step (``t̂``, one row per token, in its own
+half dtype for the tensor cores).
+
+- **Forward**, one program per row block: it streams its sequence's teacher rows in
+  tiles of ``BLOCK_N`` columns, computes the similarity tile with ``tl.dot`` (fp32
+  accumulation over ``BLOCK_D`` chunks of the hidden size; a 64-row tile is what
+  Hopper's ``wgmma`` takes), keeps an online (max, sum-exp) as flash attention does,
+  the target logit and the running argmax, and writes the scaled logits of the
+  sequence's columns to an (M, max_len) fp32 buffer.
+- **Backward**, one program per (row block, ``BLOCK_DOUT`` columns of D): it reads
+  the logits back, forms ``p − 1[j=i]`` and accumulates ``g_ŝ = Σ_j (p_j − 1[j=i]) t̂_j / τ``
+  with ``tl.dot``. The logits are computed once, in the forward: the buffer costs
+  M·max_len·4 bytes (1.2 MiB at B=32, L=256), beside the (M, D) gradient.
+- The gradient through the normalisation is PyTorch on the (M, D) rows.
+
+Nothing waits for the GPU: sizes, offsets and blocks come from the
+:class:`~tacl_scale.kernels.rows.MaskedRows` the collate built on the CPU, the
+incoming gradient is read by the kernel from device memory, and counts stay on the
+device. Loop bounds are compile-time constants: the hidden size, and
+``NUM_TILES = cdiv(max_len, BLOCK_N)`` column tiles (at most 8 variants for L ≤ 512;
+triton 3.6's interpreter cannot loop to a run-time bound), the tiles past a shorter
+sequence's end masked.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 import triton
 import triton.language as tl
 
+from .rows import MaskedRows
 from .tacl_loss import NORM_EPS
-
-
-@triton.jit
-def _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq_start, cols, col_ok, D,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                     IEEE: tl.constexpr):
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for d0 in range(0, D, BLOCK_D):
-        d = d0 + tl.arange(0, BLOCK_D)
-        d_ok = d < D
-        s = tl.load(s_ptr + rows[:, None] * D + d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
-        t = tl.load(t_ptr + (seq_start + cols[:, None]) * D + d[None, :],
-                    mask=col_ok[:, None] & d_ok[None, :], other=0.0)
-        if IEEE:
-            acc += tl.dot(s, tl.trans(t), input_precision="ieee")
-        else:
-            acc += tl.dot(s, tl.trans(t))
-    return acc
 
 
 @triton.jit
 def _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr, seq_start_ptr, seq_len_ptr, block,
                BLOCK_M: tl.constexpr):
-    """The sequence of a block (its first teacher row and its column count), the
-    block's row indices, row validity and target positions."""
+    """A block's sequence (its first flat row and its column count), its masked
+    rows (positions in the (M, ·) arrays), which of them exist, and their targets."""
     seq = tl.load(blk_seq_ptr + block)
     start = tl.load(blk_start_ptr + block)
     count = tl.load(blk_count_ptr + block)
@@ -60,23 +54,21 @@ def _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr, seq_start_
 
 
 @triton.jit
-def _logits_tile(s_ptr, t_ptr, valid_ptr, rows, row_ok, seq_start, seq_len, n0, inv_tau, D,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, IEEE: tl.constexpr):
-    """Columns ``n0 .. n0+BLOCK_N`` of the sequence: their indices, whether they are
-    real tokens, and the scaled similarity logits of the block's rows with them."""
+def _columns(valid_ptr, seq_start, seq_len, n0, BLOCK_N: tl.constexpr, HAS_VALID: tl.constexpr):
+    """Columns ``n0 .. n0+BLOCK_N`` of a sequence and which are real tokens."""
     cols = n0 + tl.arange(0, BLOCK_N)
-    in_seq = cols < seq_len
-    real = tl.load(valid_ptr + seq_start + cols, mask=in_seq, other=0) != 0
-    col_ok = in_seq & real
-    logits = _similarity_tile(s_ptr, t_ptr, rows, row_ok, seq_start, cols, col_ok, D,
-                              BLOCK_M, BLOCK_N, BLOCK_D, IEEE) * inv_tau
-    return cols, col_ok, logits
+    col_ok = cols < seq_len
+    if HAS_VALID:
+        col_ok = col_ok & (tl.load(valid_ptr + seq_start + cols, mask=col_ok, other=0) != 0)
+    return cols, col_ok
 
 
 @triton.jit
 def _tacl_forward(s_ptr, t_ptr, valid_ptr, target_ptr, blk_seq_ptr, blk_start_ptr, blk_count_ptr,
-                  seq_start_ptr, seq_len_ptr, lse_ptr, target_logit_ptr, correct_ptr, inv_tau, D,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, IEEE: tl.constexpr):
+                  seq_start_ptr, seq_len_ptr, logits_ptr, lse_ptr, target_logit_ptr, correct_ptr,
+                  inv_tau, stride_logits, D: tl.constexpr, NUM_TILES: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                  HAS_VALID: tl.constexpr, IEEE: tl.constexpr):
     block = tl.program_id(0)
     seq_start, seq_len, rows, row_ok, target = _row_block(blk_seq_ptr, blk_start_ptr, blk_count_ptr, target_ptr,
                                                           seq_start_ptr, seq_len_ptr, block, BLOCK_M)
@@ -85,33 +77,44 @@ def _tacl_forward(s_ptr, t_ptr, valid_ptr, target_ptr, blk_seq_ptr, blk_start_pt
     target_logit = tl.zeros((BLOCK_M,), dtype=tl.float32)
     best = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     best_idx = tl.full((BLOCK_M,), -1, dtype=tl.int32)
-    for n0 in range(0, seq_len, BLOCK_N):
-        cols, col_ok, logits = _logits_tile(s_ptr, t_ptr, valid_ptr, rows, row_ok, seq_start, seq_len, n0,
-                                            inv_tau, D, BLOCK_M, BLOCK_N, BLOCK_D, IEEE)
-        logits = tl.where(col_ok[None, :], logits, float("-inf"))
+    for tile in range(0, NUM_TILES):
+        n0 = tile * BLOCK_N
+        cols, col_ok = _columns(valid_ptr, seq_start, seq_len, n0, BLOCK_N, HAS_VALID)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for d0 in range(0, D, BLOCK_D):
+            d = d0 + tl.arange(0, BLOCK_D)
+            d_ok = d < D
+            s = tl.load(s_ptr + rows[:, None] * D + d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+            t = tl.load(t_ptr + (seq_start + cols[:, None]) * D + d[None, :],
+                        mask=col_ok[:, None] & d_ok[None, :], other=0.0)
+            if IEEE:
+                acc += tl.dot(s, tl.trans(t), input_precision="ieee")
+            else:
+                acc += tl.dot(s, tl.trans(t))
+        logits = tl.where(col_ok[None, :], acc * inv_tau, float("-inf"))
+        tl.store(logits_ptr + rows[:, None] * stride_logits + cols[None, :], logits,
+                 mask=row_ok[:, None] & (cols < seq_len)[None, :])
         tile_max = tl.max(logits, axis=1)
         m_new = tl.maximum(m_i, tile_max)
         # A tile with no real column leaves m at -inf: keep exp() finite.
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         l_i = l_i * tl.exp(m_i - m_safe) + tl.sum(tl.exp(logits - m_safe[:, None]), axis=1)
         m_i = m_new
-        is_target = cols[None, :] == target[:, None]
-        target_logit += tl.sum(tl.where(is_target, logits, 0.0), axis=1)
+        target_logit += tl.sum(tl.where(cols[None, :] == target[:, None], logits, 0.0), axis=1)
         tile_arg = tl.argmax(logits, axis=1).to(tl.int32) + n0
         better = tile_max > best  # strict: the first maximum wins, as torch.argmax
         best_idx = tl.where(better, tile_arg, best_idx)
         best = tl.where(better, tile_max, best)
-    lse = m_i + tl.log(l_i)
-    tl.store(lse_ptr + rows, lse, mask=row_ok)
+    tl.store(lse_ptr + rows, m_i + tl.log(l_i), mask=row_ok)
     tl.store(target_logit_ptr + rows, target_logit, mask=row_ok)
     tl.store(correct_ptr + rows, (best_idx == target).to(tl.int32), mask=row_ok)
 
 
 @triton.jit
-def _tacl_backward(s_ptr, t_ptr, valid_ptr, target_ptr, blk_seq_ptr, blk_start_ptr, blk_count_ptr,
-                   seq_start_ptr, seq_len_ptr, lse_ptr, grad_ptr, inv_tau, scale, D,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                   BLOCK_DOUT: tl.constexpr, IEEE: tl.constexpr):
+def _tacl_backward(t_ptr, valid_ptr, target_ptr, blk_seq_ptr, blk_start_ptr, blk_count_ptr,
+                   seq_start_ptr, seq_len_ptr, logits_ptr, lse_ptr, grad_loss_ptr, grad_ptr, scale, stride_logits,
+                   D: tl.constexpr, NUM_TILES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_DOUT: tl.constexpr, HAS_VALID: tl.constexpr, IEEE: tl.constexpr):
     block = tl.program_id(0)
     dout = tl.program_id(1) * BLOCK_DOUT + tl.arange(0, BLOCK_DOUT)
     dout_ok = dout < D
@@ -119,136 +122,122 @@ def _tacl_backward(s_ptr, t_ptr, valid_ptr, target_ptr, blk_seq_ptr, blk_start_p
                                                           seq_start_ptr, seq_len_ptr, block, BLOCK_M)
     lse = tl.load(lse_ptr + rows, mask=row_ok, other=0.0)
     grad = tl.zeros((BLOCK_M, BLOCK_DOUT), dtype=tl.float32)
-    for n0 in range(0, seq_len, BLOCK_N):
-        cols, col_ok, logits = _logits_tile(s_ptr, t_ptr, valid_ptr, rows, row_ok, seq_start, seq_len, n0,
-                                            inv_tau, D, BLOCK_M, BLOCK_N, BLOCK_D, IEEE)
-        p = tl.where(col_ok[None, :] & row_ok[:, None], tl.exp(logits - lse[:, None]), 0.0)
-        g = p - tl.where(cols[None, :] == target[:, None], 1.0, 0.0)
+    for tile in range(0, NUM_TILES):
+        n0 = tile * BLOCK_N
+        cols, col_ok = _columns(valid_ptr, seq_start, seq_len, n0, BLOCK_N, HAS_VALID)
+        ok = row_ok[:, None] & col_ok[None, :]
+        logits = tl.load(logits_ptr + rows[:, None] * stride_logits + cols[None, :], mask=ok, other=0.0)
+        p = tl.where(ok, tl.exp(logits - lse[:, None]), 0.0)
+        g = p - tl.where(ok & (cols[None, :] == target[:, None]), 1.0, 0.0)
         t = tl.load(t_ptr + (seq_start + cols[:, None]) * D + dout[None, :],
                     mask=col_ok[:, None] & dout_ok[None, :], other=0.0)
         if IEEE:
             grad += tl.dot(g.to(t.dtype), t, input_precision="ieee")
         else:
             grad += tl.dot(g.to(t.dtype), t)
-    grad = grad * (inv_tau * scale)
+    grad = grad * (tl.load(grad_loss_ptr) * scale)
     tl.store(grad_ptr + rows[:, None] * D + dout[None, :], grad, mask=row_ok[:, None] & dout_ok[None, :])
 
 
-def block_sizes(length: int, dim: int) -> tuple[int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DOUT) by shape: small tiles keep the
-    register use bounded for D up to 1024 and L up to 512."""
-    block_n = 64 if length >= 64 else 32
-    block_d = 64 if dim >= 64 else 32
-    return 16, block_n, block_d, block_d
-
-
-def _blocks(counts: torch.Tensor, block_m: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Row blocks of one sequence each, from the masked-row count of every
-    sequence: (sequence, first row, row count)."""
-    per_seq = (counts + block_m - 1) // block_m
-    seqs = torch.repeat_interleave(torch.arange(len(counts), device=counts.device), per_seq)
-    first_block = torch.cumsum(per_seq, 0) - per_seq
-    within = torch.arange(len(seqs), device=counts.device) - first_block[seqs]
-    row_offset = torch.cumsum(counts, 0) - counts
-    starts = row_offset[seqs] + within * block_m
-    sizes = torch.clamp(counts[seqs] - within * block_m, max=block_m)
-    return seqs.int().contiguous(), starts.int().contiguous(), sizes.int().contiguous()
+def block_sizes(dim: int, block_m: int) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DOUT): 64×64 tiles, the hidden size in
+    chunks of 64 in the forward and of 128 in the backward, so the register tiles
+    stay bounded for any D and L."""
+    block_d = 64 if dim >= 64 else max(16, triton.next_power_of_2(dim))
+    block_dout = 128 if dim >= 128 else block_d
+    return block_m, 64, block_d, block_dout
 
 
 class TaclTriton(torch.autograd.Function):
-    """The loss on a flat layout that both batch layouts reduce to: ``N`` token rows
-    (``student``/``teacher`` viewed as (N, D)), a validity flag per row, and per
-    sequence its first row and its number of columns. Padded: sequence ``b`` is
-    rows ``b·L ..`` with the attention mask as validity; packed: rows
-    ``cu_seqlens[b] .. cu_seqlens[b+1]``, all valid."""
+    """The loss on the flat layout of :class:`MaskedRows`: ``student``/``teacher``
+    viewed as (N, D) rows, ``valid`` (N,) int32 or ``None`` (every column of a
+    sequence a real token: packed batches)."""
 
     @staticmethod
-    def forward(ctx, student, teacher, masked, valid, seq_start, seq_len, temperature):  # type: ignore[override]
+    def forward(ctx, student, teacher, valid, rows: MaskedRows, temperature):  # type: ignore[override]
         shape, dim = student.shape, student.shape[-1]
-        flat_student = student.reshape(-1, dim)
-        masked = masked.reshape(-1).bool() & (valid != 0)
-        index = masked.nonzero().squeeze(1)  # ascending: grouped by sequence
-        seq_end = (seq_start + seq_len).long()
-        seq = torch.searchsorted(seq_end, index, right=True)
-        target = (index - seq_start.long()[seq]).to(torch.int32).contiguous()
-        rows = flat_student[index].float()
-        norm = rows.norm(dim=-1)
-        s_hat = rows / norm.clamp(min=NORM_EPS)[:, None]
+        count = rows.num_masked
+        s_rows = student.reshape(-1, dim)[rows.index].float()
+        norm = s_rows.norm(dim=-1)
+        s_hat = s_rows / norm.clamp(min=NORM_EPS)[:, None]
         t_dtype = teacher.dtype if teacher.dtype in (torch.float16, torch.bfloat16) else torch.float32
         if t_dtype == torch.bfloat16 and not teacher.is_cuda:
             t_dtype = torch.float32  # Triton's CPU interpreter computes bfloat16 wrongly
         t_hat = torch.nn.functional.normalize(teacher.reshape(-1, dim).float(), dim=-1, eps=NORM_EPS)
         t_hat = t_hat.to(t_dtype).contiguous()
         s_in = s_hat.to(t_dtype).contiguous()
-        longest = int(seq_len.max()) if len(seq_len) else 0
-        block_m, block_n, block_d, block_dout = block_sizes(longest, dim)
-        counts = torch.bincount(seq, minlength=len(seq_len))
-        blk_seq, blk_start, blk_count = _blocks(counts, block_m)
-        count = len(index)
-        lse = torch.empty(count, dtype=torch.float32, device=student.device)
+        sizes = block_sizes(dim, rows.block_m)
+        block_m, block_n, block_d, _ = sizes
+        num_tiles = triton.cdiv(rows.max_len, block_n)
+        device = student.device
+        logits = torch.empty((count, max(rows.max_len, 1)), dtype=torch.float32, device=device)
+        lse = torch.empty(count, dtype=torch.float32, device=device)
         target_logit = torch.empty_like(lse)
-        correct = torch.empty(count, dtype=torch.int32, device=student.device)
-        valid = valid.to(torch.int32).contiguous()
-        seq_start, seq_len = seq_start.to(torch.int32).contiguous(), seq_len.to(torch.int32).contiguous()
+        correct = torch.empty(count, dtype=torch.int32, device=device)
+        has_valid = valid is not None
+        valid = valid.to(torch.int32).contiguous() if has_valid else rows.seq_len  # unread without HAS_VALID
         ieee = t_dtype == torch.float32
         if count:
-            _tacl_forward[(len(blk_seq),)](
-                s_in, t_hat, valid, target, blk_seq, blk_start, blk_count, seq_start, seq_len,
-                lse, target_logit, correct, 1.0 / temperature, dim,
-                BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, IEEE=ieee,
+            _tacl_forward[(rows.num_blocks,)](
+                s_in, t_hat, valid, rows.target, rows.block_seq, rows.block_start, rows.block_count,
+                rows.seq_start, rows.seq_len, logits, lse, target_logit, correct, 1.0 / temperature,
+                logits.stride(0), D=dim, NUM_TILES=num_tiles, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, HAS_VALID=has_valid, IEEE=ieee,
             )
-        loss = (lse - target_logit).mean() if count else student.new_zeros((), dtype=torch.float32)
-        ctx.save_for_backward(s_in, t_hat, valid, target, blk_seq, blk_start, blk_count, seq_start, seq_len,
-                              lse, s_hat, norm, index)
-        ctx.meta = (temperature, shape, student.dtype, (block_m, block_n, block_d, block_dout), ieee)
-        return loss, correct.sum().long(), torch.tensor(count, device=student.device)
+            loss = (lse - target_logit).sum() / count
+        else:
+            loss = student.new_zeros((), dtype=torch.float32)
+        ctx.save_for_backward(t_hat, valid, logits, lse, s_hat, norm)
+        ctx.rows = rows
+        ctx.meta = (temperature, shape, student.dtype, sizes, num_tiles, has_valid, ieee)
+        num_correct, num_masked = correct.sum(dtype=torch.int64), rows.count.clone()
+        ctx.mark_non_differentiable(num_correct, num_masked)
+        return loss, num_correct, num_masked
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_correct, _grad_count):  # type: ignore[override]
-        (s_in, t_hat, valid, target, blk_seq, blk_start, blk_count, seq_start, seq_len,
-         lse, s_hat, norm, index) = ctx.saved_tensors
-        temperature, shape, dtype, (block_m, block_n, block_d, block_dout), ieee = ctx.meta
+        t_hat, valid, logits, lse, s_hat, norm = ctx.saved_tensors
+        rows: MaskedRows = ctx.rows
+        temperature, shape, dtype, (block_m, block_n, _, block_dout), num_tiles, has_valid, ieee = ctx.meta
         dim = shape[-1]
-        grad_student = torch.zeros((math.prod(shape[:-1]), dim), dtype=dtype, device=s_in.device)
-        count = len(index)
+        grad_student = torch.zeros((shape.numel() // dim, dim), dtype=dtype, device=t_hat.device)
+        count = rows.num_masked
         if count == 0:
-            return grad_student.reshape(shape), None, None, None, None, None, None
-        grad_hat = torch.empty((count, dim), dtype=torch.float32, device=s_in.device)
-        grid = (len(blk_seq), triton.cdiv(dim, block_dout))
+            return grad_student.reshape(shape), None, None, None, None
+        grad_hat = torch.empty((count, dim), dtype=torch.float32, device=t_hat.device)
+        grid = (rows.num_blocks, triton.cdiv(dim, block_dout))
         _tacl_backward[grid](
-            s_in, t_hat, valid, target, blk_seq, blk_start, blk_count, seq_start, seq_len, lse, grad_hat,
-            1.0 / temperature, float(grad_loss) / count, dim,
-            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, BLOCK_DOUT=block_dout, IEEE=ieee,
+            t_hat, valid, rows.target, rows.block_seq, rows.block_start, rows.block_count, rows.seq_start,
+            rows.seq_len, logits, lse, grad_loss.float().contiguous(), grad_hat, 1.0 / (temperature * count),
+            logits.stride(0), D=dim, NUM_TILES=num_tiles, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_DOUT=block_dout, HAS_VALID=has_valid, IEEE=ieee,
         )
         # Through ŝ = s / max(‖s‖, eps), as torch.nn.functional.normalize.
         clamped = norm < NORM_EPS
         radial = (s_hat * grad_hat).sum(dim=-1, keepdim=True)
         grad_rows = torch.where(clamped[:, None], grad_hat / NORM_EPS,
                                 (grad_hat - s_hat * radial) / norm.clamp(min=NORM_EPS)[:, None])
-        grad_student[index] = grad_rows.to(dtype)
-        return grad_student.reshape(shape), None, None, None, None, None, None
+        grad_student.index_copy_(0, rows.index, grad_rows.to(dtype))
+        return grad_student.reshape(shape), None, None, None, None
 
 
-def tacl_loss_triton(student, teacher, masked, attention_mask, temperature=0.01):
+def tacl_loss_triton(student, teacher, masked, attention_mask, temperature=0.01, rows: MaskedRows | None = None):
     """The fused-kernel TaCL loss on a padded batch: same signature and results as
-    the reference."""
+    the reference. ``rows`` (from the collate) spares reading the masks on the host."""
+    from .rows import padded_rows
+
     if student.shape != teacher.shape or student.dim() != 3:
         raise ValueError(f"student {tuple(student.shape)} and teacher {tuple(teacher.shape)} must both be (B, L, D)")
-    batch, length, _ = student.shape
-    real = attention_mask.bool()
-    positions = torch.arange(length, device=student.device)
-    # Columns past a sequence's last real token are never visited.
-    seq_len = (torch.where(real, positions, -1).max(dim=1).values + 1).clamp(min=0)
-    seq_start = torch.arange(batch, device=student.device) * length
-    return TaclTriton.apply(student, teacher, masked, real.reshape(-1), seq_start, seq_len, temperature)
+    if rows is None:
+        rows = padded_rows(masked, attention_mask)
+    return TaclTriton.apply(student, teacher, attention_mask.reshape(-1), rows, temperature)
 
 
-def tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature=0.01):
+def tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature=0.01, rows: MaskedRows | None = None):
     """The fused-kernel TaCL loss on the packed layout (see
     :func:`tacl_scale.kernels.tacl_loss.tacl_loss_packed`)."""
-    from .tacl_loss import _check_packed
+    from .rows import packed_rows
+    from .tacl_loss import check_packed
 
-    _check_packed(student, teacher, masked, cu_seqlens)
-    valid = torch.ones(student.shape[0], dtype=torch.int32, device=student.device)
-    seq_start = cu_seqlens[:-1]
-    return TaclTriton.apply(student, teacher, masked, valid, seq_start, cu_seqlens[1:] - seq_start, temperature)
+    check_packed(student, teacher, masked, cu_seqlens)
+    if rows is None:
+        rows = packed_rows(masked, cu_seqlens)
+    return TaclTriton.apply(student, teacher, None, rows, temperature)
