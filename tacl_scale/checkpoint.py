@@ -203,18 +203,25 @@ def universal_copy(root: Path, tag: str, log_file: Path) -> str:
     tmp = root / f".{target}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(root / target, ignore_errors=True)
-    command = [sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", str(root / tag),
-               "--output_folder", str(tmp), "--inject_missing_state", "--num_extract_workers", "1",
-               "--num_merge_workers", "1"]
-    with open(log_file, "w", encoding="utf-8") as out:
-        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{root / tag}: DeepSpeed's universal conversion failed (exit {done.returncode}); "
-                           f"its output is in {log_file}")
+    convert_to_universal(root / tag, tmp, log_file)
     (root / "latest_universal").unlink(missing_ok=True)  # the converter's own pointer; ours is LATEST
     record_files(tmp)
     os.replace(tmp, root / target)
     return target
+
+
+def convert_to_universal(source: Path, target: Path, log_file: Path) -> None:
+    """Run DeepSpeed's ``ds_to_universal`` on checkpoint directory ``source``
+    (any ZeRO stage, the bf16 optimizer of ZeRO-1 included), writing ``target``:
+    ``target/zero/<parameter name>/fp32.pt`` holds each full fp32 master weight."""
+    command = [sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", str(source),
+               "--output_folder", str(target), "--inject_missing_state", "--num_extract_workers", "1",
+               "--num_merge_workers", "1"]
+    with open(log_file, "w", encoding="utf-8") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{source}: DeepSpeed's universal conversion failed (exit {done.returncode}); "
+                           f"its output is in {log_file}")
 
 
 def load(engine: Any, root: Path, tag: str) -> dict[str, Any]:

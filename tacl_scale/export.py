@@ -97,14 +97,44 @@ def student_config_dict(student: BertForPreTraining) -> dict[str, Any]:
 
 def master_weights(ckpt_dir: Path) -> dict[str, torch.Tensor]:
     """The student's fp32 master weights of a checkpoint, consolidated across the
-    ZeRO partitions of every rank by DeepSpeed."""
-    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+    ZeRO partitions of every rank by DeepSpeed: ``zero_to_fp32`` for ZeRO-2 (and
+    ZeRO-1 without fp32 accumulation); the universal conversion for the bf16
+    optimizer of ZeRO-1 with fp32 gradient accumulation (``bf16_zero_*`` files),
+    which ``zero_to_fp32`` does not read."""
+    if any(ckpt_dir.glob("bf16_zero_pp_rank_*_optim_states.pt")):
+        state = _universal_master_weights(ckpt_dir)
+    else:
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
-    state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
+        state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
     student = {k[len(MODULE_PREFIX):]: v for k, v in state.items() if k.startswith(MODULE_PREFIX)}
     if not student:
         raise ValueError(f"{ckpt_dir}: no {MODULE_PREFIX}* weights in the checkpoint")
     return student
+
+
+def _universal_master_weights(ckpt_dir: Path) -> dict[str, torch.Tensor]:
+    """Every parameter's fp32 master weight, through a universal conversion in a
+    temporary directory (the run directory is only read)."""
+    import tempfile
+
+    from .checkpoint import convert_to_universal
+
+    with tempfile.TemporaryDirectory(prefix="tacl-export-") as tmp:
+        target, log_file = Path(tmp) / "universal", Path(tmp) / "conversion.log"
+        try:
+            convert_to_universal(ckpt_dir, target, log_file)
+        except RuntimeError as err:  # its log goes with the temporary directory: show its end
+            raise ValueError(f"{err}:\n{log_file.read_text(encoding='utf-8', errors='replace')[-2000:]}") from err
+        weights = {path.parent.name: torch.load(path, map_location="cpu", weights_only=False)["param"]
+                   for path in sorted((target / "zero").glob("*/fp32.pt"))}
+    # A tied weight (the MLM decoder is the word embeddings) is one parameter: the
+    # converter writes its alias from the half-precision module, so take the master.
+    model_states = sorted(ckpt_dir.glob("mp_rank_*_model_states.pt"))[0]
+    shared = torch.load(model_states, map_location="cpu", weights_only=False).get("shared_params") or {}
+    for alias, source in shared.items():
+        weights[alias] = weights[source]
+    return weights
 
 
 def _resolve(ckpt: Path) -> tuple[Path, Path]:

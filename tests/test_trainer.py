@@ -508,3 +508,35 @@ def test_the_documented_bf16_config_accumulates_gradients_in_fp32(join: Callable
         assert trainer.train_step().applied
     finally:
         trainer.close()
+
+
+def test_the_zero1_config_trains_resumes_and_exports(join: Callable[[], Distributed], dataset: Path,
+                                                    model_file: Path, tmp_path: Path) -> None:
+    """ZeRO-1 with bf16 and fp32 gradient accumulation is DeepSpeed's BF16_Optimizer,
+    another optimizer wrapper than ZeRO-2's: the trainer's checkpoint, resume and
+    export work with it as well."""
+    from conftest import ROOT
+    from deepspeed.utils import safe_get_full_fp32_param
+    from transformers import BertForPreTraining
+
+    engine = EngineConfig.from_file(ROOT / "ds_configs" / "zero1_bf16.json")
+    losses: dict[str, list[float]] = {}
+    masters: dict[str, dict[str, torch.Tensor]] = {}
+    for name, stop, resume in (("straight", None, False), ("resumed", 2, False), ("resumed", None, True)):
+        config = make_config(dataset, model_file, tmp_path / name, steps=4, engine=engine,
+                             checkpoint=CheckpointConfig(save_every=100, resume=resume, stop_after_steps=stop))
+        trainer = Trainer(config, join())
+        try:
+            assert trainer.engine.zero_optimization_stage() == 1
+            assert trainer.engine.get_data_types() == (torch.bfloat16, torch.float32)
+            losses.setdefault(name, []).extend(m["loss"] for m in trainer.train())
+            masters[name] = {n[len("student."):]: safe_get_full_fp32_param(p).detach().clone()
+                             for n, p in trainer.engine.module.named_parameters()}
+        finally:
+            trainer.close()
+    assert len(losses["straight"]) == 4 and losses["resumed"] == losses["straight"]
+    for name, master in masters["straight"].items():
+        assert torch.equal(masters["resumed"][name], master), name
+    exported = BertForPreTraining.from_pretrained(tmp_path / "straight" / "export").state_dict()
+    for name, master in masters["straight"].items():
+        assert exported[name].dtype == torch.float32 and torch.equal(exported[name], master), name
