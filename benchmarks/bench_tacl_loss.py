@@ -5,13 +5,15 @@ paper's shapes (B=32 per GPU, L=256, 15% masked; D=768 base, D=1024 large).
 
 Needs a CUDA device (on CPU the Triton kernel only runs in the interpreter, whose
 speed means nothing). Prints time per fwd+bwd and the peak memory allocated beyond
-the inputs, for each implementation, and the ratio.
+the inputs, for each implementation, and the ratio. Both get the batch's
+``MaskedRows`` as training passes them (the reference does not use them).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -21,23 +23,39 @@ import torch  # noqa: E402
 from tacl_scale.kernels import tacl_loss  # noqa: E402
 
 
-def measure(impl: str, batch: int, length: int, dim: int, dtype: torch.dtype, iters: int) -> tuple[float, float]:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    student = torch.randn(batch, length, dim, device="cuda", dtype=dtype, generator=g, requires_grad=True)
-    teacher = torch.randn(batch, length, dim, device="cuda", dtype=torch.float16, generator=g)
-    attention = torch.ones(batch, length, device="cuda", dtype=torch.long)
-    masked = torch.rand(batch, length, device="cuda", generator=g) < 0.15
-    for _ in range(5):
-        tacl_loss(student, teacher, masked, attention, 0.01, impl)[0].backward()
+def measure(impl: str, batch: int, length: int, dim: int, dtype: torch.dtype, iters: int,
+            device: str = "cuda") -> tuple[float, float | None]:
+    """(ms per forward+backward, peak MiB allocated beyond the inputs; None off
+    CUDA) of one implementation on a random padded batch, 15% of it masked, with
+    the collate's MaskedRows as training passes them."""
+    from tacl_scale.kernels.rows import padded_rows
+
+    g = torch.Generator(device=device).manual_seed(0)
+    student = torch.randn(batch, length, dim, device=device, dtype=dtype, generator=g, requires_grad=True)
+    teacher = torch.randn(batch, length, dim, device=device, dtype=torch.float16 if device == "cuda" else dtype,
+                          generator=g)
+    attention = torch.ones(batch, length, device=device, dtype=torch.long)
+    masked = torch.rand(batch, length, device=device, generator=g) < 0.15
+    rows = padded_rows(masked, attention)
+
+    def step() -> None:
+        student.grad = None
+        tacl_loss(student, teacher, masked, attention, 0.01, impl, rows)[0].backward()
+
+    for _ in range(3):
+        step()
+    if device != "cuda":
+        start = time.perf_counter()
+        for _ in range(iters):
+            step()
+        return 1000 * (time.perf_counter() - start) / iters, None
     torch.cuda.synchronize()
-    student.grad = None
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(iters):
-        student.grad = None
-        tacl_loss(student, teacher, masked, attention, 0.01, impl)[0].backward()
+        step()
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) / iters, (torch.cuda.max_memory_allocated() - base) / 2**20

@@ -1,18 +1,28 @@
 """Every GPU test and benchmark of tacl-scale in one run; ``scripts/gpu_check.sh``
-calls it after installing the offline bundle.
+calls it once the offline install is done.
 
-    python benchmarks/gpu_check.py --bundle .gpu_bundle --results DIR [--quick]
+    python benchmarks/gpu_check.py --bundle .gpu_bundle --results DIR [--quick] [--budget PHASE=SECONDS]
 
-1. environment: GPU, versions, measured dense bf16 matmul peak;
-2. the CUDA tests (``tests/test_gpu.py``, ``tests/test_tacl_triton.py``) under pytest;
-3. the fused Triton TaCL loss against the PyTorch reference (fwd+bwd ms, peak extra
-   MiB; B=32, L=256, D=768/1024);
-4. end-to-end training throughput at BERT-base shape, length 256, bf16, padded and
-   unpadded, over micro-batch sizes at global batch 256 (``bench_train_gpu.py``);
-5. the issue's targets, met or not.
+Phases, each in a process of its own with its own time budget (seconds, default
+run / ``--quick``):
 
-Prints one table and writes ``DIR/gpu_check.json`` (and the table as
-``DIR/gpu_check.txt``). Exits 2 without CUDA, 1 when a test fails, else 0.
+1. ``env`` (30 / 20): GPU, compute capability, versions, the datasheet peak MFU is
+   taken against, a measured bf16 matmul rate (for reference only);
+2. ``tests`` (120 / 50): the CUDA tests under pytest (each test at most 60 s);
+3. ``tacl_loss`` (45 / 20): the fused Triton TaCL loss against the PyTorch
+   reference, forward + backward ms and peak extra MiB, B=32, L=256, D=768/1024;
+4. ``training`` (135 / 60): BERT-base TaCL training steps at length 256, bf16,
+   padded and unpadded, ZeRO-2 and ZeRO-1 (``bench_train_gpu.py``), a row per
+   configuration as soon as it is measured.
+
+``gpu_check.sh`` runs the install first (30 s), so a default run ends within 6
+minutes and ``--quick`` within 3, whatever hangs. A phase that runs past its budget
+is stopped and recorded as ``timeout`` and the next one runs; what it measured
+before (tests finished, training rows) is kept. After every phase the report is
+written again: ``DIR/gpu_check.json``, ``DIR/gpu_check.txt`` (the table), and each
+phase's ``DIR/<phase>.log``. ``--dry-run`` runs the same phases on the CPU at tiny
+shapes (a check of this script, not figures). Exits 2 without CUDA (unless
+``--dry-run``), 1 when a phase did not pass, else 0.
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ import argparse
 import json
 import os
 import platform
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -31,31 +43,55 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-TARGETS = {"mfu": 0.45, "triton_speedup": 3.0, "unpad_speedup": 1.12}
+PHASES = ("env", "tests", "tacl_loss", "training")
+BUDGETS = {"env": 30, "tests": 120, "tacl_loss": 45, "training": 135}
+QUICK_BUDGETS = {"env": 20, "tests": 50, "tacl_loss": 20, "training": 60}
+INSTALL_BUDGET = 30  # gpu_check.sh's, recorded in install.json
+TEST_TIMEOUT = 60  # seconds per test
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_tacl_triton.py"]
+TARGETS = {"mfu": 0.45, "triton_speedup": 3.0, "unpad_speedup": 1.12}
 
 
-def versions() -> dict[str, str]:
+# -- phases (each runs in its own process: python gpu_check.py --phase NAME) ---------------------------------
+
+def phase_env(args: argparse.Namespace) -> dict:
     import importlib.metadata as metadata
 
-    out = {"python": platform.python_version()}
+    import torch
+
+    from tacl_scale.flops import peak_flops
+
+    versions = {"python": platform.python_version()}
     for name in ("torch", "triton", "transformers", "deepspeed", "numpy"):
         try:
-            out[name] = metadata.version(name)
+            versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            out[name] = "missing"
-    return out
+            versions[name] = "missing"
+    if args.dry_run:
+        return {"device": "cpu (dry run)", "versions": versions, "datasheet_tflops": None, "matmul_tflops": None}
+    from bench_train_gpu import measure_matmul_tflops
+
+    name = torch.cuda.get_device_name()
+    major, minor = torch.cuda.get_device_capability()
+    datasheet = peak_flops(name)
+    return {"device": f"{name} (sm_{major}{minor})", "versions": versions,
+            "datasheet_tflops": datasheet / 1e12 if datasheet else None, "matmul_tflops": measure_matmul_tflops()}
 
 
-def run_tests(results: Path, bundle: Path) -> dict:
-    report = results / "gpu_tests.xml"
+def phase_tests(args: argparse.Namespace) -> dict:
+    report = args.results / "tests.xml"
+    selection = ["-k", "zero_student_row or no_host_synchronisation"] if args.dry_run else []
+    if args.quick and not args.dry_run:
+        selection = ["-k", "not resume and not zero2.json"]
+    # -v: one line per test as it ends, into this phase's log, which the parent
+    # reads if the phase runs out of time before pytest writes its report.
+    command = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", f"--timeout={TEST_TIMEOUT}",
+               *GPU_TESTS, *selection, f"--junitxml={report}"]
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *GPU_TESTS,
-                           f"--junitxml={report}"], cwd=ROOT, env=dict(os.environ, GPU_BUNDLE=str(bundle)),
-                          capture_output=True, text=True)
-    (results / "gpu_tests.log").write_text(proc.stdout + proc.stderr)
-    summary = {"seconds": round(time.monotonic() - started, 1), "returncode": proc.returncode,
-               "tail": proc.stdout[-1500:]}
+    sys.stdout.flush()
+    proc = subprocess.run(command, cwd=ROOT, env=dict(os.environ, GPU_BUNDLE=str(args.bundle)))
+    summary: dict = {"command": " ".join(command[2:]), "seconds": round(time.monotonic() - started, 1),
+                     "returncode": proc.returncode}
     if report.is_file():
         suite = ET.parse(report).getroot()
         suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
@@ -64,121 +100,272 @@ def run_tests(results: Path, bundle: Path) -> dict:
         summary.update(counts)
         summary["failed_tests"] = [f"{case.get('classname')}::{case.get('name')}" for case in suite.iter("testcase")
                                    if case.find("failure") is not None or case.find("error") is not None]
+    if proc.returncode != 0:
+        raise PhaseFailed(summary, f"pytest exited {proc.returncode}")
     return summary
 
 
-def loss_benchmark(iters: int) -> list[dict]:
+def phase_tacl_loss(args: argparse.Namespace) -> list[dict]:
     import torch
     from bench_tacl_loss import measure
 
+    if args.dry_run:
+        shapes, iters, device = [(2, 32, 64)], 1, "cpu"
+    else:
+        shapes, iters, device = [(32, 256, 768), (32, 256, 1024)], 10 if args.quick else 50, "cuda"
     rows = []
-    for dim in (768, 1024):
-        ref_ms, ref_mem = measure("torch", 32, 256, dim, torch.float16, iters)
-        tri_ms, tri_mem = measure("triton", 32, 256, dim, torch.float16, iters)
-        rows.append({"dim": dim, "torch_ms": ref_ms, "triton_ms": tri_ms, "speedup": ref_ms / tri_ms,
-                     "torch_extra_mib": ref_mem, "triton_extra_mib": tri_mem})
+    for batch, length, dim in shapes:
+        dtype = torch.float16 if device == "cuda" else torch.float32
+        ref_ms, ref_mem = measure("torch", batch, length, dim, dtype, iters, device)
+        tri_ms, tri_mem = measure("triton", batch, length, dim, dtype, iters, device)
+        rows.append({"batch": batch, "length": length, "dim": dim, "torch_ms": ref_ms, "triton_ms": tri_ms,
+                     "speedup": ref_ms / tri_ms, "torch_extra_mib": ref_mem, "triton_extra_mib": tri_mem})
+        print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
-def table(report: dict) -> str:
-    lines = [f"# tacl-scale GPU check: {report['device']}",
-             "versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()),
-             f"measured dense bf16 peak: {report['peak_tflops']:.0f} TFLOP/s", ""]
-    tests = report.get("tests", {})
-    if tests:
-        lines += ["| tests | passed | failed | errors | skipped | seconds |", "|---|---|---|---|---|---|",
-                  f"| {' '.join(GPU_TESTS)} | {tests.get('passed', '?')} | {tests.get('failures', '?')} | "
-                  f"{tests.get('errors', '?')} | {tests.get('skipped', '?')} | {tests['seconds']} |", ""]
-        for name in tests.get("failed_tests", []):
-            lines.append(f"FAILED {name}")
-    if report.get("tacl_loss"):
-        lines += ["| TaCL loss B=32 L=256 fp16 | torch ms | triton ms | speed-up | torch extra MiB | triton extra MiB |",
-                  "|---|---|---|---|---|---|"]
-        for r in report["tacl_loss"]:
-            lines.append(f"| D={r['dim']} | {r['torch_ms']:.3f} | {r['triton_ms']:.3f} | {r['speedup']:.2f}x | "
-                         f"{r['torch_extra_mib']:.1f} | {r['triton_extra_mib']:.1f} |")
-        lines.append("")
-    if report.get("training"):
-        lines += ["| BERT-base TaCL, L=256, bf16, batch 256 | micro | step ms | tokens/s | MFU | student MFU | "
-                  "teacher MFU | teacher share | peak GiB |", "|---|---|---|---|---|---|---|---|---|"]
-        for r in report["training"]:
-            name = "unpadded" if r["unpad"] else "padded"
-            if "error" in r:
-                lines.append(f"| {name} | {r['micro_batch']} | {r['error']} | | | | | | |")
-                continue
-            lines.append(f"| {name} | {r['micro_batch']} | {r['step_ms']:.0f} | {r['tokens_per_s']:,.0f} | "
-                         f"{r['mfu']:.1%} | {r['mfu_student']:.1%} | {r['mfu_teacher']:.1%} | "
-                         f"{r['teacher_share']:.1%} | {r['peak_mem_gib']:.1f} |")
-        lines.append("")
-    if report.get("targets"):
-        lines += ["| target | wanted | measured | met |", "|---|---|---|---|"]
-        for name, t in report["targets"].items():
-            lines.append(f"| {name} | {t['wanted']} | {t['measured']} | {'yes' if t['met'] else 'NO'} |")
-    for name, error in report.get("errors", {}).items():
-        lines.append(f"{name} failed: {error}")
-    return "\n".join(lines)
+def phase_training(args: argparse.Namespace) -> list[dict]:
+    from bench_train_gpu import TINY_BERT, sweep, sweep_setups
+
+    data = args.bundle / json.loads((args.bundle / "bundle.json").read_text())["dataset"]
+    out = args.results / "training.jsonl"
+    if args.dry_run:
+        return sweep(data, sweep_setups([2], batch_size=4), 1, 1, out, TINY_BERT, workers=0)
+    if args.quick:
+        return sweep(data, sweep_setups([64]), 3, 2, out)
+    return sweep(data, sweep_setups([64, 32]), 6, 2, out)
+
+
+class PhaseFailed(Exception):
+    """A phase ran to its end without passing; ``data`` is what it measured."""
+
+    def __init__(self, data: object, reason: str) -> None:
+        super().__init__(reason)
+        self.data = data
+
+
+def run_phase_here(args: argparse.Namespace) -> int:
+    """The child's side: run one phase, write ``<phase>.json`` (status and data)."""
+    phase = {"env": phase_env, "tests": phase_tests, "tacl_loss": phase_tacl_loss, "training": phase_training}
+    try:
+        result = {"status": "passed", "data": phase[args.phase](args)}
+    except PhaseFailed as err:
+        result = {"status": "failed", "data": err.data, "error": str(err)}
+    except Exception as err:  # recorded, not raised: the parent reads the file
+        result = {"status": "failed", "error": f"{type(err).__name__}: {err}"[:1000]}
+    write_json(args.results / f"{args.phase}.json", result)
+    return 0 if result["status"] == "passed" else 1
+
+
+# -- the parent: phases in turn, each under its budget, the report after each ---------------------------------
+
+def run_phase(args: argparse.Namespace, name: str, budget: float) -> dict:
+    """Run phase ``name`` in a child process for at most ``budget`` seconds (then
+    its whole process group is stopped) and return what it recorded."""
+    results = args.results
+    (results / f"{name}.json").unlink(missing_ok=True)
+    command = [sys.executable, str(Path(__file__).resolve()), "--phase", name, "--bundle", str(args.bundle),
+               "--results", str(results)] + (["--quick"] if args.quick else []) + (["--dry-run"] if args.dry_run else [])
+    # The dry run's kernels run in Triton's interpreter and DeepSpeed on its CPU accelerator.
+    env = dict(os.environ, TRITON_INTERPRET="1", DS_ACCELERATOR="cpu") if args.dry_run else None
+    started = time.monotonic()
+    with open(results / f"{name}.log", "w", encoding="utf-8") as log:
+        child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        try:
+            child.wait(timeout=budget)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            stop_group(child)
+    seconds = round(time.monotonic() - started, 1)
+    recorded = results / f"{name}.json"
+    if recorded.is_file():
+        result = json.loads(recorded.read_text(encoding="utf-8"))
+    elif timed_out:
+        result = {"status": "timeout", "error": f"stopped after its budget of {budget:g} s"}
+    else:
+        result = {"status": "failed", "error": f"exited {child.returncode} without a result (see {name}.log)"}
+    if name == "training" and "data" not in result:  # the rows measured before it stopped
+        rows = results / "training.jsonl"
+        if rows.is_file():
+            result["data"] = [json.loads(line) for line in rows.read_text(encoding="utf-8").splitlines() if line]
+    if name == "tests" and "data" not in result:  # the tests that ended before it stopped
+        result["data"] = tests_from_log(results / f"{name}.log")
+    result.update(seconds=seconds, budget=budget)
+    return result
+
+
+def tests_from_log(log: Path) -> dict:
+    """Counts of the tests a ``pytest -v`` log shows as ended (PASSED, FAILED,
+    ERROR, SKIPPED lines), for a run stopped before its junit report."""
+    outcomes = {"PASSED": "passed", "FAILED": "failures", "ERROR": "errors", "SKIPPED": "skipped"}
+    counts = dict.fromkeys(outcomes.values(), 0)
+    failed = []
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    for line in text.splitlines():
+        match = re.match(r"^(tests/\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED)\b", line)
+        if match:
+            counts[outcomes[match.group(2)]] += 1
+            if match.group(2) in ("FAILED", "ERROR"):
+                failed.append(match.group(1))
+    return {**counts, "tests": sum(counts.values()), "seconds": None, "failed_tests": failed,
+            "note": "stopped before the end: counts from the log"}
+
+
+def stop_group(child: subprocess.Popen) -> None:
+    """SIGTERM to the phase's process group, SIGKILL if it is still there 5 s later."""
+    for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            child.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def write_json(path: Path, value: object) -> None:
+    """Write-then-rename: a reader (or a run killed now) never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def targets(report: dict) -> dict:
     from bench_train_gpu import best
 
     out = {}
-    training = report.get("training") or []
+    training = (report["phases"].get("training") or {}).get("data") or []
     padded, unpadded = best(training, False), best(training, True)
-    if unpadded:
-        out["TaCL-base end-to-end MFU"] = {"wanted": f">= {TARGETS['mfu']:.0%}", "measured": f"{unpadded['mfu']:.1%}",
-                                           "met": unpadded["mfu"] >= TARGETS["mfu"]}
+    if unpadded and unpadded["mfu"] is not None:
+        out["TaCL-base end-to-end MFU (unpadded, ZeRO-2)"] = {
+            "wanted": f">= {TARGETS['mfu']:.0%}", "measured": f"{unpadded['mfu']:.1%}",
+            "met": unpadded["mfu"] >= TARGETS["mfu"]}
     if padded and unpadded:
         ratio = unpadded["tokens_per_s"] / padded["tokens_per_s"]
         out["unpadded / padded tokens/s"] = {"wanted": f">= {TARGETS['unpad_speedup']}x", "measured": f"{ratio:.2f}x",
                                              "met": ratio >= TARGETS["unpad_speedup"]}
-    for r in report.get("tacl_loss") or []:
-        out[f"Triton / torch TaCL loss D={r['dim']}"] = {
+    for r in (report["phases"].get("tacl_loss") or {}).get("data") or []:
+        out[f"Triton / torch TaCL loss fwd+bwd D={r['dim']}"] = {
             "wanted": f">= {TARGETS['triton_speedup']}x", "measured": f"{r['speedup']:.2f}x",
             "met": r["speedup"] >= TARGETS["triton_speedup"]}
     return out
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def table(report: dict) -> str:
+    phases = report["phases"]
+    env = (phases.get("env") or {}).get("data") or {}
+    lines = [f"# tacl-scale GPU check: {env.get('device', '?')} ({report['mode']} run)"]
+    if env.get("versions"):
+        lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()))
+    if env.get("datasheet_tflops") or env.get("matmul_tflops"):
+        datasheet = env.get("datasheet_tflops")
+        lines.append(f"MFU = model FLOPs / (time x datasheet dense bf16 peak, "
+                     f"{'unknown for this GPU' if not datasheet else f'{datasheet:.0f} TFLOP/s'}); "
+                     f"a measured 8192^3 bf16 matmul: {env.get('matmul_tflops') or 0:.0f} TFLOP/s (reference only)")
+    lines += ["", "| phase | status | seconds | budget |", "|---|---|---|---|"]
+    for name in ("install", *PHASES):
+        if name in phases:
+            p = phases[name]
+            lines.append(f"| {name} | {p['status']} | {p.get('seconds', '')} | {p.get('budget', '')} |")
+    for name, p in phases.items():
+        if p.get("error"):
+            lines.append(f"{name}: {p['error']}")
+    tests = (phases.get("tests") or {}).get("data") or {}
+    if "tests" in tests:
+        lines += ["", "| tests | passed | failed | errors | skipped | seconds |", "|---|---|---|---|---|---|",
+                  f"| {' '.join(GPU_TESTS)} | {tests['passed']} | {tests['failures']} | {tests['errors']} | "
+                  f"{tests['skipped']} | {tests['seconds']} |"]
+        lines += [f"FAILED {name}" for name in tests.get("failed_tests", [])]
+    loss = (phases.get("tacl_loss") or {}).get("data") or []
+    if loss:
+        lines += ["", "| TaCL loss fwd+bwd, 15% masked | torch ms | triton ms | speed-up | torch extra MiB | "
+                  "triton extra MiB |", "|---|---|---|---|---|---|"]
+        for r in loss:
+            mem = (f"{r['torch_extra_mib']:.1f} | {r['triton_extra_mib']:.1f}"
+                   if r["torch_extra_mib"] is not None else "n/a | n/a")
+            lines.append(f"| B={r['batch']} L={r['length']} D={r['dim']} | {r['torch_ms']:.3f} | "
+                         f"{r['triton_ms']:.3f} | {r['speedup']:.2f}x | {mem} |")
+    training = (phases.get("training") or {}).get("data") or []
+    if training:
+        shape = "dry run: tiny model, batch 4" if report["mode"] == "dry" else "BERT-base, L=256, bf16, batch 256"
+        lines += ["", f"| TaCL training step, {shape} | step ms | tokens/s | MFU | student MFU | "
+                  "teacher MFU | teacher share | peak GiB |", "|---|---|---|---|---|---|---|---|"]
+        for r in training:
+            if "error" in r:
+                lines.append(f"| {r['name']} | {r['error']} | | | | | | |")
+                continue
+            peak = "n/a" if r["peak_mem_gib"] is None else f"{r['peak_mem_gib']:.1f}"
+            lines.append(f"| {r['name']} | {r['step_ms']:.0f} | {r['tokens_per_s']:,.0f} | {_pct(r['mfu'])} | "
+                         f"{_pct(r['mfu_student'])} | {_pct(r['mfu_teacher'])} | {r['teacher_share']:.1%} | {peak} |")
+    goals = targets(report) if report["mode"] != "dry" else {}
+    if goals:
+        lines += ["", "| target | wanted | measured | met |", "|---|---|---|---|"]
+        lines += [f"| {k} | {t['wanted']} | {t['measured']} | {'yes' if t['met'] else 'NO'} |" for k, t in goals.items()]
+    return "\n".join(lines)
+
+
+def write_report(report: dict) -> str:
+    text = table(report)
+    results = report["results"]
+    write_json(Path(results) / "gpu_check.json", {**report, "targets": targets(report)})
+    tmp = Path(results) / ".gpu_check.txt.tmp"
+    tmp.write_text(text + "\n", encoding="utf-8")
+    os.replace(tmp, Path(results) / "gpu_check.txt")
+    return text
+
+
+def parse_budgets(values: list[str], quick: bool) -> dict[str, float]:
+    budgets = dict(QUICK_BUDGETS if quick else BUDGETS)
+    for value in values:
+        name, _, seconds = value.partition("=")
+        if name not in budgets or not seconds:
+            raise SystemExit(f"error: --budget {value}: expected PHASE=SECONDS with PHASE one of {', '.join(PHASES)}")
+        budgets[name] = float(seconds)
+    return budgets
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bundle", type=Path, default=ROOT / ".gpu_bundle")
     p.add_argument("--results", type=Path, default=Path(os.environ.get("OUT") or ROOT / "runs" / "gpu_check"))
-    p.add_argument("--quick", action="store_true", help="fewer steps and micro-batch sizes (a smoke run)")
-    p.add_argument("--skip-tests", action="store_true")
+    p.add_argument("--quick", action="store_true", help="fewer steps and configurations: within 3 minutes")
+    p.add_argument("--dry-run", action="store_true", help="every phase on the CPU at tiny shapes (checks this script)")
+    p.add_argument("--budget", action="append", default=[], metavar="PHASE=SECONDS", help="override a phase's budget")
+    p.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)  # internal: run one phase in this process
     args = p.parse_args()
+    args.results = args.results.resolve()
+    args.bundle = args.bundle.resolve()
+    if args.phase:
+        return run_phase_here(args)
+    budgets = parse_budgets(args.budget, args.quick)
     import torch
 
-    if not torch.cuda.is_available():
+    if not args.dry_run and not torch.cuda.is_available():
         print("no CUDA device: scripts/gpu_check.sh runs the GPU tests and benchmarks; run it on a GPU machine",
               file=sys.stderr)
         return 2
-    info = json.loads((args.bundle / "bundle.json").read_text())
-    data = args.bundle / info["dataset"]
     args.results.mkdir(parents=True, exist_ok=True)
-    from bench_train_gpu import measure_peak_tflops, sweep
-
-    report: dict = {"device": torch.cuda.get_device_name(), "versions": versions(),
-                    "peak_tflops": measure_peak_tflops(), "errors": {}}
-    phases = [
-        ("tests", lambda: None if args.skip_tests else run_tests(args.results, args.bundle)),
-        ("tacl_loss", lambda: loss_benchmark(10 if args.quick else 50)),
-        ("training", lambda: sweep(data, [64] if args.quick else [32, 64, 128], 3 if args.quick else 8,
-                                   2 if args.quick else 3, report["peak_tflops"])),
-    ]
-    for name, phase in phases:
-        started = time.monotonic()
-        try:
-            report[name] = phase()
-        except Exception as err:  # one broken phase must not hide the others' figures
-            report["errors"][name] = f"{type(err).__name__}: {err}"[:500]
-        print(f"[{name}: {time.monotonic() - started:.0f} s]", flush=True)
-    report["targets"] = targets(report)
-    text = table(report)
-    print(text)
-    (args.results / "gpu_check.txt").write_text(text + "\n")
-    (args.results / "gpu_check.json").write_text(json.dumps(report, indent=2))
-    tests = report.get("tests") or {}
-    return 1 if report["errors"] or tests.get("returncode", 0) != 0 else 0
+    (args.results / "training.jsonl").unlink(missing_ok=True)
+    mode = "dry" if args.dry_run else "quick" if args.quick else "default"
+    report: dict = {"mode": mode, "results": str(args.results), "phases": {}}
+    install = args.results / "install.json"
+    if install.is_file():
+        report["phases"]["install"] = json.loads(install.read_text(encoding="utf-8"))
+    for name in PHASES:
+        report["phases"][name] = run_phase(args, name, budgets[name])
+        write_report(report)
+        print(f"[{name}: {report['phases'][name]['status']}, {report['phases'][name]['seconds']:.0f} s of "
+              f"{budgets[name]:.0f}]", flush=True)
+    print(write_report(report))
+    return 0 if all(p["status"] == "passed" for p in report["phases"].values()) else 1
 
 
 if __name__ == "__main__":

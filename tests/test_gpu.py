@@ -134,9 +134,11 @@ def test_one_gpu_model_1_trains(join, bundle_data: Path, model_file: Path, tmp_p
     assert sum(m["mirror_acc"] for m in history[-5:]) >= sum(m["mirror_acc"] for m in history[:5])
 
 
-@pytest.mark.parametrize("ds", ["zero2.json", "zero2_bf16.json"])
+@pytest.mark.parametrize("ds", ["zero2.json", "zero2_bf16.json", "zero1_bf16.json"])
 def test_one_gpu_training_lowers_the_loss_and_exports_masters(join, bundle_data: Path, model_file: Path,
                                                                tmp_path: Path, ds: str) -> None:
+    """Each documented config on one GPU: fp16 (loss scaling) and bf16 ZeRO-2, bf16
+    ZeRO-1, all accumulating gradients in fp32; the export holds the fp32 masters."""
     from deepspeed.utils import safe_get_full_fp32_param
     from transformers import BertForPreTraining
 
@@ -146,6 +148,7 @@ def test_one_gpu_training_lowers_the_loss_and_exports_masters(join, bundle_data:
     try:
         assert trainer.device == torch.device("cuda", 0) and trainer.unpad
         assert trainer.optimizer.defaults["fused"] is True
+        assert trainer.engine.get_data_types()[1] == torch.float32
         assert next(trainer.teacher.parameters()).device == trainer.device
         history = trainer.train()
         masters = {n[len("student."):]: safe_get_full_fp32_param(p).detach().cpu()
@@ -187,3 +190,32 @@ def test_resume_on_gpu_continues_the_run(join, bundle_data: Path, model_file: Pa
     assert [m["step"] for m in resumed] == [1, 2, 3, 4, 5, 6]
     for a, b in zip(straight, resumed, strict=True):
         assert b["loss"] == pytest.approx(a["loss"], rel=2e-3), a["step"]
+
+
+@pytest.mark.parametrize("layout", ["packed", "padded"])
+def test_the_tacl_loss_never_waits_for_the_gpu(bundle_data: Path, layout: str) -> None:
+    """Forward and backward of the fused loss with the collate's MaskedRows under
+    CUDA's sync debug mode "error": any read back to the host (.item(), nonzero,
+    a blocking copy) raises."""
+    from tacl_scale.data import PretrainDataset
+    from tacl_scale.data.loader import CollateConfig, collate, to_device
+    from tacl_scale.kernels import tacl_loss, tacl_loss_packed
+
+    data = PretrainDataset(bundle_data)
+    items = [data[i] for i in range(32)]
+    batch = to_device(collate(items, CollateConfig(unpad=layout == "packed")), "cuda")
+    shape = (*batch["input_ids"].shape, 768)
+    student = torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    teacher = torch.randn(shape, device="cuda", dtype=torch.float16)
+    rows = batch["tacl_rows"]
+    args = (batch["cu_seqlens"],) if layout == "packed" else (batch["attention_mask"],)
+    loss_fn = tacl_loss_packed if layout == "packed" else tacl_loss
+    loss_fn(student, teacher, batch["masked"], *args, 0.01, "triton", rows)[0].backward()  # compile first
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        loss, correct, count = loss_fn(student, teacher, batch["masked"], *args, 0.01, "triton", rows)
+        loss.backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert count.item() == rows.num_masked and torch.isfinite(loss)

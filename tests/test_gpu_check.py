@@ -1,11 +1,19 @@
-"""The GPU check's offline bundle builds here and its CPU dry run installs the
-bundle, imports everything and stops at the CUDA check with exit code 2 (the GPU
-tests themselves are tests/test_gpu.py, run on a GPU by scripts/gpu_check.sh)."""
+"""The GPU check and the offline install, on the CPU: the bundle builds;
+``scripts/install_offline.sh`` makes a venv over an interpreter's own torch in which
+the ``deepspeed`` launcher trains from another directory; ``scripts/gpu_check.sh
+--dry-run`` runs every phase; a phase over its budget is recorded as such and the
+next one runs, keeping what the stopped one measured. The GPU tests themselves are
+tests/test_gpu.py, run on a GPU by scripts/gpu_check.sh.
+
+The heavy ones run in the GPU image's tier (``scripts/test.sh --gpu-image``), whose
+interpreter has the versions the GPU machine has, as the node's python3 would."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -15,39 +23,147 @@ import torch
 from conftest import EN_DUMP, EN_VOCAB, ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.framework,
-              pytest.mark.skipif(torch.cuda.is_available(), reason="the dry run is for machines without CUDA")]
+              pytest.mark.skipif(torch.cuda.is_available(), reason="the dry runs are for machines without CUDA")]
+gpu_image_tier = pytest.mark.skipif(os.environ.get("TACL_TIER") != "gpu-image",
+                                    reason="runs in the GPU image's tier: scripts/test.sh --gpu-image")
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_check  # noqa: E402
 
 
-def test_bundle_builds_and_the_dry_run_reaches_the_cuda_check(tmp_path: Path) -> None:
-    bundle = tmp_path / "bundle"
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("gpu") / "bundle"
     env = dict(os.environ, PY=sys.executable, EN_DUMP=str(EN_DUMP), EN_VOCAB=str(EN_VOCAB))
-    built = subprocess.run(["bash", "scripts/build_gpu_bundle.sh", str(bundle)], cwd=ROOT, env=env,
+    built = subprocess.run(["bash", "scripts/build_gpu_bundle.sh", str(path)], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=900)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    return path
+
+
+@pytest.fixture(scope="module")
+def offline_venv(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    venv = tmp_path_factory.mktemp("offline") / "venv"
+    env = dict(os.environ, PYTHON=sys.executable, GPU_BUNDLE=str(bundle))
+    done = subprocess.run(["bash", "scripts/install_offline.sh", str(venv)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"from {venv}" in done.stdout  # deepspeed from the bundle, not from this interpreter
+    return venv
+
+
+@gpu_image_tier
+def test_the_bundle_holds_what_the_gpu_image_lacks(bundle: Path) -> None:
     info = json.loads((bundle / "bundle.json").read_text())
     wheels = {name.split("-")[0] for name in info["wheels"]}
     assert {"deepspeed", "pydantic", "pydantic_core", "hjson"} <= wheels
     assert any("cp312" in name for name in info["wheels"])  # the GPU machine's Python
     manifest = json.loads((bundle / info["dataset"] / "manifest.json").read_text())
     assert manifest["max_seq_len"] == 256 and manifest["totals"]["instances"] > 10_000
-    vocab = Path(manifest["tokenizer"]["path"])
-    assert not vocab.is_absolute() and (ROOT / vocab).is_file()  # relative to the repo root, which travels
-
-    env = dict(os.environ, PYTHON=sys.executable, GPU_BUNDLE=str(bundle))
-    dry = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "results")], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert dry.returncode == 2, dry.stdout[-2000:] + dry.stderr[-2000:]
-    assert "no CUDA device" in dry.stderr
-    # deepspeed was imported from the bundle's install, not from this environment
-    line = next(x for x in dry.stdout.splitlines() if x.startswith("deepspeed "))
-    assert "tacl-gpu-site" in line, line
 
 
-def test_missing_bundle_is_a_clear_error(tmp_path: Path) -> None:
+@gpu_image_tier
+def test_the_offline_venv_trains_through_the_launcher(offline_venv: Path, bundle: Path,
+                                                                     tmp_path: Path) -> None:
+    """What a user on an offline GPU node runs: the venv's ``deepspeed`` launcher on
+    train.py, on the interpreter's own torch; two ranks with mirror (its cross-rank
+    gather) and TaCL. The venv imports the project from any directory; the launch
+    runs from the checkout, because the bundle's dataset names its vocabulary by a
+    path relative to it."""
+    probe = subprocess.run([str(offline_venv / "bin" / "python"), "-c",
+                            "import deepspeed, torch, tacl_scale; print(deepspeed.__file__, torch.__file__, "
+                            "tacl_scale.__file__)"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    deepspeed_file, torch_file, project_file = probe.stdout.split()
+    assert deepspeed_file.startswith(str(offline_venv))
+    assert Path(torch_file).is_relative_to(Path(torch.__file__).parents[1])  # the interpreter's own torch
+    assert Path(project_file).is_relative_to(ROOT)  # this checkout
+    model = tmp_path / "bert.json"
+    model.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
+                                 "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512}))
+    data = bundle / json.loads((bundle / "bundle.json").read_text())["dataset"]
+    env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    run = subprocess.run([str(offline_venv / "bin" / "deepspeed"), "--num_gpus", "2", "--master_port", str(random.randint(20000, 40000)),
+                          str(ROOT / "tacl_scale" / "train.py"), "--ds", str(ROOT / "ds_configs" / "cpu.json"),
+                          "--data", str(data), "--model", str(model), "--output", str(tmp_path / "run"),
+                          "--steps", "2", "--batch-size", "4", "--micro-batch-size", "2", "--num-workers", "0",
+                          "--objectives", "tacl,mlm,nsp,mirror"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "step 2/2" in run.stdout and (tmp_path / "run" / "export" / "model.safetensors").is_file()
+
+
+@gpu_image_tier
+def test_the_dry_run_goes_through_every_phase(offline_venv: Path, bundle: Path, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    env = dict(os.environ, PYTHON=sys.executable, GPU_BUNDLE=str(bundle), GPU_VENV=str(offline_venv))
+    done = subprocess.run(["bash", "scripts/gpu_check.sh", str(results), "--dry-run"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((results / "gpu_check.json").read_text())
+    assert {name: p["status"] for name, p in report["phases"].items()} == dict.fromkeys(
+        ("install", *gpu_check.PHASES), "passed")
+    assert report["phases"]["tests"]["data"]["passed"] >= 2
+    training = report["phases"]["training"]["data"]
+    assert [r["name"] for r in training] == ["ZeRO-2 unpadded micro 2", "ZeRO-2 padded micro 2",
+                                             "ZeRO-1 unpadded micro 2"]
+    assert all("error" not in r and r["tokens_per_s"] > 0 for r in training)
+    text = (results / "gpu_check.txt").read_text()
+    assert "| training | passed |" in text and "ZeRO-1 unpadded micro 2" in text
+    for phase in gpu_check.PHASES:
+        assert (results / f"{phase}.log").is_file()
+
+
+@gpu_image_tier
+def test_without_cuda_the_check_stops_after_the_install(offline_venv: Path, bundle: Path, tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHON=sys.executable, GPU_BUNDLE=str(bundle), GPU_VENV=str(offline_venv))
+    done = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and "no CUDA device" in done.stderr
+    assert json.loads((tmp_path / "install.json").read_text())["status"] == "passed"
+
+
+def test_a_phase_over_its_budget_is_stopped_and_keeps_what_it_measured(tmp_path: Path) -> None:
+    """The training phase is stopped at its budget (long before a Trainer exists);
+    the rows it had appended survive, and the status says timeout."""
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "bundle.json").write_text(json.dumps({"dataset": "data/none"}))
+    row = {"name": "ZeRO-2 unpadded micro 64", "unpad": True, "ds_config": "zero2_bf16.json", "tokens_per_s": 1.0}
+    (tmp_path / "training.jsonl").write_text(json.dumps(row) + "\n")
+    args = argparse.Namespace(bundle=bundle, results=tmp_path, quick=False, dry_run=True)
+    result = gpu_check.run_phase(args, "training", budget=0.5)
+    assert result["status"] == "timeout" and result["data"] == [row]
+    assert result["seconds"] < 15 and "budget of 0.5 s" in result["error"]
+    assert (tmp_path / "training.log").is_file()
+
+
+def test_a_stopped_test_phase_counts_the_tests_its_log_shows(tmp_path: Path) -> None:
+    log = tmp_path / "tests.log"
+    log.write_text("collected 5 items\n\n"
+                   "tests/test_gpu.py::test_a[bf16] PASSED                                   [ 20%]\n"
+                   "tests/test_gpu.py::test_b FAILED                                         [ 40%]\n"
+                   "tests/test_tacl_triton.py::test_c SKIPPED (needs a GPU)                  [ 60%]\n"
+                   "tests/test_gpu.py::test_d \n")
+    counts = gpu_check.tests_from_log(log)
+    assert (counts["passed"], counts["failures"], counts["skipped"], counts["tests"]) == (1, 1, 1, 3)
+    assert counts["failed_tests"] == ["tests/test_gpu.py::test_b"]
+
+
+def test_budgets_fit_the_device_time(tmp_path: Path) -> None:
+    """Install plus phases: 6 minutes for a default run, 3 with --quick."""
+    assert gpu_check.INSTALL_BUDGET + sum(gpu_check.BUDGETS.values()) <= 360
+    assert gpu_check.INSTALL_BUDGET + sum(gpu_check.QUICK_BUDGETS.values()) <= 180
+    assert gpu_check.parse_budgets(["tests=10"], quick=True)["tests"] == 10
+    with pytest.raises(SystemExit, match="PHASE=SECONDS"):
+        gpu_check.parse_budgets(["nothing=3"], quick=False)
+
+
+def test_a_missing_bundle_is_a_clear_error(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHON=sys.executable, GPU_BUNDLE=str(tmp_path / "nowhere"))
-    res = subprocess.run(["bash", "scripts/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert res.returncode == 2 and "build_gpu_bundle.sh" in res.stderr
+    for command in (["bash", "scripts/install_offline.sh", str(tmp_path / "venv")],
+                    ["bash", "scripts/gpu_check.sh", str(tmp_path / "results")]):
+        res = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 2 and "build_gpu_bundle.sh" in res.stderr, command
 
 
 def test_the_driver_exits_2_without_cuda(tmp_path: Path) -> None:
