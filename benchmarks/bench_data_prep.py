@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import hashlib
 import importlib.metadata
-import json
 import os
 import platform
 import re
@@ -292,11 +291,12 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
         system = re.search(r"System time \(seconds\): ([\d.]+)", report)
         if user and system and runner == "direct":  # a Dask cluster's workers are not children
             cpu_s = float(user.group(1)) + float(system.group(1))
-    totals = json.loads(manifest_path.read_text())["totals"]
+    from tacl_scale.data.manifest import Manifest
+
+    totals = Manifest.load(manifest_path.parent).train.totals
     result = Result(
         code=label, runner=runner, scale=scale, xml_bytes=xml_bytes, bz2_bytes=corpus.stat().st_size, units=units,
-        workers=workers, wall_s=wall, documents=int(totals["documents"]),
-        instances=int(totals["instances"]), tokens=int(totals["tokens"]),
+        workers=workers, wall_s=wall, documents=totals.documents, instances=totals.instances, tokens=totals.tokens,
         peak_tree_rss=peak_sum, peak_single_rss=peak_single, peak_processes=peak_procs,
         cpu_percent=cpu_percent, cpu_s=cpu_s, load_before=load_before, digest=_dataset_digest(out),
     )

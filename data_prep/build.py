@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import re
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tacl_scale.data.manifest import MANIFEST_NAME
+from tacl_scale.data.manifest import MANIFEST_NAME, TOKENIZER_DIR, Manifest, SourceRecord
 from tacl_scale.data.masking import MaskingConfig
 
 from . import units as units_mod
@@ -152,7 +151,8 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
 
 def _is_build_leftover(path: Path) -> bool:
     """A file an unfinished build of ours leaves behind (never a user's file)."""
-    return path.name == TMP_DIR_NAME or path.name.startswith(("shard-", "validation-", f".{MANIFEST_NAME}."))
+    return (path.name in (TMP_DIR_NAME, TOKENIZER_DIR, f".{TOKENIZER_DIR}.tmp")
+            or path.name.startswith(("shard-", "validation-", f".{MANIFEST_NAME}.")))
 
 
 def _prepare_output(config: BuildConfig, units: list[Any], resume: bool) -> None:
@@ -229,8 +229,9 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     options = PipelineOptions(_dask_defaults(beam_args))
     facts = TokenizerFacts(tokenizer.vocab_size, dict(tokenizer.special_ids), tokenizer.replacement_ids())
     context = {
-        "tokenizer": tokenizer.describe(),
-        "sources": [{"path": p, "bytes": os.path.getsize(p)} for p in paths],
+        "tokenizer": tokenizer,
+        "tokenizer_sha256": tokenizer.sha256,  # fingerprinted now: finalize checks its copy against it
+        "sources": [SourceRecord(p, os.path.getsize(p)) for p in paths],
         "pipeline_options": options.get_all_options(drop_default=True, retain_unknown_options=True),
     }
     log.info("%d input file(s), %d work unit(s) -> %s", len(paths), len(units), config.output.directory)
@@ -389,8 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     if error is not None:
         print(error, file=sys.stderr)
         return 1
-    manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
-    print(format_summary(manifest, str(manifest_path.parent)))
+    print(format_summary(Manifest.load(manifest_path.parent), str(manifest_path.parent)))
     print(f"runner log: {log_file}")
     return 0
 

@@ -7,54 +7,52 @@ import argparse
 import sys
 from typing import Any
 
-from tacl_scale.data import DatasetError, PretrainDataset
+from tacl_scale.data import DatasetError, Manifest, PretrainDataset
+from tacl_scale.data.manifest import FORMAT_NAME
 
 from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
 
 
-def format_summary(manifest: dict[str, Any], path: str) -> str:
+def format_summary(manifest: Manifest, path: str) -> str:
     """Human-readable summary of a manifest: counts, token stats, masking, skips."""
-    t = manifest["totals"]
-    tok = manifest["tokenizer"]
-    masking = manifest["masking"]
-    instances = max(t["instances"], 1)
-    masked = max(t["masked"], 1)
+    t, tok, masking = manifest.train.totals, manifest.tokenizer, manifest.masking
+    instances = max(t.instances, 1)
+    masked = max(t.masked, 1)
+    carried = f"carried in {tok.path}" if tok.portable else f"read from {tok.path}"
     lines = [
         f"dataset {path}",
-        f"  format {manifest['format']} v{manifest['format_version']}, language "
-        f"{manifest['language']}, {manifest['num_shards']} shard(s), {manifest['token_dtype']} tokens",
-        f"  tokenizer {tok['kind']} {tok['file']} (vocab {tok['vocab_size']}, sha256 "
-        f"{tok['sha256'][:12]}…, lowercase {tok['lowercase']})",
-        f"  documents {t['documents']:,}  instances {t['instances']:,}  tokens {t['tokens']:,}  "
-        f"mean length {t['tokens'] / instances:.1f} / max {manifest['max_seq_len']}",
-        *([f"  NSP random next {t['random_next'] / instances:.1%}",
-           f"  masked {t['masked']:,} = {t['masked'] / max(t['maskable'], 1):.2%} of maskable tokens "
-           f"(target {masking['masked_lm_prob']:.0%}, at most {masking['max_predictions_per_seq']}"
-           f"{', whole words' if masking['whole_word_masking'] else ''}); "
-           f"[MASK] {t['mask_token'] / masked:.1%}  random {t['random_token'] / masked:.1%}  "
-           f"kept {t['kept_token'] / masked:.1%}"]
-          if manifest.get("static_masks", True) else
+        f"  format {FORMAT_NAME} v{manifest.format_version}, language {manifest.language}, "
+        f"{manifest.train.num_shards} shard(s), {manifest.token_dtype} tokens",
+        f"  tokenizer {tok.kind} {tok.file} (vocab {tok.vocab_size}, sha256 {tok.sha256[:12]}…, lowercase "
+        f"{tok.lowercase}; {carried})",
+        f"  documents {t.documents:,}  instances {t.instances:,}  tokens {t.tokens:,}  "
+        f"mean length {t.tokens / instances:.1f} / max {manifest.max_seq_len}",
+        *([f"  NSP random next {t.random_next / instances:.1%}",
+           f"  masked {t.masked:,} = {t.masked / max(t.maskable, 1):.2%} of maskable tokens "
+           f"(target {masking.masked_lm_prob:.0%}, at most {masking.max_predictions_per_seq}"
+           f"{', whole words' if masking.whole_word_masking else ''}); "
+           f"[MASK] {t.mask_token / masked:.1%}  random {t.random_token / masked:.1%}  "
+           f"kept {t.kept_token / masked:.1%}"]
+          if manifest.static_masks else
           ["  single-segment instances ([CLS] sentence [SEP]): no NSP pairs, no static masks "
            "(train with --objectives mirror, or --dynamic-masking for mlm/tacl)"]),
-        f"  dupe factor {manifest['dupe_factor']}, seed {manifest['seed']}, "
-        f"{len(manifest['sources'])} source file(s), "
-        f"{sum(s['bytes'] for s in manifest['sources']) / 1e6:.1f} MB",
+        f"  dupe factor {manifest.dupe_factor}, seed {manifest.seed}, {len(manifest.sources)} source file(s), "
+        f"{sum(s.bytes for s in manifest.sources) / 1e6:.1f} MB",
     ]
-    histogram = t.get("length_histogram", {})
-    if histogram:
-        peak = max(histogram.values())
+    if t.length_histogram:
+        peak = max(t.length_histogram.values())
         lines.append("  instance lengths:")
-        for start, count in histogram.items():
+        for start, count in t.length_histogram.items():
             bar = "#" * max(1, round(30 * count / peak))
-            lines.append(f"    {int(start) + 1:4d}-{int(start) + 32:<4d} {count:8,d} {bar}")
-    validation = manifest.get("validation")
-    if validation:
-        v = validation["totals"]
-        lines.append(f"  validation split: {validation['fraction']:.2%} of documents by hash: {v['documents']:,} "
-                     f"documents, {v['instances']:,} instances in {validation['num_shards']} shard(s)")
-    for warning in manifest.get("warnings", []):
+            lines.append(f"    {start + 1:4d}-{start + 32:<4d} {count:8,d} {bar}")
+    validation = manifest.validation
+    if validation is not None:
+        v = validation.totals
+        lines.append(f"  validation split: {validation.fraction:.2%} of documents by hash: {v.documents:,} "
+                     f"documents, {v.instances:,} instances in {validation.num_shards} shard(s)")
+    for warning in manifest.warnings:
         lines.append(f"  warning: {warning}")
-    skipped = {k: v for k, v in manifest["skips"].items() if v}
+    skipped = {k: v for k, v in manifest.skips.items() if v}
     lines.append("  skipped: " + (", ".join(f"{k} {v:,}" for k, v in skipped.items()) or "none"))
     return "\n".join(lines)
 
@@ -80,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", "--num-instances", type=int, default=3, help="instances to decode")
     p.add_argument("--start", type=int, default=0, help="first instance to decode")
     p.add_argument("--tokenizer", default=None,
-                   help="tokenizer to decode with (default: the path in the manifest)")
+                   help="tokenizer to decode with (default: the dataset's own copy, or the path its manifest "
+                   "records for datasets built before format 3)")
     args = p.parse_args(argv)
     try:
         dataset = PretrainDataset(args.directory)
@@ -92,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.num_instances <= 0 or len(dataset) == 0:
         return 0
     try:
-        tokenizer = load_tokenizer(TokenizerConfig(args.tokenizer or manifest["tokenizer"]["path"]))
+        recorded = manifest.tokenizer
+        config = (TokenizerConfig(args.tokenizer) if args.tokenizer else
+                  TokenizerConfig(str(recorded.location(dataset.path)), recorded.lowercase))
+        tokenizer = load_tokenizer(config)
         id_to_token = tokenizer.id_to_token
     except TokenizerError as err:
         print(f"(decoding with ids only: {err})")

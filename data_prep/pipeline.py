@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import threading
 import time
@@ -33,16 +32,11 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from tacl_scale.data.manifest import ShardRecord, atomic_write
+
 from .config import BuildConfig
 from .documents import SKIP_KINDS, DocumentProcessor, shard_key
-from .shards import (
-    TMP_DIR_NAME,
-    SpillWriter,
-    TokenizerFacts,
-    build_shard,
-    make_manifest,
-    write_manifest_atomically,
-)
+from .shards import TMP_DIR_NAME, SpillWriter, TokenizerFacts, build_shard, make_manifest
 from .sources import ReadProgress, WorkUnit, read_records
 from .units import completed_units, part_prefix, progress_line, read_marker, unit_bytes, write_marker
 
@@ -158,25 +152,20 @@ class BuildShard(beam.DoFn):
         started = time.monotonic()
         entry = build_shard(shard, list(prefixes), self.config, self.facts)
         write_entry(Path(self.config.output.directory) / TMP_DIR_NAME, entry)
-        Metrics.counter(METRICS_NAMESPACE, "instances").inc(entry["num_instances"])
-        log.info(
-            "built %s: %d documents, %d instances in %.1f s",
-            entry["name"], entry["num_documents"], entry["num_instances"],
-            time.monotonic() - started,
-        )
+        Metrics.counter(METRICS_NAMESPACE, "instances").inc(entry.counts.instances)
+        log.info("built %s: %d documents, %d instances in %.1f s", entry.name, entry.counts.documents,
+                 entry.counts.instances, time.monotonic() - started)
         yield shard
 
 
 ENTRIES_DIR = "entries"
 
 
-def write_entry(tmp_dir: Path, entry: dict[str, Any]) -> None:
-    """A built shard's manifest entry, written by rename."""
+def write_entry(tmp_dir: Path, entry: ShardRecord) -> None:
+    """A built shard's manifest record, written by rename."""
     directory = tmp_dir / ENTRIES_DIR
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{entry['key']}.json.tmp"
-    tmp.write_text(json.dumps(entry), encoding="utf-8")
-    os.replace(tmp, directory / f"{entry['key']}.json")
+    atomic_write(directory / f"{entry.key}.json", json.dumps(entry.to_json()))
 
 
 def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]) -> Path:
@@ -185,32 +174,27 @@ def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]
     the manifest (last)."""
     directory = Path(config.output.directory)
     tmp_dir = directory / TMP_DIR_NAME
-    shards = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((tmp_dir / ENTRIES_DIR).glob("*.json"))]
-    built = {s["key"] for s in shards}
+    shards = [ShardRecord.from_json(json.loads(p.read_text(encoding="utf-8")))
+              for p in sorted((tmp_dir / ENTRIES_DIR).glob("*.json"))]
+    built = {s.key for s in shards}
     shards += [build_shard(k, [], config, facts) for k in config.output.shard_keys if k not in built]
     skip_counts = dict.fromkeys(SKIP_KINDS, 0)
     for marker in completed_units(tmp_dir):
         for kind, count in marker["skips"].items():
             skip_counts[kind] = skip_counts.get(kind, 0) + count
-    skip_counts["duplicate_documents"] += sum(s["duplicate_documents"] for s in shards)
+    skip_counts["duplicate_documents"] += sum(s.duplicate_documents for s in shards)
     shutil.rmtree(tmp_dir, ignore_errors=True)
-    if sum(s["num_instances"] for s in shards if s["split"] == "train") == 0:
+    if sum(s.counts.instances for s in shards if s.split == "train") == 0:
         raise EmptyDatasetError(
             f"{directory}: no instance was built from {len(context['sources'])} input file(s); "
             f"skipped: {skip_counts}"
         )
-    manifest = make_manifest(
-        config,
-        context["tokenizer"],
-        shards,
-        skip_counts,
-        context["sources"],
-        context["pipeline_options"],
-        facts,
-    )
-    for warning in manifest["warnings"]:
+    tokenizer = context["tokenizer"].copy_into(directory, context["tokenizer_sha256"])
+    manifest = make_manifest(config, tokenizer, shards, skip_counts, context["sources"],
+                             context["pipeline_options"], facts)
+    for warning in manifest.warnings:
         log.warning("%s", warning)
-    return write_manifest_atomically(directory, manifest)
+    return manifest.write(directory)
 
 
 def build_pipeline(pipeline: beam.Pipeline, units: list[WorkUnit], config: BuildConfig,

@@ -27,10 +27,15 @@ import numpy as np
 
 from tacl_scale.data.indexed import IndexedReader, IndexedWriter, smallest_token_dtype
 from tacl_scale.data.manifest import (
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    MANIFEST_NAME,
     META_DTYPE,
+    Counts,
+    Manifest,
+    MaskingRecord,
+    ShardFile,
+    ShardRecord,
+    SourceRecord,
+    SplitRecord,
+    TokenizerRecord,
     shard_file_names,
     shard_name,
 )
@@ -47,16 +52,16 @@ LENGTH_BIN = 32  # width of the instance-length histogram bins in the manifest
 MIN_DOCUMENTS_PER_SHARD = 100
 
 
-def random_b_pool_warnings(shards: list[dict[str, Any]], single_segment: bool = False) -> list[str]:
+def random_b_pool_warnings(shards: list[ShardRecord], single_segment: bool = False) -> list[str]:
     """One warning per non-empty shard whose random-B pool is small (none for
     single-segment instances, which have no B)."""
     if single_segment:
         return []
     return [
-        f"{s['name']}: {s['num_documents']} documents; its random B segments come from these only "
+        f"{s.name}: {s.counts.documents} documents; its random B segments come from these only "
         f"(use fewer shards: about documents / {MIN_DOCUMENTS_PER_SHARD} at most)"
-        for s in sorted(shards, key=lambda s: s["key"])
-        if 0 < s["num_documents"] < MIN_DOCUMENTS_PER_SHARD
+        for s in sorted(shards, key=lambda s: s.key)
+        if 0 < s.counts.documents < MIN_DOCUMENTS_PER_SHARD
     ]
 
 
@@ -175,14 +180,13 @@ class ShardDocuments:
         return len(self.doc_ids)
 
 
-def _move_into_place(tmp_prefix: Path, directory: Path, name: str,
-                     word_starts: bool) -> dict[str, dict[str, int | str]]:
-    files: dict[str, dict[str, int | str]] = {}
+def _move_into_place(tmp_prefix: Path, directory: Path, name: str, word_starts: bool) -> dict[str, ShardFile]:
+    files: dict[str, ShardFile] = {}
     for key, file_name in shard_file_names(name, word_starts).items():
         tmp_file = tmp_prefix.parent / file_name
         target = directory / file_name
         os.replace(tmp_file, target)
-        files[key] = {"name": file_name, "bytes": target.stat().st_size}
+        files[key] = ShardFile(file_name, target.stat().st_size)
     return files
 
 
@@ -235,7 +239,8 @@ def document_instances(docs: ShardDocuments, doc_index: int, config: BuildConfig
 
 def _count(stats: dict[str, int], histogram: dict[int, int], instances: DocumentInstances,
            mask_id: int) -> None:
-    """Add a document's instances to the shard's manifest statistics."""
+    """Add a document's instances to the shard's statistics (the fields of
+    :class:`~tacl_scale.data.manifest.Counts`)."""
     for length in instances.lengths:
         bin_start = (length - 1) // LENGTH_BIN * LENGTH_BIN
         histogram[bin_start] = histogram.get(bin_start, 0) + 1
@@ -245,11 +250,11 @@ def _count(stats: dict[str, int], histogram: dict[int, int], instances: Document
     is_mask = placed == mask_id
     mask_count = int(np.count_nonzero(is_mask))
     kept_count = int(np.count_nonzero(~is_mask & (placed == original)))
-    stats["num_instances"] += len(instances.pairs)
-    stats["num_tokens"] += len(instances.tokens)
-    stats["num_random_next"] += sum(pair.is_random_next for pair in instances.pairs)
-    stats["num_maskable"] += int(np.count_nonzero(instances.maskable))
-    stats["num_masked"] += len(placed)
+    stats["instances"] += len(instances.pairs)
+    stats["tokens"] += len(instances.tokens)
+    stats["random_next"] += sum(pair.is_random_next for pair in instances.pairs)
+    stats["maskable"] += int(np.count_nonzero(instances.maskable))
+    stats["masked"] += len(placed)
     stats["mask_token"] += mask_count
     stats["kept_token"] += kept_count
     stats["random_token"] += len(placed) - mask_count - kept_count
@@ -260,9 +265,9 @@ def build_shard(
     part_prefixes: Iterable[str],
     config: BuildConfig,
     facts: TokenizerFacts,
-) -> dict[str, Any]:
+) -> ShardRecord:
     """Build, mask and write the shard of key ``shard`` (a training shard, or a
-    validation one: ``OutputConfig.split_of_key``); return its manifest entry.
+    validation one: ``OutputConfig.split_of_key``); return its manifest record.
 
     Documents are visited in id order (:func:`document_instances` makes each one's
     instances). The instances of one source document form one MMIDIDX document.
@@ -279,8 +284,8 @@ def build_shard(
     if config.instances.max_seq_len > np.iinfo(np.uint16).max:
         raise ValueError("max_seq_len does not fit the uint16 masked positions")
 
-    stats = {"num_instances": 0, "num_tokens": 0, "num_random_next": 0, "num_masked": 0,
-             "num_maskable": 0, "mask_token": 0, "random_token": 0, "kept_token": 0}
+    stats = {"instances": 0, "tokens": 0, "random_next": 0, "masked": 0, "maskable": 0, "mask_token": 0,
+             "random_token": 0, "kept_token": 0}
     histogram: dict[int, int] = {}
     len_a = array("H")
     nsp = array("B")
@@ -309,106 +314,47 @@ def build_shard(
 
     files = _move_into_place(tmp_prefix, directory, name, whole_words)
     shutil.rmtree(tmp_dir, ignore_errors=True)
-    return {
-        "name": name,
-        "index": index,
-        "key": shard,
-        "split": split,
-        "files": files,
-        "num_documents": len(docs),
-        "duplicate_documents": docs.duplicates,
-        "length_histogram": {str(k): v for k, v in sorted(histogram.items())},
-        **stats,
-    }
-
-
-def summarize_shards(shards: list[dict[str, Any]]) -> dict[str, Any]:
-    """Dataset-wide totals from the per-shard entries."""
-    keys = ("num_instances", "num_tokens", "num_documents", "num_random_next", "num_masked",
-            "num_maskable", "mask_token", "random_token", "kept_token")
-    totals = {k.removeprefix("num_"): sum(s[k] for s in shards) for k in keys}
-    histogram: dict[int, int] = {}
-    for s in shards:
-        for k, v in s["length_histogram"].items():
-            histogram[int(k)] = histogram.get(int(k), 0) + v
-    totals["length_histogram"] = {str(k): v for k, v in sorted(histogram.items())}
-    return totals
-
-
-def write_manifest_atomically(directory: str | os.PathLike, manifest: dict[str, Any]) -> Path:
-    """Write ``manifest.json`` via a temporary file and a rename, so a reader sees
-    either no manifest or a complete one."""
-    target = Path(directory) / MANIFEST_NAME
-    tmp = Path(directory) / f".{MANIFEST_NAME}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
-    return target
+    counts = Counts(**stats, documents=len(docs), length_histogram=dict(sorted(histogram.items())))
+    return ShardRecord(name, index, shard, split, files, counts, docs.duplicates)
 
 
 def make_manifest(
     config: BuildConfig,
-    tokenizer_description: dict[str, Any],
-    shards: list[dict[str, Any]],
+    tokenizer: TokenizerRecord,
+    shards: list[ShardRecord],
     skips: dict[str, int],
-    sources: list[dict[str, Any]],
+    sources: list[SourceRecord],
     pipeline_options: dict[str, Any],
     facts: TokenizerFacts,
-) -> dict[str, Any]:
-    """The manifest dict (contract documented in :mod:`tacl_scale.data.manifest`)."""
+) -> Manifest:
+    """The dataset's :class:`~tacl_scale.data.manifest.Manifest`."""
     from tacl_scale import __version__
 
-    shards = sorted(shards, key=lambda s: s["key"])
-    train = [s for s in shards if s["split"] == "train"]
-    validation = [s for s in shards if s["split"] == "validation"]
     masking = config.masking
-    return {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "created_by": f"tacl-scale {__version__} data_prep.build",
-        "language": config.sentences.language,
-        "input_format": config.input.format,
-        "tokenizer": tokenizer_description,
-        "token_dtype": str(np.dtype(facts.token_dtype)),
-        "max_seq_len": config.instances.max_seq_len,
-        # "pairs": [CLS] A [SEP] B [SEP] with NSP labels; "single-segment": [CLS] sentence [SEP].
-        "instance_kind": config.instances.kind,
-        # False: masked_positions/masked_tokens hold no positions; MLM needs --dynamic-masking.
-        "static_masks": not config.instances.single_segment,
-        "short_seq_prob": config.instances.short_seq_prob,
-        "random_next_prob": config.instances.random_next_prob,
-        "masking": {
-            "masked_lm_prob": masking.masked_lm_prob,
-            "max_predictions_per_seq": config.max_predictions,
-            "mask_token_prob": masking.mask_token_prob,
-            "random_token_prob": masking.random_token_prob,
-            "keep_token_prob": round(1 - masking.mask_token_prob - masking.random_token_prob, 6),
-            "whole_word_masking": masking.whole_word_masking,
-            # Never placed as the random replacement: specials and placeholders ([unusedN], <s>...).
-            "replacement_excluded_ids": np.setdiff1d(np.arange(facts.vocab_size),
-                                                     facts.replacement_ids).tolist(),
-            "zh_segmenter": config.cleaning.zh_segmenter
-            if masking.whole_word_masking and config.sentences.language == "zh"
-            else None,
-        },
-        "dupe_factor": config.dupe_factor,
-        "seed": config.seed,
-        "num_shards": len(train),
-        "shards": train,
-        "totals": summarize_shards(train),
-        "validation": {
-            "fraction": config.output.validation_fraction,
-            "rule": VALIDATION_RULE,
-            "num_shards": len(validation),
-            "shards": validation,
-            "totals": summarize_shards(validation),
-        } if validation else None,
-        "skips": skips,
-        "warnings": random_b_pool_warnings(shards, config.instances.single_segment),
-        "sources": sources,
-        "build_config": config.to_dict(),
-        "pipeline_options": pipeline_options,
-    }
+    validation = [s for s in shards if s.split == "validation"]
+    zh_segmenter = config.cleaning.zh_segmenter if masking.whole_word_masking and config.sentences.language == "zh" \
+        else None
+    return Manifest(
+        created_by=f"tacl-scale {__version__} data_prep.build",
+        language=config.sentences.language,
+        input_format=config.input.format,
+        tokenizer=tokenizer,
+        token_dtype=str(np.dtype(facts.token_dtype)),
+        max_seq_len=config.instances.max_seq_len,
+        instance_kind=config.instances.kind,
+        static_masks=not config.instances.single_segment,
+        short_seq_prob=config.instances.short_seq_prob,
+        random_next_prob=config.instances.random_next_prob,
+        masking=MaskingRecord.of(masking, config.max_predictions, facts.replacement_ids, facts.vocab_size,
+                                 zh_segmenter),
+        dupe_factor=config.dupe_factor,
+        seed=config.seed,
+        train=SplitRecord.of([s for s in shards if s.split == "train"]),
+        validation=SplitRecord.of(validation, config.output.validation_fraction, VALIDATION_RULE)
+        if validation else None,
+        skips=skips,
+        warnings=tuple(random_b_pool_warnings(shards, config.instances.single_segment)),
+        sources=tuple(sources),
+        build_config=config.to_dict(),
+        pipeline_options=pipeline_options,
+    )

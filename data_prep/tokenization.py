@@ -10,7 +10,9 @@ refuse a model whose vocabulary differs.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tacl_scale.data.manifest import file_sha256
+from tacl_scale.data.manifest import TOKENIZER_DIR, TOKENIZER_FILES, SpecialIds, TokenizerRecord, file_sha256
 
 # Pieces never used as the random replacement of a masked token: [PAD], [unused7],
 # <s>, <unk>, ... — special or placeholder entries rather than text.
@@ -98,17 +100,38 @@ class PretrainTokenizer:
         ]
         return np.asarray(keep, dtype=np.int32)
 
-    def describe(self) -> dict[str, Any]:
-        """What the manifest records about this tokenizer."""
-        return {
-            "kind": self.kind,
-            "file": self.source_file.name,
-            "path": str(self.source_file),
-            "sha256": self.sha256,
-            "vocab_size": self.vocab_size,
-            "lowercase": self.lowercase,
-            "special_ids": dict(self.special_ids),
-        }
+    def files(self) -> tuple[Path, ...]:
+        """The files that make this tokenizer (what :func:`load_tokenizer` reads):
+        a directory's tokenizer files, or the one vocabulary or model file."""
+        if self.kind == "hf":
+            directory = self.source_file.parent
+            return tuple(directory / name for name in TOKENIZER_FILES if (directory / name).is_file())
+        return (self.source_file,)
+
+    def copy_into(self, dataset_dir: Path, sha256: str) -> TokenizerRecord:
+        """Copy this tokenizer's files into ``DATASET/tokenizer/`` (through a
+        temporary directory and a rename) and return the manifest's record, which
+        names them relative to the dataset. ``sha256``: the fingerprint taken when
+        the build started; a file changed since then is an error, not a dataset
+        whose ids and tokenizer disagree."""
+        target, tmp = dataset_dir / TOKENIZER_DIR, dataset_dir / f".{TOKENIZER_DIR}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for path in self.files():
+            shutil.copy2(path, tmp / path.name)
+        copied = file_sha256(tmp / self.source_file.name)
+        if copied != sha256:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise TokenizerError(f"{self.source_file}: changed while the dataset was being built (sha256 "
+                                 f"{sha256[:12]}… at the start, {copied[:12]}… now): build again")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+        path = TOKENIZER_DIR if self.kind == "hf" else f"{TOKENIZER_DIR}/{self.source_file.name}"
+        return TokenizerRecord(
+            kind=self.kind, file=self.source_file.name, sha256=sha256, vocab_size=self.vocab_size,
+            lowercase=self.lowercase, special_ids=SpecialIds(**self.special_ids), path=path,
+            files=tuple(p.name for p in self.files()), source=str(self.source_file.resolve()),
+        )
 
 
 class _HFTokenizer(PretrainTokenizer):

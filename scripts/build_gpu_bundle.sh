@@ -38,25 +38,22 @@ for pyver in $(printf '%s\n' "$GPU_PY" "$HERE_PY" | sort -u); do
     "pydantic-core==$(version pydantic-core)" -d "$BUNDLE.tmp/wheels"
 done
 
-# The real English sample with bert-base-uncased at the paper's length 256. The
-# tokenizer is copied in and named by a path relative to the repository root, so the
-# manifest's tokenizer path resolves wherever the repository lands.
-mkdir -p "$BUNDLE.tmp/vocab"
-cp "$EN_VOCAB" "$BUNDLE.tmp/vocab/bert-base-uncased.txt"
+# The real English sample with bert-base-uncased at the paper's length 256 (the
+# dataset carries its tokenizer, so it works wherever the bundle lands).
 mv "$BUNDLE.tmp" "$BUNDLE.build" && rm -rf "$BUNDLE" && mv "$BUNDLE.build" "$BUNDLE"
-VOCAB_REL=$("$PY" -c "import os, sys; print(os.path.relpath(sys.argv[1]))" "$BUNDLE/vocab/bert-base-uncased.txt")
-"$PY" -m data_prep.build --input "$EN_DUMP" --tokenizer "$VOCAB_REL" \
+"$PY" -m data_prep.build --input "$EN_DUMP" --tokenizer "$EN_VOCAB" \
   --output "$BUNDLE/data/enwiki-bert-base-uncased-256" --num-shards 2 --max-seq-len 256 --dupe-factor 5 \
   --quiet > /dev/null
 "$PY" - "$BUNDLE" <<'PYCODE'
 import json, pathlib, sys
+from tacl_scale.data import Manifest
 bundle = pathlib.Path(sys.argv[1])
 wheels = sorted(p.name for p in (bundle / "wheels").glob("*.whl"))
-manifest = json.loads((bundle / "data/enwiki-bert-base-uncased-256/manifest.json").read_text())
+manifest = Manifest.load(bundle / "data/enwiki-bert-base-uncased-256")
 packages = ["deepspeed", "hjson", "annotated-types", "typing-inspection", "typing-extensions", "pydantic",
             "pydantic-core"]
 info = {"packages": packages, "wheels": wheels, "dataset": "data/enwiki-bert-base-uncased-256",
-        "instances": manifest["totals"]["instances"], "vocab": "vocab/bert-base-uncased.txt"}
+        "instances": manifest.train.totals.instances}
 (bundle / "bundle.json").write_text(json.dumps(info, indent=2))
 size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
 print(f"GPU bundle in {bundle}: {len(wheels)} wheels, {info['instances']} instances, {size / 2**20:.1f} MiB")

@@ -25,21 +25,25 @@ import torch
 from transformers import BertConfig, BertForPreTraining
 
 from .checkpoint import newest_verified_tag
+from .data import PretrainDataset
+from .data.manifest import TOKENIZER_FILES
 
 RUN_FILE = "run.json"
 TOKENIZER_DIR = "tokenizer"
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 MODULE_PREFIX = "student."  # the student's parameters inside the engine's PretrainingModule
 
 
-def tokenizer_source(model_path: str, manifest: dict[str, Any]) -> dict[str, Any]:
+def tokenizer_source(model_path: str, dataset: PretrainDataset) -> dict[str, Any]:
     """Where the exported model's tokenizer comes from: the model directory's own
-    files, or else the dataset's vocabulary."""
+    files, or else the dataset's tokenizer (its own copy, from format 3 on)."""
     model_dir = Path(model_path)
     if model_dir.is_dir() and any((model_dir / name).is_file() for name in TOKENIZER_FILES):
         return {"directory": str(model_dir.resolve())}
-    tok = manifest["tokenizer"]
-    return {"vocab_file": str(Path(tok["path"]).resolve()), "lowercase": tok.get("lowercase"), "kind": tok["kind"]}
+    tok = dataset.manifest.tokenizer
+    location = tok.location(dataset.path).resolve()
+    if tok.kind == "hf":  # a tokenizer directory (format 2 recorded the file fingerprinted in it)
+        return {"directory": str(location if location.is_dir() else location.parent)}
+    return {"vocab_file": str(location), "lowercase": tok.lowercase, "kind": tok.kind}
 
 
 def write_tokenizer(source: dict[str, Any], out: Path) -> None:

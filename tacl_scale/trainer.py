@@ -40,7 +40,7 @@ from .data.loader import (
     collate,
     sequence_lengths,
 )
-from .data.manifest import file_sha256, has_validation
+from .data.manifest import file_sha256
 from .data.shuffle import DIGEST_MODULUS, BatchLayout, GlobalOrder, sample_digest
 from .data.views import MirrorViews
 from .distributed import Distributed
@@ -104,23 +104,23 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
 def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_path: str) -> None:
     """Refuse a dataset whose tokenizer does not match the model, or whose
     sequences are longer than the model's positions."""
-    first = datasets[0].manifest["tokenizer"]
+    first = datasets[0].manifest.tokenizer
     for ds in datasets[1:]:
-        if ds.manifest["tokenizer"]["sha256"] != first["sha256"]:
+        if ds.manifest.tokenizer.sha256 != first.sha256:
             raise TrainError(f"{ds.path}: tokenizer differs from {datasets[0].path}'s")
     vocab_file = Path(model_path) / "vocab.txt"
-    if vocab_file.is_file() and file_sha256(vocab_file) != first["sha256"]:
+    if vocab_file.is_file() and file_sha256(vocab_file) != first.sha256:
         raise TrainError(
-            f"{datasets[0].path} was tokenized with {first['file']} (sha256 {first['sha256'][:12]}…) but "
+            f"{datasets[0].path} was tokenized with {first.file} (sha256 {first.sha256[:12]}…) but "
             f"the model's {vocab_file} differs: rebuild the dataset with --tokenizer {vocab_file}"
         )
     config = student.config
-    if first["vocab_size"] > config.vocab_size:
-        raise TrainError(f"{datasets[0].path}: vocabulary of {first['vocab_size']} tokens, the model has "
+    if first.vocab_size > config.vocab_size:
+        raise TrainError(f"{datasets[0].path}: vocabulary of {first.vocab_size} tokens, the model has "
                          f"{config.vocab_size} embeddings ({model_path})")
     for ds in datasets:
-        if ds.manifest["max_seq_len"] > config.max_position_embeddings:
-            raise TrainError(f"{ds.path}: sequences up to {ds.manifest['max_seq_len']} tokens, the model "
+        if ds.manifest.max_seq_len > config.max_position_embeddings:
+            raise TrainError(f"{ds.path}: sequences up to {ds.manifest.max_seq_len} tokens, the model "
                              f"has {config.max_position_embeddings} positions ({model_path})")
 
 
@@ -130,12 +130,12 @@ def check_data_and_objectives(datasets: list[PretrainDataset], config: TrainConf
     ``--dynamic-masking`` makes them."""
     objectives = config.objective.objectives
     for ds in datasets:
-        kind = ds.manifest.get("instance_kind", "pairs")
+        kind = ds.manifest.instance_kind
         if "nsp" in objectives and kind != "pairs":
             raise TrainError(f"{ds.path}: {kind} instances have no sentence pairs for nsp: train it with "
                              "--objectives mirror (or mlm/tacl with --dynamic-masking), or build with pairs")
         needs_masks = [o for o in ("mlm", "tacl") if o in objectives]
-        if needs_masks and not ds.manifest.get("static_masks", True) and not config.data.dynamic_masking:
+        if needs_masks and not ds.manifest.static_masks and not config.data.dynamic_masking:
             raise TrainError(f"{ds.path}: built without static masks, which {','.join(needs_masks)} needs: add "
                              "--dynamic-masking")
 
@@ -255,7 +255,7 @@ class Trainer:
         """Evaluation runs on the validation split of the --data directories, never
         on training instances; without a split it is off, or refused if asked for."""
         asked = self.config.eval_every
-        with_split = [d.path for d in self.datasets if has_validation(d.manifest)]
+        with_split = [d.path for d in self.datasets if d.manifest.has_validation]
         if asked is None:
             if not with_split and self.dist.is_main:
                 log.info("no validation split in --data: held-out evaluation is off (build with "
@@ -334,7 +334,7 @@ class Trainer:
         tokenizer_dir = self.run_dir / "tokenizer"
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            source = tokenizer_source(self.config.model, self.datasets[0].manifest)
+            source = tokenizer_source(self.config.model, self.datasets[0])
             tokenizer_dir = snapshot_tokenizer(source, self.run_dir)
             if Path(self.config.model).is_file() and not (self.run_dir / "initial").exists():
                 export_student(self.student, self.run_dir / "initial", tokenizer_dir)
@@ -380,7 +380,7 @@ class Trainer:
             "unpad": self.unpad,
             "fused_optimizer": fused,
             "student_config": student_config_dict(self.student),
-            "tokenizer_source": tokenizer_source(self.config.model, self.datasets[0].manifest),
+            "tokenizer_source": tokenizer_source(self.config.model, self.datasets[0]),
             "deepspeed_config": self.ds_config,
         }
         tmp = self.run_dir / f".{RUN_FILE}.tmp"
@@ -404,8 +404,8 @@ class Trainer:
         if "mirror" in config.objective.objectives:  # the datasets share one tokenizer (checked)
             views = MirrorViews.for_manifest(self.datasets[0].manifest, config.seed,
                                              config.objective.mirror.span_tokens)
-        max_len = max(d.manifest["max_seq_len"] for d in self.datasets)
-        padded = CollateConfig(pad_id=self.datasets[0].manifest["tokenizer"]["special_ids"]["pad"],
+        max_len = max(d.manifest.max_seq_len for d in self.datasets)
+        padded = CollateConfig(pad_id=self.datasets[0].manifest.tokenizer.special_ids.pad,
                                pad_to_multiple_of=config.data.pad_to_multiple_of,
                                pad_to_length=max_len if config.data.pad_to_max_length else None)
         train_collate = CollateConfig(padded.pad_id, padded.pad_to_multiple_of, padded.pad_to_length, self.unpad)
@@ -422,7 +422,7 @@ class Trainer:
         eval_batches: list[dict[str, Any]] = []
         if self.eval_every and self.dist.is_main:
             validation = BlendedDatasets(
-                [PretrainDataset(d.path, split="validation") for d in self.datasets if has_validation(d.manifest)])
+                [PretrainDataset(d.path, split="validation") for d in self.datasets if d.manifest.has_validation])
             count = min(config.eval_instances, len(validation))
             chosen = np.unique(np.linspace(0, len(validation) - 1, count).round().astype(np.int64)).tolist()
             held_out = TrainingInstances(validation, views=views)

@@ -58,8 +58,8 @@ def statistics(items: list[dict], excluded: set[int]) -> dict[str, float]:
 
 def test_dynamic_masks_follow_the_static_rules(datasets: dict[str, PretrainDataset]) -> None:
     ds = datasets["wwm"]
-    assert ds.manifest["masking"]["whole_word_masking"] and "word_starts" in ds[0]
-    excluded = set(ds.manifest["masking"]["replacement_excluded_ids"])
+    assert ds.manifest.masking.whole_word_masking and "word_starts" in ds[0]
+    excluded = set(ds.manifest.masking.replacement_excluded_ids)
     assert {0, 1, 100, 101, 102, 103} <= excluded and len(excluded) > 900  # specials and [unusedN]
     static = [ds[i] for i in range(len(ds))]
     dynamic = TrainingInstances(ds, [DynamicMasking.for_dataset(ds, seed=7)])
@@ -78,7 +78,7 @@ def test_each_blended_dataset_keeps_its_own_rules(datasets: dict[str, PretrainDa
     wwm, plain = datasets["wwm"], datasets["plain"]
     blend = BlendedDatasets([wwm, plain])
     dynamic = TrainingInstances(blend, [DynamicMasking.for_dataset(wwm, 1), DynamicMasking.for_dataset(plain, 1)])
-    excluded = set(wwm.manifest["masking"]["replacement_excluded_ids"])
+    excluded = set(wwm.manifest.masking.replacement_excluded_ids)
     first = statistics([dynamic[(0, i)] for i in range(0, len(wwm), 3)], excluded)
     second = statistics([dynamic[(0, len(wwm) + i)] for i in range(0, len(plain), 3)], excluded)
     assert first["share"] == pytest.approx(0.15, abs=0.01) and first["cut_words"] == 0.0
@@ -86,8 +86,8 @@ def test_each_blended_dataset_keeps_its_own_rules(datasets: dict[str, PretrainDa
 
 
 def test_a_dataset_without_recorded_rules_is_refused() -> None:
-    manifest = {"masking": {"masked_lm_prob": 0.15, "max_predictions_per_seq": 20, "mask_token_prob": 0.8,
-                            "random_token_prob": 0.1, "whole_word_masking": False},
-                "tokenizer": {"special_ids": {"mask": 4}, "vocab_size": 10}}
+    from test_loader import _manifest
+
+    manifest = _manifest(10, excluded=None)  # a version-1 dataset that did not record its replacement ids
     with pytest.raises(DatasetError, match="old-ds: built before.*rebuild"):
         DynamicMasking.for_dataset(SimpleNamespace(manifest=manifest, path=Path("old-ds")), seed=1)

@@ -66,10 +66,9 @@ def test_the_bundle_holds_what_the_gpu_image_lacks(bundle: Path) -> None:
 def test_the_offline_venv_trains_through_the_launcher(offline_venv: Path, bundle: Path,
                                                                      tmp_path: Path) -> None:
     """What a user on an offline GPU node runs: the venv's ``deepspeed`` launcher on
-    train.py, on the interpreter's own torch; two ranks with mirror (its cross-rank
-    gather) and TaCL. The venv imports the project from any directory; the launch
-    runs from the checkout, because the bundle's dataset names its vocabulary by a
-    path relative to it."""
+    train.py, from another directory, on the interpreter's own torch; two ranks with
+    mirror (its cross-rank gather) and TaCL. The bundle's dataset carries its
+    tokenizer, so nothing depends on where it was built."""
     probe = subprocess.run([str(offline_venv / "bin" / "python"), "-c",
                             "import deepspeed, torch, tacl_scale; print(deepspeed.__file__, torch.__file__, "
                             "tacl_scale.__file__)"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
@@ -87,7 +86,7 @@ def test_the_offline_venv_trains_through_the_launcher(offline_venv: Path, bundle
                           "--data", str(data), "--model", str(model), "--output", str(tmp_path / "run"),
                           "--steps", "2", "--batch-size", "4", "--micro-batch-size", "2", "--num-workers", "0",
                           "--objectives", "tacl,mlm,nsp,mirror"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "step 2/2" in run.stdout and (tmp_path / "run" / "export" / "model.safetensors").is_file()
 

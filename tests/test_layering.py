@@ -46,3 +46,33 @@ def test_no_top_level_package_shadows_an_installed_one() -> None:
     clashes = {name: provided[name] for name in ours
                if any(dist.lower().replace("_", "-") != "tacl-scale" for dist in provided.get(name, []))}
     assert clashes == {}
+
+
+def manifest_reads_by_key(path: Path) -> list[int]:
+    """Lines of ``manifest[...]`` and ``manifest.get(...)`` (on anything named
+    ``manifest``) in a file: reads of the JSON by string key."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        target = None
+        if isinstance(node, ast.Subscript):
+            target = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            target = node.func.value
+        name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+        if "manifest" in name:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_manifest_is_read_through_its_dataclass_only() -> None:
+    """Outside ``Manifest.from_json`` nothing reads a manifest by string key: the
+    defaults of older versions live in one place."""
+    sources = [p for folder in ("tacl_scale", "data_prep", "benchmarks", "experiments")
+               for p in sorted((ROOT / folder).rglob("*.py")) if p != ROOT / "tacl_scale" / "data" / "manifest.py"]
+    assert [f"{p.relative_to(ROOT)}:{line}" for p in sources for line in manifest_reads_by_key(p)] == []
+
+
+def test_the_key_read_check_finds_them(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text("a = ds.manifest['tokenizer']\nb = manifest.get('warnings', [])\nc = manifest.tokenizer\n")
+    assert manifest_reads_by_key(sample) == [1, 2]

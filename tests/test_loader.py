@@ -13,6 +13,7 @@ from conftest import ZH_TEXT, ZH_VOCAB, build_dataset
 
 from tacl_scale.data import PretrainDataset
 from tacl_scale.data.loader import CollateConfig, MicroBatchSampler, collate, sequence_lengths
+from tacl_scale.data.manifest import Counts, Manifest, MaskingRecord, SpecialIds, SplitRecord, TokenizerRecord
 from tacl_scale.data.shuffle import BatchLayout, GlobalOrder
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
@@ -80,12 +81,14 @@ def test_collate_real_instances(tmp_path: Path) -> None:
     assert sequence_lengths(packed).tolist() == sequence_lengths(batch).tolist() == lengths
 
 
-def _manifest(vocab_size: int = 500) -> dict:
-    return {"masking": {"masked_lm_prob": 0.15, "max_predictions_per_seq": 20, "mask_token_prob": 0.8,
-                        "random_token_prob": 0.1, "whole_word_masking": False,
-                        "replacement_excluded_ids": [0, 1, 2, 3, 4]},
-            "tokenizer": {"special_ids": {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4},
-                          "vocab_size": vocab_size}}
+def _manifest(vocab_size: int = 500, excluded: tuple[int, ...] | None = (0, 1, 2, 3, 4)) -> Manifest:
+    """A manifest with masking rules and a tokenizer, and no shards."""
+    return Manifest(
+        tokenizer=TokenizerRecord("wordpiece", "vocab.txt", "0" * 64, vocab_size, True, SpecialIds(0, 1, 2, 3, 4),
+                                  "vocab.txt"),
+        token_dtype="uint16", max_seq_len=128,
+        masking=MaskingRecord(0.15, 20, 0.8, 0.1, 0.1, False, excluded, None),
+        train=SplitRecord((), Counts()))
 
 
 def test_dynamic_masking_is_seeded_by_epoch_and_instance() -> None:

@@ -20,6 +20,7 @@ from data_prep.build import BuildError, parse_args
 from data_prep.multistream import write_multistream
 from data_prep.tokenization import TokenizerConfig, load_tokenizer
 from tacl_scale.data import DatasetError, PretrainDataset
+from tacl_scale.data.manifest import SpecialIds
 
 pytestmark = pytest.mark.slow
 
@@ -41,14 +42,14 @@ def en_dataset(tmp_path_factory: pytest.TempPathFactory) -> PretrainDataset:
 def test_english_dataset_is_well_formed(en_dataset: PretrainDataset) -> None:
     ds = en_dataset
     m = ds.manifest
-    assert m["num_shards"] == 2 and len(ds) == m["totals"]["instances"] > 1000
-    assert m["tokenizer"]["vocab_size"] == 30522 and m["token_dtype"] == "uint16"
-    assert m["tokenizer"]["special_ids"] == {"pad": 0, "unk": 100, "cls": 101, "sep": 102, "mask": 103}
+    assert m.train.num_shards == 2 and len(ds) == m.train.totals.instances > 1000
+    assert m.tokenizer.vocab_size == 30522 and m.token_dtype == "uint16"
+    assert m.tokenizer.special_ids == SpecialIds(pad=0, unk=100, cls=101, sep=102, mask=103)
     # The sample: 206 pages, 1 outside namespace 0, about 100 redirects.
-    skips = m["skips"]
+    skips = m.skips
     assert skips["not_article_namespace"] == 1
     assert 90 <= skips["redirect"] <= 100
-    assert m["totals"]["documents"] + sum(skips.values()) == 206
+    assert m.train.totals.documents + sum(skips.values()) == 206
     rng = np.random.default_rng(0)
     for i in rng.choice(len(ds), 400, replace=False).tolist():
         item = ds[i]
@@ -66,15 +67,15 @@ def test_english_dataset_is_well_formed(en_dataset: PretrainDataset) -> None:
 
 
 def test_english_dataset_statistics(en_dataset: PretrainDataset) -> None:
-    t = en_dataset.manifest["totals"]
-    assert 0.45 <= t["random_next"] / t["instances"] <= 0.60
-    assert t["masked"] / t["maskable"] == pytest.approx(0.15, abs=0.005)
-    assert t["mask_token"] / t["masked"] == pytest.approx(0.8, abs=0.01)
-    assert t["random_token"] / t["masked"] == pytest.approx(0.1, abs=0.01)
-    assert t["kept_token"] / t["masked"] == pytest.approx(0.1, abs=0.01)
+    t = en_dataset.manifest.train.totals
+    assert 0.45 <= t.random_next / t.instances <= 0.60
+    assert t.masked / t.maskable == pytest.approx(0.15, abs=0.005)
+    assert t.mask_token / t.masked == pytest.approx(0.8, abs=0.01)
+    assert t.random_token / t.masked == pytest.approx(0.1, abs=0.01)
+    assert t.kept_token / t.masked == pytest.approx(0.1, abs=0.01)
     # The manifest's counts agree with the instances themselves.
     labels = [en_dataset[i]["nsp_label"] for i in range(0, len(en_dataset), 7)]
-    assert abs(np.mean(labels) - t["random_next"] / t["instances"]) < 0.05
+    assert abs(np.mean(labels) - t.random_next / t.instances) < 0.05
 
 
 def test_reader_round_trip_decodes_wikipedia_text(en_dataset: PretrainDataset) -> None:
@@ -94,10 +95,10 @@ def test_shards_open_with_megatron_core(en_dataset: PretrainDataset) -> None:
     prefix = en_dataset.path / "shard-00000"
     meg = IndexedDataset(str(prefix))
     ours = PretrainDataset(en_dataset.path)
-    assert len(meg) == ours.manifest["shards"][0]["num_instances"]
+    assert len(meg) == ours.manifest.train.shards[0].counts.instances
     for i in (0, len(meg) // 2, len(meg) - 1):
         np.testing.assert_array_equal(meg[i].astype(np.int64), ours[i]["original_ids"])
-    assert len(meg.document_indices) == ours.manifest["shards"][0]["num_documents"] + 1
+    assert len(meg.document_indices) == ours.manifest.train.shards[0].counts.documents + 1
 
 
 def test_determinism_across_workers_and_seeds(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -143,9 +144,9 @@ def test_a_token_past_the_repeated_lines_of_bert_base_chinese(tmp_path: Path) ->
     out = build_dataset(tmp_path / "ds", "--input", str(text), "--format", "text", "--language", "zh",
                         "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10")
     ds = PretrainDataset(out)
-    assert ds.manifest["tokenizer"]["vocab_size"] == 21128
+    assert ds.manifest.tokenizer.vocab_size == 21128
     assert any(21127 in ds[i]["original_ids"] for i in range(len(ds)))
-    excluded = set(ds.manifest["masking"]["replacement_excluded_ids"])
+    excluded = set(ds.manifest.masking.replacement_excluded_ids)
     lines = ZH_VOCAB.read_text(encoding="utf-8").split("\n")[:21128]
     last_line_of = {token: i for i, token in enumerate(lines)}
     shadowed = {i for i, token in enumerate(lines) if last_line_of[token] != i}
@@ -157,7 +158,7 @@ def test_chinese_whole_word_masking_pre_segmented(tmp_path: Path) -> None:
                         "--language", "zh", "--tokenizer", str(ZH_VOCAB), "--whole-word-masking",
                         "--zh-segmenter", "pre-segmented", "--min-doc-chars", "10")
     ds = PretrainDataset(out)
-    assert ds.manifest["masking"]["whole_word_masking"] is True
+    assert ds.manifest.masking.whole_word_masking is True
     tok = load_tokenizer(TokenizerConfig(str(ZH_VOCAB)))
     # Words of the segmented file: every masked position must cover whole words.
     words = {w.lower() for line in ZH_SEGMENTED.read_text(encoding="utf-8").split("\n") for w in line.split()}
@@ -199,7 +200,7 @@ def test_chinese_jieba_and_traditional_conversion(tmp_path: Path) -> None:
     tok = load_tokenizer(TokenizerConfig(str(ZH_VOCAB)))
     text = "".join(tok.id_to_token(int(t)) for i in range(len(ds)) for t in ds[i]["original_ids"])
     assert "这个国家" in text and "這" not in text
-    assert ds.manifest["masking"]["zh_segmenter"] == "jieba"
+    assert ds.manifest.masking.zh_segmenter == "jieba"
 
 
 def test_wikiextractor_json_and_hf_directory_tokenizer(tmp_path: Path) -> None:
@@ -220,11 +221,11 @@ def test_wikiextractor_json_and_hf_directory_tokenizer(tmp_path: Path) -> None:
     out = build_dataset(tmp_path / "ds", "--input", str(src), "--format", "wikiextractor-json",
                         "--tokenizer", str(tok_dir), "--max-seq-len", "64")
     ds = PretrainDataset(out)
-    assert ds.manifest["tokenizer"]["kind"] == "hf"
-    assert ds.manifest["tokenizer"]["special_ids"]["mask"] == 103
-    assert ds.manifest["tokenizer"]["vocab_size"] == 30522
-    assert ds.manifest["totals"]["documents"] == 6
-    assert ds.manifest["skips"]["malformed_json_lines"] == 1
+    assert ds.manifest.tokenizer.kind == "hf"
+    assert ds.manifest.tokenizer.special_ids.mask == 103
+    assert ds.manifest.tokenizer.vocab_size == 30522
+    assert ds.manifest.train.totals.documents == 6
+    assert ds.manifest.skips["malformed_json_lines"] == 1
 
 
 def test_sentencepiece_tokenizer(tmp_path: Path) -> None:
@@ -244,11 +245,11 @@ def test_sentencepiece_tokenizer(tmp_path: Path) -> None:
                         "--tokenizer", str(tmp_path / "sp.model"), "--max-seq-len", "64",
                         "--whole-word-masking")
     ds = PretrainDataset(out)
-    assert ds.manifest["tokenizer"]["kind"] == "sentencepiece"
-    assert ds.manifest["token_dtype"] == "uint8"
-    specials = ds.manifest["tokenizer"]["special_ids"]
+    assert ds.manifest.tokenizer.kind == "sentencepiece"
+    assert ds.manifest.token_dtype == "uint8"
+    specials = ds.manifest.tokenizer.special_ids
     item = ds[0]
-    assert item["original_ids"][0] == specials["cls"] and item["original_ids"][-1] == specials["sep"]
+    assert item["original_ids"][0] == specials.cls and item["original_ids"][-1] == specials.sep
 
 
 # ---------------------------------------------------------------- bad input
@@ -309,7 +310,7 @@ def test_non_utf8_in_xml_is_an_error_and_in_text_a_counted_skip(tmp_path: Path) 
     text.write_bytes(good.encode() + b"\nbad \xff\xfe line\n\n" + good.encode() + b"\n")
     out = build_dataset(tmp_path / "ok", "--input", str(text), "--format", "text",
                         "--tokenizer", str(EN_VOCAB), "--max-seq-len", "64")
-    assert PretrainDataset(out).manifest["skips"]["invalid_utf8_lines"] == 1
+    assert PretrainDataset(out).manifest.skips["invalid_utf8_lines"] == 1
 
 
 def test_everything_skipped_writes_no_dataset(tmp_path: Path) -> None:
@@ -328,7 +329,7 @@ def test_existing_dataset_is_kept_unless_overwrite(tmp_path: Path) -> None:
         build_dataset(out, *args, "--seed", "99")
     assert shard_bytes(out) == before and len(PretrainDataset(out)) > 0
     build_dataset(out, *args, "--seed", "99", "--overwrite")
-    assert PretrainDataset(out).manifest["seed"] == 99
+    assert PretrainDataset(out).manifest.seed == 99
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "notes.txt").write_text("mine")
     with pytest.raises(BuildError, match="not empty"):

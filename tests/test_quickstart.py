@@ -30,18 +30,18 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
     ds = PretrainDataset(tmp_path / "qs" / "dataset")
     # The small-shard warnings are shown once (in the summary), not again by the build.
     shown = (res.stdout + res.stderr).count("random B segments come from these only")
-    assert shown == len(ds.manifest["warnings"]) > 0
-    assert ds.manifest["num_shards"] == 2 and len(ds) > 500
+    assert shown == len(ds.manifest.warnings) > 0
+    assert ds.manifest.train.num_shards == 2 and len(ds) > 500
     assert len(PretrainDataset(tmp_path / "qs" / "dataset", split="validation")) > 0  # evaluated at step 30
     # The generated dump exercises the filters.
-    skips = ds.manifest["skips"]
+    skips = ds.manifest.skips
     assert skips["redirect"] > 0 and skips["not_article_namespace"] > 0 and skips["empty_page"] == 1
     # ... then trained through the deepspeed launcher and exported.
     assert "step 30/30" in res.stdout and "TensorBoard:" in res.stdout
     from transformers import BertForPreTraining
 
     model = BertForPreTraining.from_pretrained(tmp_path / "qs" / "run" / "export")
-    assert model.config.vocab_size == ds.manifest["tokenizer"]["vocab_size"]
+    assert model.config.vocab_size == ds.manifest.tokenizer.vocab_size
     # ... and analysed against the initial model.
     analysis = tmp_path / "qs" / "analysis"
     report = json.loads((analysis / "selfsim.json").read_text())

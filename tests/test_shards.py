@@ -22,12 +22,18 @@ from data_prep.shards import (
     TokenizerFacts,
     build_shard,
     make_manifest,
-    write_manifest_atomically,
 )
 from data_prep.tokenization import EncodedSentence, TokenizerConfig
 from tacl_scale.data import DatasetError, PretrainDataset, load_manifest
 from tacl_scale.data.indexed import IndexedReader
-from tacl_scale.data.manifest import FORMAT_VERSION, MANIFEST_NAME
+from tacl_scale.data.manifest import (
+    FORMAT_VERSION,
+    MANIFEST_NAME,
+    Manifest,
+    SourceRecord,
+    SpecialIds,
+    TokenizerRecord,
+)
 from tacl_scale.data.masking import MaskingConfig, mask_instances, mask_tokens, seeded_generators
 
 VOCAB = 30522
@@ -88,15 +94,16 @@ def spill(out: Path, parts: list[list[TokenizedDocument]], shard_of=SHARD_OF) ->
 
 
 def build(out: Path, parts: list[list[TokenizedDocument]], config: BuildConfig | None = None,
-          shard_of=SHARD_OF) -> dict:
+          shard_of=SHARD_OF) -> Manifest:
     config = config or config_for(out)
     prefixes = spill(out, parts, shard_of)
     entries = [build_shard(k, prefixes, config, FACTS) for k in range(config.output.num_shards)]
     shutil.rmtree(out / TMP_DIR_NAME)
-    manifest = make_manifest(config, {"kind": "wordpiece", "sha256": "0" * 64}, entries,
-                             {"too_short": 0}, [{"path": "synthetic.txt"}], {"runner": "none"},
-                             FACTS)
-    write_manifest_atomically(out, manifest)
+    tokenizer = TokenizerRecord("wordpiece", "vocab.txt", "0" * 64, VOCAB, True, SpecialIds(**SPECIALS),
+                                "vocab.txt")
+    manifest = make_manifest(config, tokenizer, entries, {"too_short": 0}, [SourceRecord("synthetic.txt", 0)],
+                             {"runner": "none"}, FACTS)
+    manifest.write(out)
     return manifest
 
 
@@ -143,7 +150,7 @@ def test_output_directory_layout(built):
 def test_round_trip(built):
     ds = PretrainDataset(built)
     manifest = load_manifest(built)
-    assert len(ds) == manifest["totals"]["instances"] > 20
+    assert len(ds) == manifest.train.totals.instances > 20
     max_predictions = MaskingConfig().resolved_max_predictions(MAX_SEQ_LEN)
     seen_labels = set()
     per_doc_instances: dict[str, int] = {}
@@ -197,12 +204,12 @@ def test_round_trip(built):
         counts["tokens"] += len(original)
     assert seen_labels == {0, 1}
     assert set(per_doc_instances) == {d.doc_id for d in DOCUMENTS}
-    totals = manifest["totals"]
-    assert totals["documents"] == len(DOCUMENTS)
+    totals = manifest.train.totals
+    assert totals.documents == len(DOCUMENTS)
     for key in counts:
-        assert totals[key + "_token" if key in ("mask", "random", "kept") else key] == counts[key], key
-    assert totals["maskable"] == counts["tokens"] - 3 * len(ds)
-    assert sum(totals["length_histogram"].values()) == len(ds)
+        assert getattr(totals, key + "_token" if key in ("mask", "random", "kept") else key) == counts[key], key
+    assert totals.maskable == counts["tokens"] - 3 * len(ds)
+    assert sum(totals.length_histogram.values()) == len(ds)
     # negative index and out of range
     assert np.array_equal(ds[-1]["original_ids"], ds[len(ds) - 1]["original_ids"])
     with pytest.raises(IndexError):
@@ -229,17 +236,17 @@ def test_instances_of_a_document_form_one_mmidx_document_in_id_order(built):
 
 def test_manifest_contents(built):
     manifest = load_manifest(built)
-    assert manifest["format_version"] == FORMAT_VERSION
-    assert manifest["num_shards"] == 2
-    assert manifest["max_seq_len"] == MAX_SEQ_LEN
-    assert manifest["dupe_factor"] == 2 and manifest["seed"] == 7
-    assert manifest["token_dtype"] == "uint16"
-    assert manifest["masking"]["max_predictions_per_seq"] == 8
-    assert [s["name"] for s in manifest["shards"]] == ["shard-00000", "shard-00001"]
-    for entry in manifest["shards"]:
-        assert entry["duplicate_documents"] == 0
-        for key, info in entry["files"].items():
-            assert (built / info["name"]).stat().st_size == info["bytes"], key
+    assert manifest.format_version == FORMAT_VERSION
+    assert manifest.train.num_shards == 2
+    assert manifest.max_seq_len == MAX_SEQ_LEN
+    assert manifest.dupe_factor == 2 and manifest.seed == 7
+    assert manifest.token_dtype == "uint16"
+    assert manifest.masking.max_predictions_per_seq == 8
+    assert [s.name for s in manifest.train.shards] == ["shard-00000", "shard-00001"]
+    for entry in manifest.train.shards:
+        assert entry.duplicate_documents == 0
+        for key, info in entry.files.items():
+            assert (built / info.name).stat().st_size == info.bytes, key
     assert not [p for p in built.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -279,7 +286,7 @@ def test_spill_order_and_part_split_do_not_matter(tmp_path, built):
     out = tmp_path / "other"
     manifest = build(out, [reversed_docs[:3], reversed_docs[3:9], reversed_docs[9:]])
     assert shard_bytes(out) == reference
-    assert manifest["shards"] == load_manifest(built)["shards"]
+    assert manifest.train.shards == load_manifest(built).train.shards
     out1 = tmp_path / "one-part"
     build(out1, [DOCUMENTS[1::2] + DOCUMENTS[0::2]])
     assert shard_bytes(out1) == reference
@@ -324,14 +331,14 @@ def test_shard_files_equal_the_pair_by_pair_reference(tmp_path, whole_words):
     for shard in range(2):
         expected = _reference_shard(shard, prefixes, config)
         entry = build_shard(shard, prefixes, config, FACTS)
-        name = entry["name"]
+        name = entry.name
         directory = tmp_path / "out"
         tokens = IndexedReader(directory / name)
         positions = IndexedReader(directory / f"{name}.masked_positions")
         placed = IndexedReader(directory / f"{name}.masked_tokens")
         meta = np.load(directory / f"{name}.meta.npy")
         starts = IndexedReader(directory / f"{name}.word_starts") if whole_words else None
-        assert len(tokens) == len(expected) == entry["num_instances"] > 20
+        assert len(tokens) == len(expected) == entry.counts.instances > 20
         for k, (want_tokens, want_starts, want_positions, want_placed, len_a, nsp) in enumerate(expected):
             assert tokens[k].tolist() == want_tokens
             assert positions[k].tolist() == want_positions
@@ -341,12 +348,13 @@ def test_shard_files_equal_the_pair_by_pair_reference(tmp_path, whole_words):
                 assert starts[k].astype(bool).tolist() == want_starts
         placed_all = [t for e in expected for t in e[3]]
         original = [e[0][p] for e in expected for p in e[2]]
-        assert entry["num_tokens"] == sum(len(e[0]) for e in expected)
-        assert entry["num_masked"] == len(placed_all)
-        assert entry["num_random_next"] == sum(e[5] for e in expected)
-        assert entry["mask_token"] == sum(t == MASK for t in placed_all)
-        assert entry["kept_token"] == sum(t != MASK and t == o for t, o in zip(placed_all, original, strict=True))
-        assert entry["num_maskable"] == sum(sum(not is_sp for is_sp in np.isin(e[0], list(SPECIALS.values())))
+        counts = entry.counts
+        assert counts.tokens == sum(len(e[0]) for e in expected)
+        assert counts.masked == len(placed_all)
+        assert counts.random_next == sum(e[5] for e in expected)
+        assert counts.mask_token == sum(t == MASK for t in placed_all)
+        assert counts.kept_token == sum(t != MASK and t == o for t, o in zip(placed_all, original, strict=True))
+        assert counts.maskable == sum(sum(not is_sp for is_sp in np.isin(e[0], list(SPECIALS.values())))
                                             for e in expected)
 
 
@@ -373,9 +381,9 @@ def test_duplicate_document_across_parts_is_dropped_and_counted(tmp_path, built)
     duplicated = DOCUMENTS[3]
     manifest = build(out, [DOCUMENTS[:8], DOCUMENTS[8:] + [duplicated]])
     shard = SHARD_OF[duplicated.doc_id]
-    assert manifest["shards"][shard]["duplicate_documents"] == 1
-    assert manifest["shards"][1 - shard]["duplicate_documents"] == 0
-    assert manifest["shards"][shard]["num_documents"] == load_manifest(built)["shards"][shard]["num_documents"]
+    assert manifest.train.shards[shard].duplicate_documents == 1
+    assert manifest.train.shards[1 - shard].duplicate_documents == 0
+    assert manifest.train.shards[shard].counts.documents == load_manifest(built).train.shards[shard].counts.documents
     assert shard_bytes(out) == shard_bytes(built)
 
 
@@ -396,7 +404,7 @@ def test_same_id_with_different_content_resolves_the_same_whatever_the_part_orde
         config = config_for(out, num_shards=1)
         entry = build_shard(0, prefixes, config, FACTS)
         # Same id, other content: both kept (only exact duplicates are dropped).
-        assert entry["num_documents"] == 2 and entry["duplicate_documents"] == 0
+        assert entry.counts.documents == 2 and entry.duplicate_documents == 0
         outputs.append({p.name: p.read_bytes() for p in out.iterdir() if p.name.startswith("shard-")})
     assert outputs[0] == outputs[1]
 
@@ -408,11 +416,11 @@ def test_empty_shard_in_the_middle(tmp_path):
     config = config_for(out, num_shards=3)
     shard_of = {doc_id: 2 * shard for doc_id, shard in SHARD_OF.items()}  # shards 0 and 2
     manifest = build(out, [DOCUMENTS], config, shard_of)
-    assert manifest["shards"][1]["num_instances"] == 0
-    assert manifest["shards"][1]["num_documents"] == 0
+    assert manifest.train.shards[1].counts.instances == 0
+    assert manifest.train.shards[1].counts.documents == 0
     assert IndexedReader(out / "shard-00001").num_documents == 0
     ds = PretrainDataset(out)
-    assert len(ds) == manifest["totals"]["instances"] > 0
+    assert len(ds) == manifest.train.totals.instances > 0
     shards_seen = set()
     for i in range(len(ds)):
         shard, _ = ds.locate(i)

@@ -82,7 +82,7 @@ def test_prep_wiki_job_on_the_english_dump(slurm: Path, tmp_path: Path) -> None:
     info = wait(job)
     assert info["JobState"] == "COMPLETED", (info, _logs(tmp_path))
     ds = PretrainDataset(tmp_path / "en")
-    assert len(ds) > 1000 and ds.manifest["pipeline_options"]["direct_num_workers"] == 2
+    assert len(ds) > 1000 and ds.manifest.pipeline_options["direct_num_workers"] == 2
     assert "2 worker process(es)" in _logs(tmp_path)
 
 
@@ -186,7 +186,7 @@ def test_prep_wiki_on_two_nodes_runs_a_dask_cluster(slurm: Path, tmp_path: Path)
     assert info["JobState"] == "COMPLETED" and info["NodeList"] == "n[1-2]", (info, _logs(tmp_path))
     assert "Dask cluster of 2 node(s) × 1 worker(s)" in _logs(tmp_path)
     ds = PretrainDataset(tmp_path / "dask")
-    assert ds.manifest["pipeline_options"]["runner"] == "DaskRunner"
+    assert ds.manifest.pipeline_options["runner"] == "DaskRunner"
     direct = build_dataset(tmp_path / "direct", *args)
     assert _data_files(tmp_path / "dask") == _data_files(direct)
     assert not list(tmp_path.glob(".dask-scheduler-*"))

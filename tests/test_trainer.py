@@ -410,7 +410,7 @@ def test_mirror_alone_on_a_sentence_list(join: Callable[[], Distributed], senten
     from tacl_scale.data import PretrainDataset
 
     data = PretrainDataset(sentence_list_dataset)
-    assert data.manifest["instance_kind"] == "single-segment" and not data.manifest["static_masks"]
+    assert data.manifest.instance_kind == "single-segment" and not data.manifest.static_masks
     item = data[0]
     assert len(item["masked_positions"]) == 0 and int(item["token_type_ids"].max()) == 0
     config = make_config(sentence_list_dataset, model_file, tmp_path / "run", steps=3, export=False,

@@ -13,7 +13,7 @@ from conftest import EN_DUMP, EN_VOCAB, build_dataset, segment_windows
 
 from data_prep.documents import is_validation
 from tacl_scale.data import DatasetError, PretrainDataset
-from tacl_scale.data.manifest import has_validation
+from tacl_scale.data.manifest import FORMAT_VERSION, Manifest
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ def split_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_split_has_its_own_files_and_manifest_entry(split_dataset: Path) -> None:
     manifest = json.loads((split_dataset / "manifest.json").read_text())
-    assert manifest["format_version"] == 2 and has_validation(manifest)
+    assert manifest["format_version"] == FORMAT_VERSION and Manifest.from_json(manifest).has_validation
     validation = manifest["validation"]
     assert validation["fraction"] == 0.2 and "blake2b" in validation["rule"] and validation["num_shards"] == 2
     assert [s["name"] for s in validation["shards"]] == ["validation-00000", "validation-00001"]
@@ -75,7 +75,7 @@ def test_datasets_without_a_split(tmp_path: Path) -> None:
                           "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
                           "--max-seq-len", "64")
     manifest = json.loads((plain / "manifest.json").read_text())
-    assert manifest["validation"] is None and not has_validation(manifest)
+    assert manifest["validation"] is None and not Manifest.from_json(manifest).has_validation
     with pytest.raises(DatasetError, match="no validation split.*--validation-fraction"):
         PretrainDataset(plain, split="validation")
     # a version-1 dataset (written before the split existed) still loads
@@ -83,9 +83,9 @@ def test_datasets_without_a_split(tmp_path: Path) -> None:
     del manifest["validation"]
     (plain / "manifest.json").write_text(json.dumps(manifest))
     assert len(PretrainDataset(plain)) == manifest["totals"]["instances"]
-    manifest["format_version"] = 3
+    manifest["format_version"] = 4
     (plain / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(DatasetError, match="format version 3.*supports 1, 2"):
+    with pytest.raises(DatasetError, match="format version 4.*supports 1, 2, 3"):
         PretrainDataset(plain)
 
 
@@ -105,4 +105,4 @@ def test_small_random_b_pools_are_warned_about(tmp_path: Path, caplog: pytest.Lo
     assert warned and len(manifest["warnings"]) == len(warned)  # an empty shard has no pool to warn about
     assert all(w.startswith(name) for w, name in zip(manifest["warnings"], warned, strict=True))
     assert "random B" in caplog.text
-    assert f"warning: {warned[0]}" in format_summary(manifest, str(small))
+    assert f"warning: {warned[0]}" in format_summary(Manifest.from_json(manifest), str(small))

@@ -1,6 +1,6 @@
 """Pre-training data: the on-disk format shared with ``data_prep`` and its reader."""
 
 from .dataset import PretrainDataset
-from .manifest import DatasetError, load_manifest
+from .manifest import DatasetError, Manifest, load_manifest
 
-__all__ = ["DatasetError", "PretrainDataset", "load_manifest"]
+__all__ = ["DatasetError", "Manifest", "PretrainDataset", "load_manifest"]

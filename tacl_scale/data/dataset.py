@@ -9,21 +9,21 @@ from typing import Any
 import numpy as np
 
 from .indexed import IndexedFormatError, IndexedReader
-from .manifest import DatasetError, load_manifest, shard_file_names, split_entries
+from .manifest import MANIFEST_NAME, DatasetError, Manifest, ShardRecord, shard_file_names
 
 
 class _Shard:
     """The memory-mapped files of one shard, checked against the manifest."""
 
-    def __init__(self, directory: Path, entry: dict[str, Any]) -> None:
-        name = entry["name"]
-        recorded = entry.get("files", {})
-        expected = shard_file_names(name, word_starts="word_starts_bin" in recorded)
+    def __init__(self, directory: Path, entry: ShardRecord) -> None:
+        name = entry.name
+        expected = shard_file_names(name, word_starts=entry.has_word_starts)
         for key, file_name in expected.items():
             path = directory / file_name
             if not path.is_file():
-                raise DatasetError(f"{path}: missing (listed by {directory}/manifest.json)")
-            recorded_bytes = recorded.get(key, {}).get("bytes")
+                raise DatasetError(f"{path}: missing (listed by {directory / MANIFEST_NAME})")
+            recorded = entry.files.get(key)
+            recorded_bytes = None if recorded is None else recorded.bytes
             if recorded_bytes is not None and path.stat().st_size != recorded_bytes:
                 raise DatasetError(
                     f"{path}: {path.stat().st_size} bytes, manifest records {recorded_bytes}"
@@ -41,7 +41,7 @@ class _Shard:
             self.meta = np.load(meta_path, mmap_mode="r")
         except (OSError, ValueError) as err:
             raise DatasetError(f"{meta_path}: unreadable: {err}") from err
-        count = int(entry["num_instances"])
+        count = entry.counts.instances
         for what, size in (
             (f"{name}.idx", len(self.tokens)),
             (f"{name}.masked_positions.idx", len(self.masked_positions)),
@@ -85,15 +85,16 @@ class PretrainDataset:
     def __init__(self, path: str | os.PathLike, split: str = "train") -> None:
         self.path = Path(path)
         self.split = split
-        self.manifest = load_manifest(self.path)
-        entries, expected = split_entries(self.manifest, split, self.path)
-        self._shards = [_Shard(self.path, entry) for entry in entries]
+        self.manifest = Manifest.load(self.path)
+        records = self.manifest.split(split, self.path)
+        expected = records.totals.instances
+        self._shards = [_Shard(self.path, entry) for entry in records.shards]
         sizes = np.array([len(s) for s in self._shards], dtype=np.int64)
         self._offsets = np.concatenate([[0], np.cumsum(sizes)])
         total = int(self._offsets[-1])
         if total != expected:
             raise DatasetError(
-                f"{self.path / 'manifest.json'}: {split} instances {expected} but its shards hold {total}"
+                f"{self.path / MANIFEST_NAME}: {split} instances {expected} but its shards hold {total}"
             )
 
     def __len__(self) -> int:

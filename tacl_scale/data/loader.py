@@ -193,18 +193,12 @@ class DynamicMasking:
         from .manifest import DatasetError
 
         manifest = dataset.manifest
-        masking = manifest["masking"]
-        if "replacement_excluded_ids" not in masking:
+        masking, tokenizer = manifest.masking, manifest.tokenizer
+        if masking.replacement_excluded_ids is None:
             raise DatasetError(f"{dataset.path}: built before datasets recorded their masking rules in full; "
                                "rebuild it with this version to use --dynamic-masking")
-        specials = manifest["tokenizer"]["special_ids"]
-        excluded = np.asarray(masking["replacement_excluded_ids"], dtype=np.int64)
-        config = MaskingConfig(masking["masked_lm_prob"], masking["max_predictions_per_seq"],
-                               masking["mask_token_prob"], masking["random_token_prob"],
-                               bool(masking["whole_word_masking"]))
-        return cls(seed, config, int(masking["max_predictions_per_seq"]), int(specials["mask"]),
-                   tuple(sorted(set(specials.values()))),
-                   np.setdiff1d(np.arange(manifest["tokenizer"]["vocab_size"]), excluded))
+        return cls(seed, masking.config(), masking.max_predictions_per_seq, tokenizer.special_ids.mask,
+                   tokenizer.special_ids.all(), masking.replacement_ids(tokenizer.vocab_size))
 
     def apply(self, item: dict[str, Any], epoch: int, instance: int) -> dict[str, Any]:
         rng = np.random.default_rng([self.seed, epoch, instance])

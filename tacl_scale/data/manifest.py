@@ -16,21 +16,22 @@ A dataset is a directory that holds, per shard ``shard-NNNNN``:
 - ``shard-NNNNN.word_starts.bin/.idx`` — only with whole-word masking: MMIDIDX
   (uint8), per instance 1 where a token starts a word.
 
-and ``manifest.json``, written last by write-to-temp-then-rename: a directory without
-it is not a dataset (a crashed run never looks finished).
+the same files for the validation split's shards ``validation-NNNNN.*``, a copy of
+the tokenizer's files in ``tokenizer/`` (format 3), and ``manifest.json``, written
+last by write-to-temp-then-rename: a directory without it is not a dataset (a
+crashed run never looks finished).
 
-Format version 2 adds an optional **validation split**: whole documents, chosen by
-a stable hash of their id (the manifest's ``validation.rule``), whose instances are
-built among themselves (their random B segments come from other validation
-documents) into shards of their own, ``validation-NNNNN.*`` with the same files.
-The manifest lists them under ``validation`` (``null`` when there is none) with
-their counts. Version 1 datasets (no split) still load.
+The manifest is the :class:`Manifest` dataclass and its records, here; its JSON is
+:meth:`Manifest.to_json`, and :meth:`Manifest.from_json` is the one place that
+reads the JSON and knows what older versions lacked:
 
-``instance_kind`` says what an instance is: ``pairs`` (the default, and what a
-manifest without the key means) or ``single-segment``, ``[CLS] sentence [SEP]``
-(``data_prep.build --single-segment``: ``len_a`` is the sentence, ``nsp_label`` 0).
-``static_masks`` false means the masked-position files hold no positions; such a
-dataset feeds the ``mirror`` objective, or MLM/TaCL with dynamic masking.
+- version 1: no ``validation`` split; no ``instance_kind`` (pairs), no
+  ``static_masks`` (true), no ``warnings``, and its masking rules may lack
+  ``replacement_excluded_ids`` and ``zh_segmenter``;
+- version 2: the validation split; the tokenizer named by the path the build read
+  it from (absolute, or relative to where the build ran);
+- version 3: the tokenizer's files copied into the dataset and named relative to
+  it, so a dataset directory can move anywhere.
 """
 
 from __future__ import annotations
@@ -38,14 +39,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import uuid
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from .masking import MaskingConfig
+
 FORMAT_NAME = "tacl-scale-pretrain"
-FORMAT_VERSION = 2
-SUPPORTED_VERSIONS = (1, 2)  # 1: no validation split
+FORMAT_VERSION = 3
+SUPPORTED_VERSIONS = (1, 2, 3)  # 1: no validation split; 2: the tokenizer outside the dataset
 SPLITS = ("train", "validation")
 MANIFEST_NAME = "manifest.json"
+TOKENIZER_DIR = "tokenizer"  # the dataset's copy of its tokenizer files (format 3)
+# The files of a HF tokenizer directory that a dataset copies and an export carries.
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+INSTANCE_KINDS = ("pairs", "single-segment")
 
 # Suffixes of the files of one shard, relative to its prefix.
 SHARD_FILE_SUFFIXES: dict[str, str] = {
@@ -74,13 +85,31 @@ class DatasetError(ValueError):
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """The vocabulary fingerprint the manifest records (``tokenizer.sha256``): the
-    sha256 of the tokenizer's file."""
+    """The sha256 of a file's bytes: the vocabulary fingerprint the manifest records
+    (``tokenizer.sha256``), and the checksum of checkpoint files."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def atomic_write(path: str | os.PathLike, data: str | bytes, fsync: bool = False) -> Path:
+    """Write ``path`` through a temporary file beside it and a rename: a reader (or
+    a crash now) sees the old file or the new one, never half of one. ``fsync``
+    makes the bytes durable before the rename."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
 
 
 def shard_name(index: int, split: str = "train") -> str:
@@ -94,51 +123,370 @@ def shard_file_names(name: str, word_starts: bool = False) -> dict[str, str]:
     return {key: name + suffix for key, suffix in suffixes.items()}
 
 
-def load_manifest(directory: str | os.PathLike) -> dict[str, Any]:
-    """Parse and check ``DIR/manifest.json``; raise :class:`DatasetError` naming the
-    file and the problem when it is absent, unparsable or of another format."""
-    path = Path(directory) / MANIFEST_NAME
-    if not Path(directory).is_dir():
-        raise DatasetError(f"{directory}: not a directory")
-    if not path.is_file():
-        raise DatasetError(
-            f"{path}: missing — {directory} is not a finished dataset "
-            "(the build did not complete, or this is not a dataset directory)"
+# -- records ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """The ids of the tokenizer's special tokens."""
+
+    pad: int
+    unk: int
+    cls: int
+    sep: int
+    mask: int
+
+    def all(self) -> tuple[int, ...]:
+        """Every special id once, ascending."""
+        return tuple(sorted({self.pad, self.unk, self.cls, self.sep, self.mask}))
+
+
+@dataclass(frozen=True)
+class TokenizerRecord:
+    """The tokenizer the dataset was built with."""
+
+    kind: str  # wordpiece (a vocab.txt), hf (a tokenizer directory), sentencepiece (a .model)
+    file: str  # name of the file fingerprinted by sha256 (the vocab.txt, tokenizer.json or .model)
+    sha256: str
+    vocab_size: int  # number of ids (a vocab.txt's lines, repeated ones included)
+    lowercase: bool | None
+    special_ids: SpecialIds
+    # What to open: format 3, relative to the dataset directory (tokenizer/...);
+    # older formats, the path the build read (absolute, or relative to where it ran).
+    path: str
+    files: tuple[str, ...] = ()  # format 3: the files of the dataset's tokenizer/ copy
+    source: str | None = None  # format 3: where the build read the tokenizer (a record only)
+
+    @property
+    def portable(self) -> bool:
+        """Whether the dataset carries its tokenizer (format 3)."""
+        return bool(self.files)
+
+    def location(self, dataset_dir: str | os.PathLike) -> Path:
+        """The tokenizer file or directory to open for the dataset in ``dataset_dir``."""
+        return Path(dataset_dir) / self.path if self.portable else Path(self.path)
+
+
+@dataclass(frozen=True)
+class MaskingRecord:
+    """The static masks' rules, which ``--dynamic-masking`` applies again."""
+
+    masked_lm_prob: float
+    max_predictions_per_seq: int  # resolved: the cap the build used
+    mask_token_prob: float
+    random_token_prob: float
+    keep_token_prob: float
+    whole_word_masking: bool
+    # Never placed as the random replacement: specials and placeholders ([unusedN], <s>, ...).
+    # None in version-1 datasets that did not record it.
+    replacement_excluded_ids: tuple[int, ...] | None
+    zh_segmenter: str | None  # the Chinese word segmenter of whole-word masking
+
+    def config(self) -> MaskingConfig:
+        """The :class:`MaskingConfig` these rules came from (field by field)."""
+        return MaskingConfig(**{f.name: getattr(self, f.name) for f in fields(MaskingConfig)})
+
+    def replacement_ids(self, vocab_size: int) -> np.ndarray:
+        """The ids a masked token may be replaced by (the complement of the excluded)."""
+        if self.replacement_excluded_ids is None:
+            raise ValueError("this dataset did not record its replacement ids")
+        return np.setdiff1d(np.arange(vocab_size), np.asarray(self.replacement_excluded_ids, dtype=np.int64))
+
+    @classmethod
+    def of(cls, config: MaskingConfig, max_predictions: int, replacement_ids: np.ndarray, vocab_size: int,
+           zh_segmenter: str | None) -> MaskingRecord:
+        """The record of a build's masking ``config``."""
+        values = {f.name: getattr(config, f.name) for f in fields(MaskingConfig)}
+        return cls(**{**values, "max_predictions_per_seq": max_predictions},
+                   keep_token_prob=round(1 - config.mask_token_prob - config.random_token_prob, 6),
+                   replacement_excluded_ids=tuple(np.setdiff1d(np.arange(vocab_size), replacement_ids).tolist()),
+                   zh_segmenter=zh_segmenter)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What a shard (or a split, summed) holds."""
+
+    instances: int = 0
+    tokens: int = 0
+    documents: int = 0
+    random_next: int = 0  # instances whose B is a random segment
+    masked: int = 0  # positions masked
+    maskable: int = 0  # positions that could have been (non-special)
+    mask_token: int = 0  # masked positions given [MASK]
+    random_token: int = 0  # ... a random token
+    kept_token: int = 0  # ... their own token
+    length_histogram: dict[int, int] = field(default_factory=dict)  # instance lengths in bins of 32
+
+    @classmethod
+    def total(cls, parts: list[Counts]) -> Counts:
+        histogram: dict[int, int] = {}
+        for part in parts:
+            for length, count in part.length_histogram.items():
+                histogram[length] = histogram.get(length, 0) + count
+        numbers = {f.name: sum(getattr(p, f.name) for p in parts) for f in fields(cls) if f.name != "length_histogram"}
+        return cls(**numbers, length_histogram=dict(sorted(histogram.items())))
+
+    def to_json(self, prefix: str = "") -> dict[str, Any]:
+        """As JSON; a shard entry prefixes the first counts with ``num_`` (its keys since version 1)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "length_histogram":
+                out[f.name] = {str(k): v for k, v in sorted(self.length_histogram.items())}
+            else:
+                out[(prefix if f.name in _PREFIXED_COUNTS else "") + f.name] = getattr(self, f.name)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], prefix: str = "") -> Counts:
+        values = {f.name: int(data[(prefix if f.name in _PREFIXED_COUNTS else "") + f.name])
+                  for f in fields(cls) if f.name != "length_histogram"}
+        return cls(**values, length_histogram={int(k): int(v) for k, v in data["length_histogram"].items()})
+
+
+_PREFIXED_COUNTS = ("instances", "tokens", "documents", "random_next", "masked", "maskable")
+
+
+@dataclass(frozen=True)
+class ShardFile:
+    name: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class ShardRecord:
+    """One shard: its files (with their sizes) and counts."""
+
+    name: str  # shard-NNNNN or validation-NNNNN
+    index: int  # NNNNN
+    key: int  # its place among all shards of the build (train first)
+    split: str
+    files: dict[str, ShardFile]  # by the keys of shard_file_names
+    counts: Counts
+    duplicate_documents: int = 0  # documents whose id came twice (the later copies are skipped)
+
+    @property
+    def has_word_starts(self) -> bool:
+        return "word_starts_bin" in self.files
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "index": self.index, "key": self.key, "split": self.split,
+                "files": {k: {"name": f.name, "bytes": f.bytes} for k, f in self.files.items()},
+                "duplicate_documents": self.duplicate_documents, **self.counts.to_json(prefix="num_")}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ShardRecord:
+        return cls(name=data["name"], index=int(data["index"]), key=int(data["key"]), split=data["split"],
+                   files={k: ShardFile(f["name"], int(f["bytes"])) for k, f in data.get("files", {}).items()},
+                   counts=Counts.from_json(data, prefix="num_"),
+                   duplicate_documents=int(data.get("duplicate_documents", 0)))
+
+
+@dataclass(frozen=True)
+class SplitRecord:
+    """The shards of one split and their totals."""
+
+    shards: tuple[ShardRecord, ...]
+    totals: Counts
+    fraction: float | None = None  # validation: the share of documents it holds
+    rule: str | None = None  # validation: how a document's id chooses its split
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.shards)
+
+    @classmethod
+    def of(cls, shards: list[ShardRecord], fraction: float | None = None, rule: str | None = None) -> SplitRecord:
+        ordered = tuple(sorted(shards, key=lambda s: s.key))
+        return cls(ordered, Counts.total([s.counts for s in ordered]), fraction, rule)
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    path: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Everything ``manifest.json`` records about a dataset (see the module docstring)."""
+
+    tokenizer: TokenizerRecord
+    token_dtype: str  # numpy dtype of the token ids: the smallest that holds the vocabulary
+    max_seq_len: int
+    masking: MaskingRecord
+    train: SplitRecord
+    validation: SplitRecord | None = None
+    instance_kind: str = "pairs"  # pairs: [CLS] A [SEP] B [SEP] with NSP; single-segment: [CLS] s [SEP]
+    static_masks: bool = True  # False: the masked-position files are empty (MLM needs dynamic masking)
+    short_seq_prob: float = 0.1
+    random_next_prob: float = 0.5
+    dupe_factor: int = 1
+    seed: int = 0
+    language: str = "en"
+    input_format: str = "wiki-xml"
+    skips: dict[str, int] = field(default_factory=dict)  # inputs skipped, by reason
+    warnings: tuple[str, ...] = ()
+    sources: tuple[SourceRecord, ...] = ()
+    # The build's own settings and the Beam pipeline options, as recorded (never read back).
+    build_config: dict[str, Any] = field(default_factory=dict)
+    pipeline_options: dict[str, Any] = field(default_factory=dict)
+    created_by: str = ""
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def has_validation(self) -> bool:
+        """Whether the dataset has a validation split with instances in it."""
+        return self.validation is not None and self.validation.totals.instances > 0
+
+    def split(self, name: str, directory: str | os.PathLike = "dataset") -> SplitRecord:
+        """The ``train`` or ``validation`` split; a :class:`DatasetError` naming
+        ``directory`` when the dataset has no such split."""
+        if name not in SPLITS:
+            raise ValueError(f"split {name!r} is not one of {SPLITS}")
+        if name == "train":
+            return self.train
+        if self.validation is None:
+            raise DatasetError(f"{directory}: has no validation split; rebuild it with "
+                               "python -m data_prep.build ... --validation-fraction F (e.g. 0.01)")
+        return self.validation
+
+    # -- JSON -------------------------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as the JSON object written to ``manifest.json``."""
+        tok, masking = self.tokenizer, self.masking
+        tokenizer: dict[str, Any] = {
+            "kind": tok.kind, "file": tok.file, "path": tok.path, "sha256": tok.sha256, "vocab_size": tok.vocab_size,
+            "lowercase": tok.lowercase, "special_ids": {f.name: getattr(tok.special_ids, f.name)
+                                                       for f in fields(SpecialIds)}}
+        if tok.portable:
+            tokenizer.update(files=list(tok.files), source=tok.source)
+        masking_json = {f.name: getattr(masking, f.name) for f in fields(MaskingRecord)}
+        if masking.replacement_excluded_ids is not None:
+            masking_json["replacement_excluded_ids"] = list(masking.replacement_excluded_ids)
+        return {
+            "format": FORMAT_NAME,
+            "format_version": self.format_version,
+            "created_by": self.created_by,
+            "language": self.language,
+            "input_format": self.input_format,
+            "tokenizer": tokenizer,
+            "token_dtype": self.token_dtype,
+            "max_seq_len": self.max_seq_len,
+            "instance_kind": self.instance_kind,
+            "static_masks": self.static_masks,
+            "short_seq_prob": self.short_seq_prob,
+            "random_next_prob": self.random_next_prob,
+            "masking": masking_json,
+            "dupe_factor": self.dupe_factor,
+            "seed": self.seed,
+            "num_shards": self.train.num_shards,
+            "shards": [s.to_json() for s in self.train.shards],
+            "totals": self.train.totals.to_json(),
+            "validation": None if self.validation is None else {
+                "fraction": self.validation.fraction, "rule": self.validation.rule,
+                "num_shards": self.validation.num_shards, "shards": [s.to_json() for s in self.validation.shards],
+                "totals": self.validation.totals.to_json()},
+            "skips": dict(self.skips),
+            "warnings": list(self.warnings),
+            "sources": [{"path": s.path, "bytes": s.bytes} for s in self.sources],
+            "build_config": self.build_config,
+            "pipeline_options": self.pipeline_options,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, path: str | os.PathLike = MANIFEST_NAME) -> Manifest:
+        """Read a manifest's JSON object, of any supported version (the defaults of
+        older versions are here and nowhere else); a :class:`DatasetError` names
+        ``path`` and what is wrong."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+            raise DatasetError(f"{path}: not a {FORMAT_NAME} manifest")
+        version = data.get("format_version")
+        if version not in SUPPORTED_VERSIONS:
+            raise DatasetError(f"{path}: format version {version!r}, this reader supports "
+                               f"{', '.join(map(str, SUPPORTED_VERSIONS))}: update tacl-scale to read it")
+        for key in ("tokenizer", "max_seq_len", "shards", "totals", "masking"):
+            if key not in data:
+                raise DatasetError(f"{path}: manifest lacks {key!r}")
+        try:
+            return cls._parse(data, version)
+        except (KeyError, TypeError, ValueError) as err:
+            raise DatasetError(f"{path}: malformed manifest ({type(err).__name__}: {err})") from err
+
+    @classmethod
+    def _parse(cls, data: dict[str, Any], version: int) -> Manifest:
+        tok = data["tokenizer"]
+        masking = data["masking"]
+        excluded = masking.get("replacement_excluded_ids")  # absent from early version-1 datasets
+        validation = data.get("validation")  # absent before version 2
+        return cls(
+            format_version=version,
+            created_by=data.get("created_by", ""),
+            language=data.get("language", "en"),
+            input_format=data.get("input_format", "wiki-xml"),
+            tokenizer=TokenizerRecord(
+                kind=tok["kind"], file=tok["file"], sha256=tok["sha256"], vocab_size=int(tok["vocab_size"]),
+                lowercase=tok.get("lowercase"), special_ids=SpecialIds(**{k: int(v) for k, v in
+                                                                          tok["special_ids"].items()}),
+                path=tok["path"], files=tuple(tok.get("files", ())) if version >= 3 else (),
+                source=tok.get("source")),
+            token_dtype=data["token_dtype"],
+            max_seq_len=int(data["max_seq_len"]),
+            instance_kind=data.get("instance_kind", "pairs"),
+            static_masks=bool(data.get("static_masks", True)),
+            short_seq_prob=float(data.get("short_seq_prob", 0.1)),
+            random_next_prob=float(data.get("random_next_prob", 0.5)),
+            masking=MaskingRecord(
+                masked_lm_prob=float(masking["masked_lm_prob"]),
+                max_predictions_per_seq=int(masking["max_predictions_per_seq"]),
+                mask_token_prob=float(masking["mask_token_prob"]),
+                random_token_prob=float(masking["random_token_prob"]),
+                keep_token_prob=float(masking.get("keep_token_prob", round(
+                    1 - masking["mask_token_prob"] - masking["random_token_prob"], 6))),
+                whole_word_masking=bool(masking["whole_word_masking"]),
+                replacement_excluded_ids=None if excluded is None else tuple(int(i) for i in excluded),
+                zh_segmenter=masking.get("zh_segmenter")),
+            dupe_factor=int(data.get("dupe_factor", 1)),
+            seed=int(data.get("seed", 0)),
+            train=SplitRecord(tuple(ShardRecord.from_json(s) for s in data["shards"]),
+                              Counts.from_json(data["totals"])),
+            validation=None if not validation else SplitRecord(
+                tuple(ShardRecord.from_json(s) for s in validation["shards"]), Counts.from_json(validation["totals"]),
+                validation.get("fraction"), validation.get("rule")),
+            skips={k: int(v) for k, v in data.get("skips", {}).items()},
+            warnings=tuple(data.get("warnings", ())),
+            sources=tuple(SourceRecord(s["path"], int(s["bytes"])) for s in data.get("sources", ())),
+            build_config=data.get("build_config", {}),
+            pipeline_options=data.get("pipeline_options", {}),
         )
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DatasetError(f"{path}: unreadable manifest: {err}") from err
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise DatasetError(f"{path}: not a {FORMAT_NAME} manifest")
-    version = manifest.get("format_version")
-    if version not in SUPPORTED_VERSIONS:
-        raise DatasetError(
-            f"{path}: format version {version!r}, this reader supports "
-            f"{', '.join(map(str, SUPPORTED_VERSIONS))}: update tacl-scale to read it"
-        )
-    for key in ("tokenizer", "max_seq_len", "shards", "totals"):
-        if key not in manifest:
-            raise DatasetError(f"{path}: manifest lacks {key!r}")
-    return manifest
+
+    # -- files ------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> Manifest:
+        """Parse and check ``DIR/manifest.json``; a :class:`DatasetError` names the
+        file and the problem when it is absent, unparsable or of another format."""
+        path = Path(directory) / MANIFEST_NAME
+        if not Path(directory).is_dir():
+            raise DatasetError(f"{directory}: not a directory")
+        if not path.is_file():
+            raise DatasetError(
+                f"{path}: missing — {directory} is not a finished dataset "
+                "(the build did not complete, or this is not a dataset directory)"
+            )
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise DatasetError(f"{path}: unreadable manifest: {err}") from err
+        return cls.from_json(data, path)
+
+    def write(self, directory: str | os.PathLike) -> Path:
+        """Write ``DIR/manifest.json`` durably and atomically: a reader sees no
+        manifest or a complete one."""
+        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+        return atomic_write(Path(directory) / MANIFEST_NAME, text, fsync=True)
 
 
-def has_validation(manifest: dict[str, Any]) -> bool:
-    """Whether a dataset has a validation split with instances in it."""
-    validation = manifest.get("validation")
-    return bool(validation) and int(validation["totals"]["instances"]) > 0
-
-
-def split_entries(manifest: dict[str, Any], split: str, directory: str | os.PathLike) -> tuple[list, int]:
-    """The shard entries and the instance count of ``split`` (``train`` or
-    ``validation``); a :class:`DatasetError` naming the directory when the split
-    does not exist."""
-    if split not in SPLITS:
-        raise ValueError(f"split {split!r} is not one of {SPLITS}")
-    if split == "train":
-        return manifest["shards"], int(manifest["totals"]["instances"])
-    if not manifest.get("validation"):
-        raise DatasetError(f"{directory}: has no validation split; rebuild it with "
-                           "python -m data_prep.build ... --validation-fraction F (e.g. 0.01)")
-    validation = manifest["validation"]
-    return validation["shards"], int(validation["totals"]["instances"])
+def load_manifest(directory: str | os.PathLike) -> Manifest:
+    """:meth:`Manifest.load`."""
+    return Manifest.load(directory)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .manifest import Manifest
+
 # A sequence is span-masked only if it has this many times the span in maskable
 # tokens (Mirror-BERT: 5 characters of a string of at least 30).
 MIN_TOKENS_PER_SPAN_TOKEN = 6
@@ -48,11 +50,11 @@ class MirrorViews:
     special_ids: tuple[int, ...]
 
     @classmethod
-    def for_manifest(cls, manifest: dict[str, Any], seed: int, span_tokens: int) -> MirrorViews:
+    def for_manifest(cls, manifest: Manifest, seed: int, span_tokens: int) -> MirrorViews:
         """The views of a dataset's instances: its ``[MASK]`` id, and every special
         token of its tokenizer kept out of the span."""
-        specials = manifest["tokenizer"]["special_ids"]
-        return cls(seed, span_tokens, int(specials["mask"]), tuple(sorted(set(specials.values()))))
+        specials = manifest.tokenizer.special_ids
+        return cls(seed, span_tokens, specials.mask, specials.all())
 
     def apply(self, item: dict[str, Any], epoch: int, instance: int) -> dict[str, Any]:
         original = np.asarray(item["original_ids"], dtype=np.int64)

@@ -1,0 +1,189 @@
+"""The typed dataset contract (tacl_scale.data.manifest): the documented schema is
+the JSON the dataclasses write, the JSON round-trips, older versions open with
+their documented defaults, and a format-3 dataset moved anywhere trains, exports and
+inspects without the tokenizer it was built from."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset
+
+from tacl_scale.data import PretrainDataset
+from tacl_scale.data.manifest import MANIFEST_NAME, Manifest, MaskingRecord
+from tacl_scale.data.masking import MaskingConfig
+
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
+BUILD = ("--format", "text", "--language", "zh", "--min-doc-chars", "10", "--dupe-factor", "1", "--max-seq-len", "64")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dataset with a validation split and whole-word masking (every optional key)."""
+    return build_dataset(tmp_path_factory.mktemp("manifest") / "ds", "--input", str(ZH_TEXT), "--tokenizer",
+                         str(ZH_VOCAB), *BUILD, "--validation-fraction", "0.3", "--whole-word-masking")
+
+
+# -- the schema is the JSON -------------------------------------------------------------------------------------
+
+FREE_FORM_MAPS = ("skips", "length_histogram", "build_config", "pipeline_options")
+ALIASES = (("validation.shards[]", "shards[]"), ("validation.totals.", "totals."))
+
+
+def json_paths(value: object, prefix: str = "") -> set[str]:
+    """Every key path of a manifest's JSON in the doc's notation (``a.b``, ``a[]``,
+    ``*`` for the shard-file map), the validation split's shards and totals
+    written as the training ones they are like."""
+    out: set[str] = set()
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            name = f"{prefix}.{key}" if prefix else key
+            out.add(name)
+            if key in FREE_FORM_MAPS:
+                continue
+            if key == "files" and prefix.endswith("[]"):
+                for entry in inner.values():
+                    out |= json_paths(entry, f"{name}.*")
+                continue
+            out |= json_paths(inner, name)
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict):
+                out |= json_paths(item, f"{prefix}[]")
+    normalised = set()
+    for path in out:
+        for alias, canonical in ALIASES:
+            if path.startswith(alias):
+                path = canonical + path[len(alias):]
+        normalised.add(path)
+    return normalised
+
+
+def documented_paths() -> set[str]:
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    section = text[text.index("### manifest.json"):]
+    return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.M))
+
+
+def test_the_documented_schema_is_the_json_the_dataclasses_write(dataset: Path) -> None:
+    written = json.loads((dataset / MANIFEST_NAME).read_text())
+    assert written["validation"]["shards"] and written["masking"]["whole_word_masking"]
+    assert json_paths(written) == documented_paths()
+
+
+def test_the_json_round_trips(dataset: Path) -> None:
+    written = json.loads((dataset / MANIFEST_NAME).read_text())
+    manifest = Manifest.from_json(written)
+    assert manifest.to_json() == written
+    assert Manifest.from_json(json.loads(json.dumps(manifest.to_json()))) == manifest
+
+
+def test_masking_rules_round_trip_by_field_name() -> None:
+    import numpy as np
+
+    config = MaskingConfig(masked_lm_prob=0.2, max_predictions_per_seq=9, mask_token_prob=0.7,
+                           random_token_prob=0.2, whole_word_masking=True)
+    record = MaskingRecord.of(config, 9, np.arange(5, 50), 60, "jieba")
+    assert record.config() == config and record.keep_token_prob == pytest.approx(0.1)
+    assert record.replacement_ids(60).tolist() == list(range(5, 50))
+    assert record.replacement_excluded_ids == (0, 1, 2, 3, 4, *range(50, 60))
+
+
+# -- older versions ---------------------------------------------------------------------------------------------
+
+def _rewrite(directory: Path, edit: Callable[[dict], None]) -> None:
+    path = directory / MANIFEST_NAME
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def test_a_version_2_dataset_names_its_tokenizer_by_the_path_it_was_built_from(dataset: Path,
+                                                                             tmp_path: Path) -> None:
+    old = tmp_path / "v2"
+    shutil.copytree(dataset, old)
+    shutil.rmtree(old / "tokenizer")
+
+    def to_version_2(data: dict) -> None:
+        data["format_version"] = 2
+        tokenizer = data["tokenizer"]
+        tokenizer["path"] = str(ZH_VOCAB)
+        del tokenizer["files"], tokenizer["source"]
+
+    _rewrite(old, to_version_2)
+    ds = PretrainDataset(old)
+    assert not ds.manifest.tokenizer.portable
+    assert ds.manifest.tokenizer.location(old) == ZH_VOCAB and len(ds) > 0
+
+
+def test_a_version_1_dataset_opens_with_the_documented_defaults(dataset: Path, tmp_path: Path) -> None:
+    old = tmp_path / "v1"
+    shutil.copytree(dataset, old)
+
+    def to_version_1(data: dict) -> None:
+        data["format_version"] = 1
+        for key in ("validation", "instance_kind", "static_masks", "warnings"):
+            del data[key]
+        del data["masking"]["replacement_excluded_ids"], data["masking"]["zh_segmenter"]
+        del data["tokenizer"]["files"], data["tokenizer"]["source"]
+
+    _rewrite(old, to_version_1)
+    manifest = PretrainDataset(old).manifest
+    assert (manifest.instance_kind, manifest.static_masks, manifest.warnings, manifest.validation) == (
+        "pairs", True, (), None)
+    assert manifest.masking.replacement_excluded_ids is None and manifest.masking.zh_segmenter is None
+    assert not manifest.has_validation
+
+
+# -- a dataset moved anywhere -----------------------------------------------------------------------------------
+
+def test_a_moved_dataset_trains_exports_and_inspects_without_its_original_tokenizer(
+        join: Callable, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Built with a vocabulary in a temporary directory that is then deleted, the
+    dataset moved elsewhere: training from a config-only model (whose export needs
+    the dataset's tokenizer), the export and the inspection still work."""
+    from transformers import BertForPreTraining, BertTokenizerFast
+
+    from data_prep.inspect import main as inspect_main
+    from tacl_scale.config import CheckpointConfig, DataConfig, EngineConfig, OptimConfig, TrainConfig
+    from tacl_scale.trainer import Trainer
+
+    vocab_dir = tmp_path / "elsewhere"
+    vocab_dir.mkdir()
+    vocab = vocab_dir / "zh-vocab.txt"
+    shutil.copy(ZH_VOCAB, vocab)
+    built = build_dataset(tmp_path / "built", "--input", str(ZH_TEXT), "--tokenizer", str(vocab), *BUILD)
+    shutil.rmtree(vocab_dir)
+    moved = tmp_path / "another" / "place" / "ds"
+    moved.parent.mkdir(parents=True)
+    shutil.move(built, moved)
+    assert PretrainDataset(moved).manifest.tokenizer.location(moved) == moved / "tokenizer" / "zh-vocab.txt"
+
+    model = tmp_path / "bert.json"
+    model.write_text(json.dumps({"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2,
+                                 "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}))
+    config = TrainConfig(model=str(model), output=str(tmp_path / "run"), engine=EngineConfig("inline.json"),
+                         data=DataConfig((str(moved),), num_workers=0),
+                         optim=OptimConfig(steps=2, lr=1e-3, batch_size=4, micro_batch_size=2),
+                         checkpoint=CheckpointConfig(save_every=100), eval_every=0, log_every=1)
+    trainer = Trainer(config, join())
+    try:
+        history = trainer.train()
+    finally:
+        trainer.close()
+    assert [m["step"] for m in history] == [1, 2]
+    exported = tmp_path / "run" / "export"
+    assert BertForPreTraining.from_pretrained(exported).config.vocab_size == 21128
+    tokenizer = BertTokenizerFast.from_pretrained(exported)
+    assert tokenizer.convert_tokens_to_ids("[MASK]") == 103 and tokenizer.tokenize("锶是") == ["锶", "是"]
+
+    capsys.readouterr()
+    assert inspect_main([str(moved), "-n", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "carried in tokenizer/zh-vocab.txt" in out and "[CLS]" in out and "decoding with ids only" not in out
