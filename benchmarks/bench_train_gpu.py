@@ -132,7 +132,7 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
     )
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
-    trainer = Trainer(config, Distributed.setup(LaunchEnv.from_environ(os.environ)))
+    trainer = Trainer.build(config, Distributed.setup(LaunchEnv.from_environ(os.environ)))
     try:
         device = trainer.device
         for _ in range(warmup):

@@ -19,7 +19,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class EngineConfig:
     """The DeepSpeed JSON (``--ds``), read once. ``settings`` is the object as
-    written; :func:`tacl_scale.trainer.deepspeed_config` resolves it (batch sizes,
+    written; :func:`tacl_scale.parts.deepspeed_config` resolves it (batch sizes,
     clipping, precision) for a world size."""
 
     path: str
@@ -43,6 +43,11 @@ class EngineConfig:
         if (self.settings.get("bf16") or self.settings.get("bfloat16") or {}).get("enabled"):
             return "bf16"
         return "fp32"
+
+    def precision_on(self, device_type: str) -> str:
+        """The precision the student trains in on a device of type ``device_type``:
+        the one asked for, but fp32 for fp16 on the CPU accelerator (no fp16 training)."""
+        return "fp32" if device_type == "cpu" and self.precision == "fp16" else self.precision
 
     @property
     def optimizer_params(self) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from transformers import BertConfig, BertForPreTraining, BertModel
 
 from .attention import register as register_attention
 from .kernels import tacl_loss, tacl_loss_packed
+from .kernels.tacl_loss import TACL_TEMPERATURE
 from .mirror import Gather, MirrorConfig, both_views, info_nce, pool
 
 log = logging.getLogger(__name__)
@@ -45,11 +46,11 @@ TEACHER_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.f
 
 @dataclass(frozen=True)
 class ObjectiveConfig:
-    """Which losses, the TaCL temperature (paper: 0.01) and the settings of the
+    """Which losses, the TaCL temperature (the paper's τ by default) and the settings of the
     sentence-level ``mirror`` objective. The default is TaCL: ``tacl,mlm,nsp``."""
 
     objectives: tuple[str, ...] = ("tacl", "mlm", "nsp")
-    temperature: float = 0.01
+    temperature: float = TACL_TEMPERATURE
     tacl_impl: str = "auto"
     mirror: MirrorConfig = field(default_factory=MirrorConfig)
 

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         config = parse_args(argv)
         dist = Distributed.setup(env)
         try:
-            trainer = Trainer(config, dist)
+            trainer = Trainer.build(config, dist)
             trainer.train()
         finally:
             if trainer is not None:

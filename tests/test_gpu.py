@@ -124,7 +124,7 @@ def test_one_gpu_model_1_trains(join, bundle_data: Path, model_file: Path, tmp_p
 
     config = replace(config_for(bundle_data, model_file, tmp_path / "run", "zero2_bf16.json", steps=15),
                      objective=ObjectiveConfig(("mlm", "nsp", "mirror")), export=False)
-    trainer = Trainer(config, join())
+    trainer = Trainer.build(config, join())
     try:
         assert trainer.unpad and trainer.teacher is None
         history = trainer.train()
@@ -144,7 +144,7 @@ def test_one_gpu_training_lowers_the_loss_and_exports_masters(join, bundle_data:
 
     from tacl_scale.trainer import Trainer
 
-    trainer = Trainer(config_for(bundle_data, model_file, tmp_path / "run", ds, steps=20), join())
+    trainer = Trainer.build(config_for(bundle_data, model_file, tmp_path / "run", ds, steps=20), join())
     try:
         assert trainer.device == torch.device("cuda", 0) and trainer.unpad
         assert trainer.optimizer.defaults["fused"] is True
@@ -173,13 +173,13 @@ def test_resume_on_gpu_continues_the_run(join, bundle_data: Path, model_file: Pa
 
     histories = {}
     for name, stop in (("straight", None), ("resumed", 3)):
-        trainer = Trainer(config_for(bundle_data, model_file, tmp_path / name, "zero2_bf16.json", steps=6,
+        trainer = Trainer.build(config_for(bundle_data, model_file, tmp_path / name, "zero2_bf16.json", steps=6,
                                      stop_after_steps=stop), join())
         try:
             histories[name] = trainer.train()
         finally:
             trainer.close()
-    trainer = Trainer(config_for(bundle_data, model_file, tmp_path / "resumed", "zero2_bf16.json", steps=6,
+    trainer = Trainer.build(config_for(bundle_data, model_file, tmp_path / "resumed", "zero2_bf16.json", steps=6,
                                  resume=True), join())
     try:
         assert trainer.state.step == 3

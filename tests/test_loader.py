@@ -57,10 +57,12 @@ def test_collate_real_instances(tmp_path: Path) -> None:
         assert (batch["input_ids"][row, n:] == 0).all() and (batch["token_type_ids"][row, n:] == 0).all()
         positions = torch.from_numpy(item["masked_positions"])
         assert torch.equal(batch["masked"][row].nonzero().squeeze(1), positions)
-        labels = batch["mlm_labels"][row]
-        assert torch.equal(labels[positions], torch.from_numpy(item["original_ids"][item["masked_positions"]]))
-        assert (labels[~batch["masked"][row]] == -100).all()
     assert batch["nsp_label"].tolist() == [i["nsp_label"] for i in items]
+    # The masked rows as the kernels and the MLM head gather them: their labels are the original ids.
+    rows = batch["tacl_rows"]
+    labels = np.concatenate([i["original_ids"][i["masked_positions"]] for i in items])
+    assert batch["original_ids"].reshape(-1)[rows.index].tolist() == labels.tolist()
+    assert rows.num_masked == len(labels) and rows.max_len == max(len(i["original_ids"]) for i in items)
     fixed = collate(items, CollateConfig(pad_to_length=128))
     assert fixed["input_ids"].shape == (6, 128)
     with pytest.raises(ValueError, match="exceeds pad_to_length"):
@@ -70,7 +72,7 @@ def test_collate_real_instances(tmp_path: Path) -> None:
     # Packed: the same real tokens back to back, nothing else.
     packed = collate(items, CollateConfig(unpad=True))
     real = batch["attention_mask"].bool()
-    for key in ("input_ids", "original_ids", "token_type_ids", "masked", "mlm_labels"):
+    for key in ("input_ids", "original_ids", "token_type_ids", "masked"):
         assert torch.equal(packed[key], batch[key][real]), key
     lengths = [len(i["original_ids"]) for i in items]
     assert packed["cu_seqlens"].dtype == torch.int32

@@ -172,7 +172,7 @@ def test_a_moved_dataset_trains_exports_and_inspects_without_its_original_tokeni
                          data=DataConfig((str(moved),), num_workers=0),
                          optim=OptimConfig(steps=2, lr=1e-3, batch_size=4, micro_batch_size=2),
                          checkpoint=CheckpointConfig(save_every=100), eval_every=0, log_every=1)
-    trainer = Trainer(config, join())
+    trainer = Trainer.build(config, join())
     try:
         history = trainer.train()
     finally:

@@ -25,7 +25,8 @@ from tacl_scale.config import (
 )
 from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
 from tacl_scale.model import ObjectiveConfig
-from tacl_scale.trainer import Trainer, TrainError, deepspeed_config
+from tacl_scale.parts import deepspeed_config
+from tacl_scale.trainer import Trainer, TrainError
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
 
@@ -62,7 +63,7 @@ def make_config(dataset: Path, model: Path, output: Path, steps: int = 4, settin
 
 
 def test_train_step_in_process(join: Callable[[], Distributed], dataset: Path, model_file: Path, tmp_path: Path) -> None:
-    trainer = Trainer(make_config(dataset, model_file, tmp_path / "run", export=False), join())
+    trainer = Trainer.build(make_config(dataset, model_file, tmp_path / "run", export=False), join())
     try:
         assert trainer.accumulation == 2
         assert trainer.teacher is not None and next(trainer.teacher.parameters()).device == trainer.device
@@ -88,7 +89,7 @@ def test_skipped_updates_do_not_count(join: Callable[[], Distributed], dataset: 
     is logged, the step counter and the schedule stay put, and after --steps
     applied updates the lr is 0."""
     steps = 4
-    trainer = Trainer(make_config(dataset, model_file, tmp_path / "run", steps=steps, export=False), join())
+    trainer = Trainer.build(make_config(dataset, model_file, tmp_path / "run", steps=steps, export=False), join())
     attempts = 0
     original = trainer.module.forward
 
@@ -121,7 +122,7 @@ def test_train_logs_skips_and_stops_a_diverged_run(join: Callable[[], Distribute
     config = make_config(dataset, model_file, tmp_path / "run", steps=3, export=False,
                          optim=OptimConfig(steps=3, lr=1e-3, batch_size=4, micro_batch_size=2,
                                            max_skipped_in_a_row=3))
-    trainer = Trainer(config, join())
+    trainer = Trainer.build(config, join())
     original = trainer.module.forward
     trainer.module.forward = lambda batch, hidden=None: {**original(batch, hidden),
                                                          "loss": original(batch, hidden)["loss"] * float("nan")}
@@ -148,7 +149,7 @@ def test_bf16_run_exports_the_fp32_master_weights(join: Callable[[], Distributed
 
     model = tmp_path / "bert.json"
     model.write_text(model_file.read_text())
-    trainer = Trainer(make_config(dataset, model, tmp_path / "run", steps=3, settings=BF16), join())
+    trainer = Trainer.build(make_config(dataset, model, tmp_path / "run", steps=3, settings=BF16), join())
     try:
         assert next(trainer.engine.module.parameters()).dtype == torch.bfloat16
         trainer.train()
@@ -181,7 +182,7 @@ def test_fused_optimizer_same_updates_and_state(join: Callable[[], Distributed],
     for fused in (False, True):
         config = make_config(dataset, model_file, tmp_path / f"run{fused}", steps=3, export=False,
                              performance=PerformanceConfig(fused_optimizer=fused))
-        trainer = Trainer(config, join())
+        trainer = Trainer.build(config, join())
         try:
             assert trainer.optimizer.defaults["fused"] is (True if fused else None)
             losses[fused] = [m["loss"] for m in trainer.train()]
@@ -198,7 +199,7 @@ def test_fused_optimizer_same_updates_and_state(join: Callable[[], Distributed],
     config = make_config(dataset, model_file, tmp_path / "runTrue", steps=4, export=False,
                          checkpoint=CheckpointConfig(save_every=100, resume=True),
                          performance=PerformanceConfig(fused_optimizer=False))
-    trainer = Trainer(config, join())
+    trainer = Trainer.build(config, join())
     try:
         assert trainer.state.step == 3
         assert [m["step"] for m in trainer.train()] == [4]
@@ -217,7 +218,7 @@ def test_unpadded_training_matches_padded(join: Callable[[], Distributed], datas
     for unpad in (False, True):
         config = make_config(dataset, model, tmp_path / f"run{unpad}", steps=3, export=False,
                              performance=PerformanceConfig(unpad=unpad))
-        trainer = Trainer(config, join())
+        trainer = Trainer.build(config, join())
         try:
             assert trainer.unpad is unpad
             losses[unpad] = trainer.train()
@@ -306,9 +307,9 @@ def test_one_owner_places_batches_and_reduces_on_its_device(join: Callable[[], D
 def test_bad_inputs_are_train_errors(join: Callable[[], Distributed], dataset: Path, tmp_path: Path) -> None:
     one_rank = join()
     with pytest.raises(TrainError, match="neither a model directory"):
-        Trainer(make_config(dataset, tmp_path / "missing", tmp_path / "run"), one_rank)
+        Trainer.build(make_config(dataset, tmp_path / "missing", tmp_path / "run"), one_rank)
     with pytest.raises(TrainError, match="not a directory|manifest"):
-        Trainer(make_config(tmp_path / "nowhere", tmp_path / "missing", tmp_path / "run2"), one_rank)
+        Trainer.build(make_config(tmp_path / "nowhere", tmp_path / "missing", tmp_path / "run2"), one_rank)
     assert ObjectiveConfig().objectives == ("tacl", "mlm", "nsp")
 
 
@@ -324,7 +325,7 @@ def test_resume_skips_a_checkpoint_whose_files_do_not_verify(join: Callable[[], 
     run = tmp_path / "run"
     config = make_config(dataset, model_file, run, steps=4, export=False,
                          checkpoint=CheckpointConfig(save_every=2, keep_last=3))
-    trainer = Trainer(config, join())
+    trainer = Trainer.build(config, join())
     try:
         trainer.train()
     finally:
@@ -341,7 +342,7 @@ def test_resume_skips_a_checkpoint_whose_files_do_not_verify(join: Callable[[], 
         shutil.rmtree(run)
         shutil.copytree(pristine, run)
         damage(optim)
-        resumed = Trainer(replace(config, checkpoint=CheckpointConfig(save_every=2, resume=True)), join())
+        resumed = Trainer.build(replace(config, checkpoint=CheckpointConfig(save_every=2, resume=True)), join())
         resumed.close()
         return resumed
 
@@ -364,7 +365,7 @@ def test_resume_skips_a_checkpoint_whose_files_do_not_verify(join: Callable[[], 
     # nothing verifies: a refusal naming the newest checkpoint's problem
     truncate(next((root / "step00000002").glob("*optim_states.pt")))
     with pytest.raises(TrainError, match="no checkpoint .* verifies.*step00000004"):
-        Trainer(replace(config, checkpoint=CheckpointConfig(resume=True)), join())
+        Trainer.build(replace(config, checkpoint=CheckpointConfig(resume=True)), join())
 
 
 def test_evaluation_reads_the_validation_split_only(join: Callable[[], Distributed], model_file: Path,
@@ -379,7 +380,7 @@ def test_evaluation_reads_the_validation_split_only(join: Callable[[], Distribut
     train, held = PretrainDataset(with_split), PretrainDataset(with_split, split="validation")
     config = make_config(with_split, model_file, tmp_path / "run", export=False, eval_every=2, eval_instances=6,
                          data=DataConfig((str(with_split), str(with_split)), weights=(1.0, 3.0), num_workers=0))
-    trainer = Trainer(config, join())
+    trainer = Trainer.build(config, join())
     try:
         assert trainer.eval_every == 2
         rows = [row[mask.bool()] for batch in trainer.eval_batches
@@ -416,7 +417,7 @@ def test_mirror_alone_on_a_sentence_list(join: Callable[[], Distributed], senten
     config = make_config(sentence_list_dataset, model_file, tmp_path / "run", steps=3, export=False,
                          objective=ObjectiveConfig(("mirror",)), eval_every=3, eval_instances=8,
                          optim=OptimConfig(steps=3, lr=1e-3, batch_size=8, micro_batch_size=4, schedule="constant"))
-    trainer = Trainer(config, join())
+    trainer = Trainer.build(config, join())
     try:
         assert trainer.teacher is None
         assert trainer.eval_batches and trainer.eval_batches[0]["mirror_ids"].shape[:2] == (2, 4)
@@ -449,7 +450,7 @@ def test_objectives_a_dataset_cannot_feed_are_refused(join: Callable[[], Distrib
     config = make_config(sentence_list_dataset, model_file, tmp_path / "run", objective=ObjectiveConfig(objectives),
                          data=DataConfig((str(sentence_list_dataset),), num_workers=0, dynamic_masking=dynamic))
     with pytest.raises(TrainError, match=message):
-        Trainer(config, join())
+        Trainer.build(config, join())
 
 
 def test_model_1_trains_mlm_nsp_and_mirror_together(join: Callable[[], Distributed], dataset: Path,
@@ -460,7 +461,7 @@ def test_model_1_trains_mlm_nsp_and_mirror_together(join: Callable[[], Distribut
     config = make_config(dataset, model_file, tmp_path / "run", steps=2, export=False,
                          objective=ObjectiveConfig(("mlm", "nsp", "mirror")))
     with caplog.at_level("WARNING", logger="tacl_scale.trainer"):
-        trainer = Trainer(config, join())
+        trainer = Trainer.build(config, join())
     try:
         # Batch 4 as 2 accumulation steps of 2: the negatives are not the whole batch, and it says so.
         assert "negatives come from 2 sequences at a time, not the global batch of 4" in caplog.text
@@ -482,7 +483,7 @@ def test_close_releases_the_engine(join: Callable[[], Distributed], dataset: Pat
     import gc
     import weakref
 
-    trainer = Trainer(make_config(dataset, model_file, tmp_path / "run", export=False), join())
+    trainer = Trainer.build(make_config(dataset, model_file, tmp_path / "run", export=False), join())
     try:
         trainer.train_step()
     finally:
@@ -501,7 +502,7 @@ def test_the_documented_bf16_config_accumulates_gradients_in_fp32(join: Callable
 
     engine = EngineConfig.from_file(ROOT / "ds_configs" / "zero2_bf16.json")
     assert engine.settings["data_types"]["grad_accum_dtype"] == "fp32"
-    trainer = Trainer(make_config(dataset, model_file, tmp_path / "run", export=False, engine=engine), join())
+    trainer = Trainer.build(make_config(dataset, model_file, tmp_path / "run", export=False, engine=engine), join())
     try:
         assert trainer.engine.get_data_types() == (torch.bfloat16, torch.float32)
         assert trainer.engine.optimizer.gradient_accumulation_dtype == torch.float32
@@ -525,7 +526,7 @@ def test_the_zero1_config_trains_resumes_and_exports(join: Callable[[], Distribu
     for name, stop, resume in (("straight", None, False), ("resumed", 2, False), ("resumed", None, True)):
         config = make_config(dataset, model_file, tmp_path / name, steps=4, engine=engine,
                              checkpoint=CheckpointConfig(save_every=100, resume=resume, stop_after_steps=stop))
-        trainer = Trainer(config, join())
+        trainer = Trainer.build(config, join())
         try:
             assert trainer.engine.zero_optimization_stage() == 1
             assert trainer.engine.get_data_types() == (torch.bfloat16, torch.float32)

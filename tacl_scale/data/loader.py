@@ -37,13 +37,12 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
 
     - ``input_ids`` (masked), ``original_ids`` (unmasked, the teacher's input),
       ``token_type_ids``, ``attention_mask`` (1 on real tokens): long
-    - ``masked``: bool, True at the positions to predict
-    - ``mlm_labels``: long, the original token at masked positions, -100 elsewhere
-      (the HF ignore index)
+    - ``masked``: bool, True at the positions to predict (their labels are
+      ``original_ids`` there)
 
     Packed, the ``T`` real tokens of the B instances back to back (no padding):
     ``input_ids``, ``original_ids``, ``token_type_ids``, ``position_ids`` (0 at each
-    instance's ``[CLS]``), ``masked``, ``mlm_labels``, all ``(T,)``; ``cu_seqlens``
+    instance's ``[CLS]``), ``masked``, all ``(T,)``; ``cu_seqlens``
     ``(B + 1,)`` int32 offsets (instance ``b`` is ``cu_seqlens[b]:cu_seqlens[b+1]``) and
     ``max_seqlen`` (a Python int, so no device sync is needed to read it).
 
@@ -96,7 +95,6 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
         masked[row, item["masked_positions"]] = True
         if views is not None:
             views[:, row, :n] = item["mirror_ids"]
-    mlm_labels = np.where(masked, original_ids, -100)
     if views is not None:
         shared["mirror_ids"] = torch.from_numpy(views)
     lengths = attention_mask.sum(axis=1)
@@ -107,7 +105,6 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
         "token_type_ids": torch.from_numpy(token_type_ids),
         "attention_mask": torch.from_numpy(attention_mask),
         "masked": torch.from_numpy(masked),
-        "mlm_labels": torch.from_numpy(mlm_labels),
         **shared,
     }
 
@@ -132,7 +129,6 @@ def _packed(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
             np.concatenate([np.asarray(i["token_type_ids"], dtype=np.int64) for i in items])),
         "position_ids": torch.from_numpy(np.arange(int(cu_seqlens[-1])) - np.repeat(starts, lengths)),
         "masked": torch.from_numpy(masked),
-        "mlm_labels": torch.from_numpy(np.where(masked, original_ids, -100)),
         "cu_seqlens": torch.from_numpy(cu_seqlens),
         "max_seqlen": int(lengths.max()),
         "tacl_rows": masked_rows(np.flatnonzero(masked), starts, lengths),

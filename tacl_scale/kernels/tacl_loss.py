@@ -29,6 +29,8 @@ from .rows import MaskedRows
 # Normalisation clamp: a zero vector is divided by this instead of by 0 (the
 # convention of torch.nn.functional.normalize), so its similarities are all 0.
 NORM_EPS = 1e-12
+# The paper's temperature τ of Eq. 1, the default everywhere (ObjectiveConfig, --temperature).
+TACL_TEMPERATURE = 0.01
 
 
 def tacl_loss_reference(
@@ -36,7 +38,7 @@ def tacl_loss_reference(
     teacher: torch.Tensor,
     masked: torch.Tensor,
     attention_mask: torch.Tensor,
-    temperature: float = 0.01,
+    temperature: float = TACL_TEMPERATURE,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """PyTorch reference of the TaCL loss; see the module docstring.
 
@@ -79,7 +81,7 @@ def tacl_loss_packed_reference(
     teacher: torch.Tensor,
     masked: torch.Tensor,
     cu_seqlens: torch.Tensor,
-    temperature: float = 0.01,
+    temperature: float = TACL_TEMPERATURE,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The reference on the packed layout: the rows are put back into a padded
     batch (a gather the gradient flows through) and scored by
@@ -129,7 +131,7 @@ def tacl_loss(
     teacher: torch.Tensor,
     masked: torch.Tensor,
     attention_mask: torch.Tensor,
-    temperature: float = 0.01,
+    temperature: float = TACL_TEMPERATURE,
     impl: str = "auto",
     rows: MaskedRows | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -156,7 +158,7 @@ def tacl_loss_packed(
     teacher: torch.Tensor,
     masked: torch.Tensor,
     cu_seqlens: torch.Tensor,
-    temperature: float = 0.01,
+    temperature: float = TACL_TEMPERATURE,
     impl: str = "auto",
     rows: MaskedRows | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from .rows import MaskedRows
-from .tacl_loss import NORM_EPS
+from .tacl_loss import NORM_EPS, TACL_TEMPERATURE
 
 
 @triton.jit
@@ -219,7 +219,8 @@ class TaclTriton(torch.autograd.Function):
         return grad_student.reshape(shape), None, None, None, None
 
 
-def tacl_loss_triton(student, teacher, masked, attention_mask, temperature=0.01, rows: MaskedRows | None = None):
+def tacl_loss_triton(student, teacher, masked, attention_mask, temperature=TACL_TEMPERATURE,
+                     rows: MaskedRows | None = None):
     """The fused-kernel TaCL loss on a padded batch: same signature and results as
     the reference. ``rows`` (from the collate) spares reading the masks on the host."""
     from .rows import padded_rows
@@ -231,7 +232,8 @@ def tacl_loss_triton(student, teacher, masked, attention_mask, temperature=0.01,
     return TaclTriton.apply(student, teacher, attention_mask.reshape(-1), rows, temperature)
 
 
-def tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature=0.01, rows: MaskedRows | None = None):
+def tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature=TACL_TEMPERATURE,
+                     rows: MaskedRows | None = None):
     """The fused-kernel TaCL loss on the packed layout (see
     :func:`tacl_scale.kernels.tacl_loss.tacl_loss_packed`)."""
     from .rows import packed_rows

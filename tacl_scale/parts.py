@@ -1,0 +1,431 @@
+"""The parts of a training run, and :func:`build_run`, which builds them once, in
+the order they depend on one another, into one :class:`RunParts`:
+
+1. the settings the device allows (unpadded batches, fused AdamW, precision);
+2. the datasets, checked against the model and the objectives;
+3. the student and its frozen teacher;
+4. the run directory's inputs (the tokenizer, a random init's weights);
+5. the checkpoint to resume from, if any;
+6. the DeepSpeed engine (student, AdamW, schedule);
+7. the restored state (weights, optimizer, data position);
+8. ``run.json``;
+9. the data: this rank's micro-batches from the saved position, the validation batches;
+10. the metrics logger.
+
+Every step is a function of what the steps before it returned; nothing here is
+half-built. :class:`~tacl_scale.trainer.Trainer` runs what this returns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import checkpoint
+from .attention import varlen_unsupported
+from .config import ConfigError, ResolvedPerformance, TrainConfig
+from .data import PretrainDataset
+from .data.loader import (
+    BlendedDatasets,
+    CollateConfig,
+    DynamicMasking,
+    MicroBatchSampler,
+    TrainingInstances,
+    collate,
+)
+from .data.manifest import atomic_write, file_sha256
+from .data.shuffle import BatchLayout, GlobalOrder
+from .data.views import MirrorViews
+from .distributed import Distributed
+from .export import RUN_FILE, export_student, snapshot_tokenizer, student_config_dict, tokenizer_source
+from .flops import peak_flops
+from .metrics import MetricsLogger
+from .model import PretrainingModule, default_teacher_dtype, load_student, make_teacher
+
+log = logging.getLogger("tacl_scale.trainer")
+
+CHECKPOINTS_DIR = "checkpoints"
+
+
+class TrainError(RuntimeError):
+    """Training refused to start or cannot go on; the message says why."""
+
+
+def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
+                     load_universal: bool = False) -> dict[str, Any]:
+    """The DeepSpeed JSON with batch sizes, clipping and precision settled for
+    ``world_size`` ranks on ``device_type`` (a pure function of the config);
+    ``load_universal`` when this job resumes from a universal checkpoint."""
+    engine = config.engine
+    ds = json.loads(json.dumps(engine.settings))  # a deep copy
+    if "zero_optimization" not in ds:
+        raise TrainError(f"{engine.path}: no zero_optimization section (ZeRO stage)")
+    if "scheduler" in ds:
+        raise TrainError(f"{engine.path}: remove 'scheduler': train.py builds the warm-up/decay "
+                         "schedule from --steps and --warmup-ratio")
+    optimizer = ds.pop("optimizer", None)
+    if optimizer is not None and str(optimizer.get("type", "")).lower() not in ("adam", "adamw"):
+        raise TrainError(f"{engine.path}: optimizer {optimizer.get('type')!r}; TaCL trains with "
+                         "AdamW (its params are read as defaults of --lr/--weight-decay)")
+    optim = config.optim
+    per_step = optim.micro_batch_size * world_size
+    if optim.batch_size % per_step:
+        raise TrainError(
+            f"batch size {optim.batch_size} is not a multiple of micro-batch {optim.micro_batch_size} × "
+            f"{world_size} rank(s)"
+        )
+    ds["train_batch_size"] = optim.batch_size
+    ds["train_micro_batch_size_per_gpu"] = optim.micro_batch_size
+    ds["gradient_accumulation_steps"] = optim.batch_size // per_step
+    ds["gradient_clipping"] = optim.grad_clip
+    if load_universal:  # resuming at another number of ranks, from a universal conversion
+        ds.setdefault("checkpoint", {})["load_universal"] = True
+    ds.setdefault("steps_per_print", 10**9)  # train.py prints its own progress
+    if engine.precision == "fp16" and engine.precision_on(device_type) != "fp16":
+        ds["fp16"]["enabled"] = False  # the CPU accelerator has no fp16 training
+    return ds
+
+
+def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_path: str) -> None:
+    """Refuse a dataset whose tokenizer does not match the model, or whose
+    sequences are longer than the model's positions."""
+    first = datasets[0].manifest.tokenizer
+    for ds in datasets[1:]:
+        if ds.manifest.tokenizer.sha256 != first.sha256:
+            raise TrainError(f"{ds.path}: tokenizer differs from {datasets[0].path}'s")
+    vocab_file = Path(model_path) / "vocab.txt"
+    if vocab_file.is_file() and file_sha256(vocab_file) != first.sha256:
+        raise TrainError(
+            f"{datasets[0].path} was tokenized with {first.file} (sha256 {first.sha256[:12]}…) but "
+            f"the model's {vocab_file} differs: rebuild the dataset with --tokenizer {vocab_file}"
+        )
+    config = student.config
+    if first.vocab_size > config.vocab_size:
+        raise TrainError(f"{datasets[0].path}: vocabulary of {first.vocab_size} tokens, the model has "
+                         f"{config.vocab_size} embeddings ({model_path})")
+    for ds in datasets:
+        if ds.manifest.max_seq_len > config.max_position_embeddings:
+            raise TrainError(f"{ds.path}: sequences up to {ds.manifest.max_seq_len} tokens, the model "
+                             f"has {config.max_position_embeddings} positions ({model_path})")
+
+
+def check_data_and_objectives(datasets: list[PretrainDataset], config: TrainConfig) -> None:
+    """Refuse objectives a dataset cannot feed: NSP on single-segment instances (no
+    sentence pairs), MLM or TaCL on a dataset without static masks unless
+    ``--dynamic-masking`` makes them."""
+    objectives = config.objective.objectives
+    for ds in datasets:
+        kind = ds.manifest.instance_kind
+        if "nsp" in objectives and kind != "pairs":
+            raise TrainError(f"{ds.path}: {kind} instances have no sentence pairs for nsp: train it with "
+                             "--objectives mirror (or mlm/tacl with --dynamic-masking), or build with pairs")
+        needs_masks = [o for o in ("mlm", "tacl") if o in objectives]
+        if needs_masks and not ds.manifest.static_masks and not config.data.dynamic_masking:
+            raise TrainError(f"{ds.path}: built without static masks, which {','.join(needs_masks)} needs: add "
+                             "--dynamic-masking")
+
+
+def build_optimizer(module: torch.nn.Module, config: TrainConfig, fused: bool) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not on biases or LayerNorm). The
+    fused kernel is the same update rule with the same state (``exp_avg``,
+    ``exp_avg_sq``, ``step``), so checkpoints move between the two."""
+    decay, no_decay = [], []
+    for name, param in module.named_parameters():
+        if param.requires_grad:
+            (no_decay if param.ndim < 2 or "LayerNorm" in name else decay).append(param)
+    optim = config.optim
+    groups = [{"params": decay, "weight_decay": optim.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=optim.lr, betas=optim.betas, eps=optim.eps, fused=fused or None)
+
+
+@dataclass
+class TrainState:
+    """What a checkpoint's client state holds besides the engine."""
+
+    step: int = 0  # optimizer updates applied
+    consumed_samples: int = 0  # global position: samples of all ranks trained on (skipped steps included)
+    skipped: int = 0  # updates skipped for non-finite gradients
+
+
+@dataclass
+class EngineParts:
+    """The DeepSpeed engine and what it was built from."""
+
+    module: PretrainingModule  # the student with its objective
+    optimizer: torch.optim.AdamW
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    engine: Any  # deepspeed.DeepSpeedEngine
+    ds_config: dict[str, Any]  # the DeepSpeed JSON as resolved for this job
+    accumulation: int  # micro-batches per optimizer step on each rank
+
+
+@dataclass
+class RunParts:
+    """Everything a run is made of (see the module docstring)."""
+
+    datasets: list[PretrainDataset]
+    eval_every: int  # 0: no evaluation
+    student: Any  # BertForPreTraining
+    teacher: Any | None  # BertModel, None without the tacl objective
+    engine: EngineParts
+    state: TrainState
+    saved_step: int  # the step of the newest checkpoint (-1: none)
+    batches: Iterator[dict[str, Any]]  # this rank's micro-batches, from the saved position
+    eval_batches: list[dict[str, Any]]  # rank 0: the validation batches, on the device
+    metrics: MetricsLogger
+    performance: ResolvedPerformance
+    precision: str  # fp16, bf16 or fp32: what the student trains in on this device
+    peak_flops: float | None  # the GPU's datasheet peak (None off CUDA or for an unknown GPU)
+
+
+def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
+    """Build a run's parts in dependency order (see the module docstring)."""
+    run_dir = Path(config.output)
+    if (run_dir / RUN_FILE).exists() and not config.checkpoint.resume:
+        raise TrainError(f"{run_dir}: holds another run ({RUN_FILE}); pass --resume to continue it "
+                         "or choose another --output")
+    performance = resolve_performance(config, dist)
+    precision = config.engine.precision_on(dist.device.type)
+    datasets = open_datasets(config)
+    student, teacher = build_models(config, datasets, dist.device)
+    eval_every = resolve_eval_every(config, datasets, dist.is_main)
+    snapshot_run_inputs(config, datasets[0], student, dist.is_main)
+    ckpt_root = run_dir / CHECKPOINTS_DIR
+    if dist.is_main:
+        ckpt_root.mkdir(parents=True, exist_ok=True)
+    resume_from = checkpoint_to_resume(ckpt_root, dist) if config.checkpoint.resume else None
+    engine = build_engine(config, student, dist, performance, precision,
+                          load_universal=bool(resume_from and resume_from.endswith(checkpoint.UNIVERSAL)))
+    state = restore(engine.engine, ckpt_root, resume_from, config, dist.world_size)
+    if dist.is_main:
+        write_run_file(config, dist, datasets[0], student, performance, engine.ds_config)
+    dist.barrier()
+    batches, eval_batches = build_data(config, datasets, dist, state, performance.unpad, eval_every)
+    metrics = MetricsLogger(run_dir, dist.is_main, config.optim.steps, config.log_every, state.step)
+    peak = peak_flops(torch.cuda.get_device_name(dist.device)) if dist.device.type == "cuda" else None
+    return RunParts(datasets, eval_every, student, teacher, engine, state, state.step if resume_from else -1,
+                    batches, eval_batches, metrics, performance, precision, peak)
+
+
+def resolve_performance(config: TrainConfig, dist: Distributed) -> ResolvedPerformance:
+    """Unpadded batches and the fused optimizer on this device (unpadded needs
+    FlashAttention-2 on CUDA: without it, padded, said once)."""
+    device = dist.device
+    try:
+        resolved = config.performance.resolve(device.type, config.data.pad_to_max_length,
+                                              varlen_unsupported(device) if device.type == "cuda" else None)
+    except ConfigError as err:
+        raise TrainError(str(err)) from err
+    if resolved.warning and dist.is_main:
+        log.warning("%s", resolved.warning)
+    return resolved
+
+
+def open_datasets(config: TrainConfig) -> list[PretrainDataset]:
+    """The ``--data`` directories, refused if a dataset cannot feed the objectives."""
+    try:
+        datasets = [PretrainDataset(path) for path in config.data.paths]
+    except ValueError as err:  # DatasetError: names the path and the problem
+        raise TrainError(str(err)) from err
+    check_data_and_objectives(datasets, config)
+    return datasets
+
+
+def build_models(config: TrainConfig, datasets: list[PretrainDataset], device: torch.device) -> tuple[Any, Any]:
+    """The student (checked against the datasets' tokenizer and lengths) and its
+    frozen teacher on ``device`` (None without the tacl objective)."""
+    try:
+        torch.manual_seed(config.seed)  # a BertConfig init is the same on every rank and at resume
+        student = load_student(config.model)
+    except ValueError as err:
+        raise TrainError(str(err)) from err
+    check_data_and_model(datasets, student, config.model)
+    if "tacl" not in config.objective.objectives:
+        return student, None
+    dtype = config.performance.teacher_dtype or default_teacher_dtype(device)
+    return student, make_teacher(student, dtype, device)
+
+
+def resolve_eval_every(config: TrainConfig, datasets: list[PretrainDataset], is_main: bool) -> int:
+    """Evaluation runs on the validation split of the --data directories, never
+    on training instances; without a split it is off, or refused if asked for."""
+    asked = config.eval_every
+    with_split = [d.path for d in datasets if d.manifest.has_validation]
+    if asked is None:
+        if not with_split and is_main:
+            log.info("no validation split in --data: held-out evaluation is off (build with "
+                     "--validation-fraction to have one)")
+        return 1000 if with_split else 0
+    if asked > 0 and not with_split:
+        raise TrainError(f"--eval-every {asked} needs a validation split, and {datasets[0].path} has "
+                         "none: rebuild it with python -m data_prep.build ... --validation-fraction F "
+                         "(e.g. 0.01), or pass --eval-every 0")
+    return max(asked, 0)
+
+
+def snapshot_run_inputs(config: TrainConfig, dataset: PretrainDataset, student: Any, is_main: bool) -> None:
+    """The run directory holds what an export needs: the tokenizer files, and a
+    random init's weights as ``RUN_DIR/initial`` (the reference for analyses)."""
+    if not is_main:
+        return
+    run_dir = Path(config.output)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run_dir)
+    if Path(config.model).is_file() and not (run_dir / "initial").exists():
+        export_student(student, run_dir / "initial", tokenizer_dir)
+
+
+def checkpoint_to_resume(ckpt_root: Path, dist: Distributed) -> str | None:
+    """Rank 0 picks the newest checkpoint whose files verify (warning about
+    newer ones that do not); when it was saved at another number of ranks, its
+    DeepSpeed universal conversion (made here once). Every rank gets the tag."""
+    choice: tuple[str | None, list[str], str | None] = (None, [], None)
+    if dist.is_main:
+        tag, problems = checkpoint.newest_verified_tag(ckpt_root)
+        error = None
+        if tag is not None:
+            saved = checkpoint.saved_world_size(ckpt_root / tag)
+            if saved != dist.world_size:
+                log.info("%s was saved by %d rank(s), this job has %d: converting it to a DeepSpeed universal "
+                         "checkpoint", ckpt_root / tag, saved, dist.world_size)
+                try:
+                    tag = checkpoint.universal_copy(ckpt_root, tag, ckpt_root.parent / "universal-conversion.log")
+                except RuntimeError as err:
+                    error = str(err)
+        choice = (tag, problems, error)
+    tag, problems, error = dist.broadcast_object(choice)
+    if error is not None:
+        raise TrainError(error)
+    for problem in problems if dist.is_main else []:
+        log.warning("skipping a checkpoint that does not verify: %s", problem)
+    if tag is None and problems:
+        raise TrainError(f"--resume: no checkpoint under {ckpt_root} verifies; the newest fails with {problems[0]}")
+    if tag is not None and problems and dist.is_main:
+        log.warning("resuming from the older checkpoint %s", ckpt_root / tag)
+    return tag
+
+
+def build_engine(config: TrainConfig, student: Any, dist: Distributed, performance: ResolvedPerformance,
+                 precision: str, load_universal: bool) -> EngineParts:
+    """The DeepSpeed engine around the student with AdamW and the warm-up/decay schedule."""
+    device = dist.device
+    # The other ranks' sequences are negatives of the mirror objective too.
+    gather = dist.gather_rows if dist.world_size > 1 else None
+    module = PretrainingModule(student, config.objective, gather)
+    optimizer = build_optimizer(module, config, performance.fused_optimizer)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, config.optim.lr_factor)
+    ds_config = deepspeed_config(config, dist.world_size, device.type, load_universal)
+    if dist.is_main and precision != config.engine.precision:
+        log.warning("%s asks for %s, which the %s accelerator cannot do: training in %s instead",
+                    config.engine.path, config.engine.precision, device.type.upper(), precision)
+    if performance.unpad and device.type == "cuda" and precision == "fp32" and dist.is_main:
+        log.warning("unpadded batches in fp32 run attention sequence by sequence (FlashAttention needs "
+                    "fp16/bf16): use a bf16/fp16 config or --no-unpad")
+    import deepspeed
+
+    try:
+        engine, _, _, _ = deepspeed.initialize(model=module, optimizer=optimizer, lr_scheduler=scheduler,
+                                               config=ds_config)
+    except ValueError as err:  # pydantic's ValidationError of a bad setting is one
+        detail = " ".join(str(err).split())
+        raise TrainError(f"{config.engine.path}: DeepSpeed refuses the config: {detail}") from err
+    accumulation = int(ds_config["gradient_accumulation_steps"])
+    if "mirror" in config.objective.objectives and accumulation > 1 and dist.is_main:
+        optim = config.optim
+        log.warning("mirror: %d accumulation steps, so its negatives come from %d sequences at a time, not "
+                    "the global batch of %d; use --micro-batch-size %d on %d rank(s) for the whole batch",
+                    accumulation, optim.micro_batch_size * dist.world_size, optim.batch_size,
+                    optim.batch_size // dist.world_size, dist.world_size)
+    return EngineParts(module, optimizer, scheduler, engine, ds_config, accumulation)
+
+
+def restore(engine: Any, ckpt_root: Path, tag: str | None, config: TrainConfig, world_size: int) -> TrainState:
+    """Load checkpoint ``tag`` (from :func:`checkpoint_to_resume`): weights,
+    optimizer, schedule and the global data position; a fresh state without one."""
+    if tag is None:
+        return TrainState()
+    client = checkpoint.load(engine, ckpt_root, tag)
+    batch_size = config.optim.batch_size
+    saved_batch = int(client.get("batch_size", batch_size))
+    if saved_batch != batch_size:
+        raise TrainError(f"{ckpt_root / tag} was trained with a global batch of {saved_batch}; "
+                         f"--batch-size {batch_size} would change the data order and the schedule: resume "
+                         f"with --batch-size {saved_batch} (ranks and micro-batch size may change)")
+    if "consumed_samples" in client:
+        consumed = int(client["consumed_samples"])
+    else:  # saved before the global order: its position cannot be carried over exactly
+        consumed = int(client["step"]) * batch_size
+        log.warning("%s predates the global data order: continuing at sample %d of the new order",
+                    ckpt_root / tag, consumed)
+    state = TrainState(int(client["step"]), consumed, int(client.get("skipped", 0)))
+    log.info("resumed from %s at step %d (%d samples consumed, %d ranks)", ckpt_root / tag, state.step, consumed,
+             world_size)
+    return state
+
+
+def write_run_file(config: TrainConfig, dist: Distributed, dataset: PretrainDataset, student: Any,
+                   performance: ResolvedPerformance, ds_config: dict[str, Any]) -> None:
+    """``RUN_DIR/run.json``: the run's settings as this job resolved them."""
+    info = {
+        "config": config.to_dict(),
+        "world_size": dist.world_size,
+        "device": str(dist.device.type),
+        "unpad": performance.unpad,
+        "fused_optimizer": performance.fused_optimizer,
+        "student_config": student_config_dict(student),
+        "tokenizer_source": tokenizer_source(config.model, dataset),
+        "deepspeed_config": ds_config,
+    }
+    atomic_write(Path(config.output) / RUN_FILE, json.dumps(info, indent=2))
+
+
+def build_data(config: TrainConfig, datasets: list[PretrainDataset], dist: Distributed, state: TrainState,
+               unpad: bool, eval_every: int) -> tuple[Iterator[dict[str, Any]], list[dict[str, Any]]]:
+    """This rank's micro-batches of the global order from the saved position,
+    and (rank 0) the validation batches, padded, on the device."""
+    optim = config.optim
+    data = BlendedDatasets(datasets, config.data.weights, config.seed)
+    order = GlobalOrder(len(data), config.seed)
+    layout = BatchLayout(optim.batch_size, optim.micro_batch_size, dist.world_size, dist.rank)
+    masking = None
+    if config.data.dynamic_masking:
+        try:
+            masking = [DynamicMasking.for_dataset(d, config.seed) for d in datasets]
+        except ValueError as err:  # DatasetError: names the dataset and the fix
+            raise TrainError(str(err)) from err
+    views = None
+    if "mirror" in config.objective.objectives:  # the datasets share one tokenizer (checked)
+        views = MirrorViews.for_manifest(datasets[0].manifest, config.seed, config.objective.mirror.span_tokens)
+    max_len = max(d.manifest.max_seq_len for d in datasets)
+    padded = CollateConfig(pad_id=datasets[0].manifest.tokenizer.special_ids.pad,
+                           pad_to_multiple_of=config.data.pad_to_multiple_of,
+                           pad_to_length=max_len if config.data.pad_to_max_length else None)
+    train_collate = CollateConfig(padded.pad_id, padded.pad_to_multiple_of, padded.pad_to_length, unpad)
+    loader = torch.utils.data.DataLoader(
+        TrainingInstances(data, masking, views),
+        batch_sampler=MicroBatchSampler(order, layout, state.consumed_samples),
+        collate_fn=partial(collate, config=train_collate),
+        num_workers=config.data.num_workers,
+        pin_memory=dist.device.type == "cuda",
+        # Its own generator: starting an iterator must not draw from the global RNG,
+        # or a resumed run's dropout would differ from an uninterrupted one's.
+        generator=torch.Generator().manual_seed(config.seed),
+    )
+    eval_batches: list[dict[str, Any]] = []
+    if eval_every and dist.is_main:
+        validation = BlendedDatasets(
+            [PretrainDataset(d.path, split="validation") for d in datasets if d.manifest.has_validation])
+        count = min(config.eval_instances, len(validation))
+        chosen = np.unique(np.linspace(0, len(validation) - 1, count).round().astype(np.int64)).tolist()
+        held_out = TrainingInstances(validation, views=views)
+        eval_batches = [dist.move(collate([held_out[(0, k)] for k in chosen[i : i + optim.micro_batch_size]], padded))
+                        for i in range(0, len(chosen), optim.micro_batch_size)]
+    return iter(loader), eval_batches
