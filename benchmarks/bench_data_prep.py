@@ -339,9 +339,10 @@ def stage_profile(dump: Path) -> tuple[list[tuple[str, float, float | None, str]
     from data_prep.build import parse_args
     from data_prep.documents import DocumentProcessor, TokenizedDocument, shard_key
     from data_prep.sentences import BlingFireBreaker
-    from data_prep.shards import TMP_DIR_NAME, SpillWriter, TokenizerFacts, build_shard
+    from data_prep.shards import SpillWriter, TokenizerFacts, build_shard
     from data_prep.sources import WikiPage, plan_work_units, read_records
     from data_prep.wikitext import clean_wikitext, pre_parse
+    from data_prep.workspace import TMP_DIR_NAME
 
     out = Path(tempfile.mkdtemp(prefix="bench_stages-")) / "ds"
     config = parse_args(["--input", str(dump), "--tokenizer", str(VOCAB), "--output", str(out),
@@ -369,13 +370,11 @@ def stage_profile(dump: Path) -> tuple[list[tuple[str, float, float | None, str]
     _, blingfire_s = timed(lambda: [breaker(p) for p in texts])
     sentences, _ = timed(lambda: [processor.sentences_of(r, skip) for r in records])
     kept = [(r, s) for r, s in zip(records, sentences, strict=True) if s is not None]
-    # Time the HF tokenizer inside the stage (private attributes: a measurement only).
-    backend = tokenizer._backend
+    # Time the HF tokenizer inside the stage.
+    backend = tokenizer.backend
     timed_backend = _TimedTokenizer(backend)
-    tokenizer._backend = timed_backend
-    words = getattr(tokenizer, "_words", None)
-    if words is not None:
-        words._backend = timed_backend
+    tokenizer.route_backend(timed_backend)
+    words = tokenizer.word_cache
     encoded, encode_s = timed(lambda: [tokenizer.encode(s) for _, s in kept])
     _, whole_s = timed(lambda: [backend.encode_batch(s, add_special_tokens=False) for _, s in kept])
     spill = SpillWriter(out / TMP_DIR_NAME, facts.token_dtype)

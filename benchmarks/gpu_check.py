@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from tacl_scale.data.manifest import atomic_write  # noqa: E402
+
 PHASES = ("env", "tests", "tacl_loss", "training")
 BUDGETS = {"env": 30, "tests": 120, "tacl_loss": 45, "training": 135}
 QUICK_BUDGETS = {"env": 20, "tests": 50, "tacl_loss": 20, "training": 60}
@@ -229,9 +231,7 @@ def stop_group(child: subprocess.Popen) -> None:
 
 def write_json(path: Path, value: object) -> None:
     """Write-then-rename: a reader (or a run killed now) never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(value, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(value, indent=2))
 
 
 def targets(report: dict) -> dict:
@@ -316,9 +316,7 @@ def write_report(report: dict) -> str:
     text = table(report)
     results = report["results"]
     write_json(Path(results) / "gpu_check.json", {**report, "targets": targets(report)})
-    tmp = Path(results) / ".gpu_check.txt.tmp"
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, Path(results) / "gpu_check.txt")
+    atomic_write(Path(results) / "gpu_check.txt", text + "\n")
     return text
 
 

@@ -19,16 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tacl_scale.data.manifest import MANIFEST_NAME, TOKENIZER_DIR, Manifest, SourceRecord
+from tacl_scale import EXIT_ERROR
+from tacl_scale.data.indexed import IndexedFormatError
+from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Manifest
 from tacl_scale.data.masking import MaskingConfig
 
-from . import units as units_mod
 from .config import BuildConfig, CleaningConfig, InputConfig, OutputConfig
 from .instances import InstanceConfig
 from .sentences import SentenceConfig
-from .shards import TMP_DIR_NAME, TokenizerFacts
+from .shards import EmptyDatasetError, TokenizerFacts
 from .sources import FORMATS, InputError, expand_inputs, plan_work_units
 from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
+from .workspace import Workspace, fingerprint, is_build_file
 
 log = logging.getLogger("data_prep.build")
 
@@ -58,19 +60,20 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     io = p.add_argument_group("input and output")
     io.add_argument("--input", action="append", required=True, metavar="GLOB",
                     help="input files (glob, quote it); repeatable")
-    io.add_argument("--format", choices=FORMATS, default="wiki-xml",
+    io.add_argument("--format", choices=FORMATS, default=InputConfig.format,
                     help="wiki-xml: MediaWiki dump (.xml, .xml.bz2, multistream); text: one "
                     "sentence a line, blank line between documents; lines: one string a line, each its own "
                     "document (a sentence list, as Mirror-BERT/SimCSE train on); wikiextractor-json: "
                     "WikiExtractor --json output")
     io.add_argument("--output", required=True, metavar="DIR", help="dataset directory")
-    io.add_argument("--num-shards", type=int, default=1,
+    io.add_argument("--num-shards", type=int, default=OutputConfig.num_shards,
                     help="output shards; random B segments are drawn from the documents of the same shard, "
                     "so keep at least a few hundred documents a shard")
-    io.add_argument("--validation-fraction", type=float, default=0.0, metavar="F",
+    io.add_argument("--validation-fraction", type=float, default=OutputConfig.validation_fraction, metavar="F",
                     help="share of documents (by a stable hash of their id) held out as a validation split, "
                     "built among themselves into validation-NNNNN files (0: none)")
-    io.add_argument("--validation-shards", type=int, default=1, help="shards of the validation split")
+    io.add_argument("--validation-shards", type=int, default=OutputConfig.validation_shards,
+                    help="shards of the validation split")
     io.add_argument("--overwrite", action="store_true",
                     help="replace an existing dataset in --output")
     io.add_argument("--resume", action="store_true",
@@ -78,16 +81,16 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                     "reused, the output is byte-identical to an uninterrupted build")
     io.add_argument("--no-multistream-index", action="store_true",
                     help="read a multistream dump as one unit even if its -index.txt.bz2 is beside it")
-    io.add_argument("--unit-mb", type=float, default=8,
+    io.add_argument("--unit-mb", type=float, default=InputConfig.unit_bytes / (1 << 20),
                     help="compressed MB of a multistream dump per unit of parallel work")
     text = p.add_argument_group("text")
-    text.add_argument("--language", choices=("en", "zh"), default="en")
+    text.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language)
     text.add_argument("--min-doc-chars", type=int, default=None,
-                      help="skip documents shorter than this after markup removal (default: 200; 1 with "
-                      "--format lines)")
+                      help=f"skip documents shorter than this after markup removal (default: "
+                      f"{CleaningConfig.min_doc_chars}; 1 with --format lines)")
     text.add_argument("--traditional-to-simplified", action="store_true",
                       help="Chinese: convert Traditional to Simplified (OpenCC t2s)")
-    text.add_argument("--zh-segmenter", choices=("jieba", "pre-segmented"), default="jieba",
+    text.add_argument("--zh-segmenter", choices=("jieba", "pre-segmented"), default=CleaningConfig.zh_segmenter,
                       help="Chinese word boundaries for --whole-word-masking")
     tok = p.add_argument_group("tokenizer")
     tok.add_argument("--tokenizer", required=True, metavar="PATH",
@@ -97,19 +100,19 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                       help="lower-case before WordPiece (default: inferred from the vocabulary)")
     case.add_argument("--no-lowercase", dest="lowercase", action="store_false")
     inst = p.add_argument_group("instances and masking")
-    inst.add_argument("--max-seq-len", type=int, default=256)
-    inst.add_argument("--short-seq-prob", type=float, default=0.1)
-    inst.add_argument("--masked-lm-prob", type=float, default=0.15)
+    inst.add_argument("--max-seq-len", type=int, default=InstanceConfig.max_seq_len)
+    inst.add_argument("--short-seq-prob", type=float, default=InstanceConfig.short_seq_prob)
+    inst.add_argument("--masked-lm-prob", type=float, default=MaskingConfig.masked_lm_prob)
     inst.add_argument("--max-predictions-per-seq", type=int, default=None,
                       help="default: ceil(max_seq_len * masked_lm_prob)")
     inst.add_argument("--dupe-factor", type=int, default=None,
-                      help="copies of the data with different masks and pairings (default: 5; 1 with "
-                      "--single-segment)")
+                      help=f"copies of the data with different masks and pairings (default: "
+                      f"{BuildConfig.dupe_factor}; 1 with --single-segment)")
     inst.add_argument("--single-segment", action="store_true",
                       help="every sentence alone as [CLS] sentence [SEP]: no NSP pairs and no static masks, for "
                       "train.py --objectives mirror (Mirror-BERT/SimCSE)")
     inst.add_argument("--whole-word-masking", action="store_true")
-    inst.add_argument("--seed", type=int, default=12345)
+    inst.add_argument("--seed", type=int, default=BuildConfig.seed)
     chatter = p.add_mutually_exclusive_group()
     chatter.add_argument("--quiet", action="store_true", help="print warnings and the summary only")
     chatter.add_argument("--verbose", action="store_true",
@@ -119,8 +122,8 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     if args.single_segment and args.dupe_factor not in (None, 1):
         p.error(f"--single-segment writes no masks or pairings, so --dupe-factor {args.dupe_factor} would write "
                 "identical copies: leave it at 1 (the trainer's epochs repeat the data)")
-    dupe_factor = args.dupe_factor if args.dupe_factor is not None else (1 if args.single_segment else 5)
-    min_doc_chars = args.min_doc_chars if args.min_doc_chars is not None else (1 if args.format == "lines" else 200)
+    dupe_factor = args.dupe_factor if args.dupe_factor is not None else (
+        1 if args.single_segment else BuildConfig.dupe_factor)
 
     try:
         config = BuildConfig(
@@ -134,7 +137,7 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
             output=OutputConfig(os.path.abspath(args.output), args.num_shards, args.overwrite,
                                 args.validation_fraction, args.validation_shards),
             sentences=SentenceConfig(args.language, args.traditional_to_simplified),
-            cleaning=CleaningConfig(min_doc_chars, args.zh_segmenter),
+            cleaning=CleaningConfig.for_format(args.format, args.min_doc_chars, args.zh_segmenter),
             instances=InstanceConfig(args.max_seq_len, args.short_seq_prob, single_segment=args.single_segment),
             masking=MaskingConfig(
                 masked_lm_prob=args.masked_lm_prob,
@@ -149,35 +152,29 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     return CommandLine(config, beam_args, args.quiet, args.resume, args.verbose)
 
 
-def _is_build_leftover(path: Path) -> bool:
-    """A file an unfinished build of ours leaves behind (never a user's file)."""
-    return (path.name in (TMP_DIR_NAME, TOKENIZER_DIR, f".{TOKENIZER_DIR}.tmp")
-            or path.name.startswith(("shard-", "validation-", f".{MANIFEST_NAME}.")))
-
-
 def _prepare_output(config: BuildConfig, units: list[Any], resume: bool) -> None:
     """Refuse to touch an existing dataset or a directory of other files unless
     ``overwrite``; an old dataset is made unreadable first (its manifest goes first).
     Leftovers of an unfinished build (no manifest) are cleared, except, with
-    ``resume``, the work units it completed (see :mod:`data_prep.units`). Files
+    ``resume``, the work units it completed (see :mod:`data_prep.workspace`). Files
     that are not ours are never removed."""
     directory = Path(config.output.directory)
     manifest = directory / MANIFEST_NAME
-    tmp_dir = directory / TMP_DIR_NAME
-    digest = units_mod.fingerprint(config.to_dict(), units)
+    workspace = Workspace(directory)
+    digest = fingerprint(config.to_dict(), units)
     if resume and manifest.exists():
         raise BuildError(f"{directory}: holds a finished dataset, there is nothing to resume")
-    if resume and tmp_dir.is_dir():
-        problem = units_mod.resumable(tmp_dir, digest)
+    if resume and workspace.exists():
+        problem = workspace.resumable(digest)
         if problem is not None:
             raise BuildError(f"--resume: {problem}")
-        kept, removed = units_mod.discard_incomplete(tmp_dir)
+        kept, removed = workspace.discard_incomplete()
         for path in directory.iterdir():  # shards of the interrupted run are rebuilt
-            if path != tmp_dir and _is_build_leftover(path):
-                path.unlink()
+            if path != workspace.root and is_build_file(path):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
         log.info("resuming: %d of %d work unit(s) already done, reading the other %d (%d incomplete file(s) "
                  "discarded)", kept, len(units), len(units) - kept, removed)
-        units_mod.start_run(tmp_dir, digest, units)
+        workspace.start_run(digest, units)
         return
     if resume:
         log.info("--resume: %s holds no interrupted build; starting from the beginning", directory)
@@ -186,7 +183,7 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool) -> None
             raise BuildError(f"{directory}: already holds a dataset; pass --overwrite to replace it")
         manifest.unlink()
     elif directory.exists():
-        foreign = [p.name for p in directory.iterdir() if not _is_build_leftover(p)]
+        foreign = [p.name for p in directory.iterdir() if not is_build_file(p)]
         if foreign and not config.output.overwrite:
             raise BuildError(
                 f"{directory}: exists, is not empty and is not a dataset (holds {foreign[0]!r}); "
@@ -194,10 +191,10 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool) -> None
             )
     if directory.exists():
         for path in directory.iterdir():
-            if _is_build_leftover(path):
+            if is_build_file(path):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     directory.mkdir(parents=True, exist_ok=True)
-    units_mod.start_run(tmp_dir, digest, units)
+    workspace.start_run(digest, units)
 
 
 def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: bool = False) -> Path:
@@ -231,7 +228,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     context = {
         "tokenizer": tokenizer,
         "tokenizer_sha256": tokenizer.sha256,  # fingerprinted now: finalize checks its copy against it
-        "sources": [SourceRecord(p, os.path.getsize(p)) for p in paths],
+        "sources": [FileRecord(p, os.path.getsize(p)) for p in paths],
         "pipeline_options": options.get_all_options(drop_default=True, retain_unknown_options=True),
     }
     log.info("%d input file(s), %d work unit(s) -> %s", len(paths), len(units), config.output.directory)
@@ -248,7 +245,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
         manifest = finalize(config, facts, context)
     except Exception as err:
         # A failure is about the input: nothing to resume (a killed build never gets here).
-        shutil.rmtree(Path(config.output.directory) / TMP_DIR_NAME, ignore_errors=True)
+        Workspace(config.output.directory).remove()
         raise BuildError(f"build failed, no dataset written: {_root_message(err)}") from err
     return manifest
 
@@ -293,7 +290,9 @@ def _runner(options: Any) -> Any:
     return fn_runner.FnApiRunner(provision_info=provision)
 
 
-_OUR_ERRORS = ("InputError", "EmptyDatasetError", "TokenizerError", "DatasetError", "IndexedFormatError")
+# The errors whose message names the input file and the problem.
+_OUR_ERRORS: tuple[type[Exception], ...] = (InputError, EmptyDatasetError, TokenizerError, DatasetError,
+                                            IndexedFormatError)
 
 
 def _root_message(err: BaseException) -> str:
@@ -301,10 +300,12 @@ def _root_message(err: BaseException) -> str:
     error, whose message names the file and the problem."""
     seen: BaseException | None = err
     while seen is not None:
-        if type(seen).__name__ in _OUR_ERRORS:
+        if isinstance(seen, _OUR_ERRORS):
             return str(seen)
         seen = seen.__cause__ or seen.__context__
-    found = re.findall(rf"(?:{'|'.join(_OUR_ERRORS)}): ([^\n]+)", str(err))
+    # A worker process's error reaches the driver as the text of its traceback.
+    names = "|".join(cls.__name__ for cls in _OUR_ERRORS)
+    found = re.findall(rf"(?:{names}): ([^\n]+)", str(err))
     if found:
         return found[-1]
     text = str(err).strip()
@@ -389,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             error = None
     if error is not None:
         print(error, file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     print(format_summary(Manifest.load(manifest_path.parent), str(manifest_path.parent)))
     print(f"runner log: {log_file}")
     return 0

@@ -34,6 +34,15 @@ class CleaningConfig:
     # (words separated by spaces).
     zh_segmenter: str = "jieba"
 
+    @classmethod
+    def for_format(cls, input_format: str, min_doc_chars: int | None = None,
+                   zh_segmenter: str | None = None) -> CleaningConfig:
+        """The cleaning of an input format: ``min_doc_chars`` when given, else the
+        default, but 1 for ``lines`` (each line is a whole document, a sentence)."""
+        if min_doc_chars is None:
+            min_doc_chars = 1 if input_format == "lines" else cls.min_doc_chars
+        return cls(min_doc_chars, zh_segmenter if zh_segmenter is not None else cls.zh_segmenter)
+
 
 @dataclass(frozen=True)
 class OutputConfig:

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from tacl_scale import EXIT_ERROR
 from tacl_scale.data import DatasetError, Manifest, PretrainDataset
 from tacl_scale.data.manifest import FORMAT_NAME
 
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         dataset = PretrainDataset(args.directory)
     except DatasetError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     manifest = dataset.manifest
     print(format_summary(manifest, args.directory))
     if args.num_instances <= 0 or len(dataset) == 0:

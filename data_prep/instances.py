@@ -29,20 +29,6 @@ class TokenStore(Protocol):
         ...
 
 
-class InMemoryStore:
-    """A :class:`TokenStore` over per-document lists of per-sentence arrays."""
-
-    def __init__(self, documents: Sequence[Sequence[np.ndarray]]) -> None:
-        self.documents = documents
-
-    def values(self, segment: Segment) -> np.ndarray:
-        joined = np.concatenate(list(self.documents[segment.document][segment.first : segment.last + 1]))
-        return joined[segment.start : segment.stop]
-
-    def lengths(self) -> list[list[int]]:
-        return [[len(s) for s in doc] for doc in self.documents]
-
-
 @dataclass(frozen=True)
 class InstanceConfig:
     """Shape of the instances (names and defaults follow google-research/bert)."""

@@ -17,6 +17,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from tacl_scale import EXIT_ERROR
+
 from .sources import InputError, _open_binary
 
 _PAGE_END = b"</page>"
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         dump, index = write_multistream(args.source, args.target, args.pages_per_stream)
     except (InputError, ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     print(f"wrote {dump} and {index}")
     return 0
 

@@ -8,7 +8,7 @@ It uses only what every runner translates the same way: Create, Reshuffle, ParDo
 with one output, GroupByKey; no tagged outputs, side inputs or combiners (the
 DaskRunner, for one, merges a ParDo's tagged outputs into its main output). What
 the steps report travels through the shared temporary directory instead: each work
-unit's completion marker holds its skip counts (:mod:`data_prep.units`) and each
+unit's completion marker holds its skip counts (:mod:`data_prep.workspace`) and each
 shard's manifest entry is written to ``_tmp/entries/``. After the pipeline,
 :func:`finalize` runs in the driver: it fills in empty shards, removes the
 temporary directory and writes ``manifest.json`` last.
@@ -20,9 +20,7 @@ document is grouped, paired and masked only with other validation documents.
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -32,20 +30,14 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from tacl_scale.data.manifest import ShardRecord, atomic_write
-
 from .config import BuildConfig
 from .documents import SKIP_KINDS, DocumentProcessor, shard_key
-from .shards import TMP_DIR_NAME, SpillWriter, TokenizerFacts, build_shard, make_manifest
+from .shards import EmptyDatasetError, SpillWriter, TokenizerFacts, build_shard, make_manifest
 from .sources import ReadProgress, WorkUnit, read_records
-from .units import completed_units, part_prefix, progress_line, read_marker, unit_bytes, write_marker
+from .workspace import Workspace, unit_bytes
 
 log = logging.getLogger(__name__)
 METRICS_NAMESPACE = "data_prep"
-
-
-class EmptyDatasetError(RuntimeError):
-    """No document survived cleaning; no dataset is written."""
 
 
 # One DocumentProcessor per worker thread, kept across bundles: the DaskRunner calls
@@ -82,19 +74,19 @@ class PrepareDocuments(beam.DoFn):
             skips[kind] = skips.get(kind, 0) + 1
             Metrics.counter(METRICS_NAMESPACE, f"skipped_{kind}").inc()
 
-        tmp_dir = Path(self.config.output.directory) / TMP_DIR_NAME
-        prefix = part_prefix(tmp_dir, unit)
-        done = read_marker(prefix)
+        workspace = Workspace(self.config.output.directory)
+        prefix = workspace.part_prefix(unit)
+        done = workspace.marker(prefix)
         if done is not None:  # completed before this (resumed) build started
             log.info("reused %s: completed before the build was resumed (%d documents)", unit.describe(),
                      done["documents"])
             for kind, count in done["skips"].items():
                 Metrics.counter(METRICS_NAMESPACE, f"skipped_{kind}").inc(count)
-            yield from self._emit(str(prefix), done["shards"], done["skips"], done["documents"], tmp_dir)
+            yield from self._emit(str(prefix), done["shards"], done["skips"], done["documents"], workspace)
             return
         progress = ReadProgress(unit)
         records = read_records(unit, count_skip, progress)
-        spill = SpillWriter(tmp_dir, self.facts.token_dtype, prefix)
+        spill = SpillWriter(workspace.root, self.facts.token_dtype, prefix)
         documents = chars = 0
         last_report = started
         try:
@@ -120,21 +112,21 @@ class PrepareDocuments(beam.DoFn):
             raise
         spill.close()
         shards = sorted(spill.shards)
-        write_marker(prefix, {"unit": unit.describe(), "bytes": unit_bytes(unit), "shards": shards,
-                              "skips": skips, "documents": documents})
+        workspace.mark_done(prefix, spill.files, {"unit": unit.describe(), "bytes": unit_bytes(unit),
+                                                  "shards": shards, "skips": skips, "documents": documents})
         elapsed = time.monotonic() - started
         log.info(
             "read %s: %d documents, %.1f MB of text in %.1f s (%.2f MB/s)",
             unit.describe(), documents, chars / 1e6, elapsed, chars / 1e6 / max(elapsed, 1e-9),
         )
-        yield from self._emit(str(prefix), shards, skips, documents, tmp_dir)
+        yield from self._emit(str(prefix), shards, skips, documents, workspace)
 
     def _emit(self, prefix: str, shards: list[int], skips: dict[str, int], documents: int,
-              tmp_dir: Path) -> Iterator[Any]:
+              workspace: Workspace) -> Iterator[Any]:
         """A unit's outputs (the same whether it was read now or reused; its skip
         counts are in its marker), and the build-wide progress line."""
         Metrics.counter(METRICS_NAMESPACE, "documents").inc(documents)
-        log.info("progress: %s", progress_line(tmp_dir))
+        log.info("progress: %s", workspace.progress_line())
         for shard in shards:
             yield (shard, prefix)
 
@@ -151,21 +143,11 @@ class BuildShard(beam.DoFn):
         shard, prefixes = element
         started = time.monotonic()
         entry = build_shard(shard, list(prefixes), self.config, self.facts)
-        write_entry(Path(self.config.output.directory) / TMP_DIR_NAME, entry)
+        Workspace(self.config.output.directory).write_entry(entry)
         Metrics.counter(METRICS_NAMESPACE, "instances").inc(entry.counts.instances)
         log.info("built %s: %d documents, %d instances in %.1f s", entry.name, entry.counts.documents,
                  entry.counts.instances, time.monotonic() - started)
         yield shard
-
-
-ENTRIES_DIR = "entries"
-
-
-def write_entry(tmp_dir: Path, entry: ShardRecord) -> None:
-    """A built shard's manifest record, written by rename."""
-    directory = tmp_dir / ENTRIES_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    atomic_write(directory / f"{entry.key}.json", json.dumps(entry.to_json()))
 
 
 def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]) -> Path:
@@ -173,17 +155,16 @@ def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]
     units' skip counts, fill in empty shards, drop the temporary files and write
     the manifest (last)."""
     directory = Path(config.output.directory)
-    tmp_dir = directory / TMP_DIR_NAME
-    shards = [ShardRecord.from_json(json.loads(p.read_text(encoding="utf-8")))
-              for p in sorted((tmp_dir / ENTRIES_DIR).glob("*.json"))]
+    workspace = Workspace(directory)
+    shards = workspace.entries()
     built = {s.key for s in shards}
     shards += [build_shard(k, [], config, facts) for k in config.output.shard_keys if k not in built]
     skip_counts = dict.fromkeys(SKIP_KINDS, 0)
-    for marker in completed_units(tmp_dir):
+    for marker in workspace.completed_units():
         for kind, count in marker["skips"].items():
             skip_counts[kind] = skip_counts.get(kind, 0) + count
     skip_counts["duplicate_documents"] += sum(s.duplicate_documents for s in shards)
-    shutil.rmtree(tmp_dir, ignore_errors=True)
+    workspace.remove()
     if sum(s.counts.instances for s in shards if s.split == "train") == 0:
         raise EmptyDatasetError(
             f"{directory}: no instance was built from {len(context['sources'])} input file(s); "

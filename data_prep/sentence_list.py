@@ -17,28 +17,29 @@ from __future__ import annotations
 import argparse
 import hashlib
 import heapq
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from .build import parse_args as build_args
+from tacl_scale import EXIT_ERROR
+from tacl_scale.data.manifest import atomic_write
+
+from .config import CleaningConfig, InputConfig
 from .documents import extract_sentences, is_validation
-from .sentences import SentenceSplitter
+from .sentences import SentenceConfig, SentenceSplitter
 from .sources import FORMATS, InputError, expand_inputs, plan_work_units, read_records
 
 
 def corpus_sentences(command: argparse.Namespace) -> Iterator[tuple[str, str]]:
     """(document id, sentence) for every sentence of the documents of the chosen split."""
-    config = build_args(["--input", *command.input, "--format", command.format, "--language", command.language,
-                         "--tokenizer", "unused", "--output", "unused"]).config
-    splitter = SentenceSplitter(config.sentences)
+    splitter = SentenceSplitter(SentenceConfig(command.language))
+    cleaning = CleaningConfig.for_format(command.format)  # the build's, for the same input
     for unit in plan_work_units(expand_inputs(list(command.input)), command.format):
         for record in read_records(unit, lambda kind: None):
             held_out = is_validation(record.doc_id, command.validation_fraction)
             if command.split != "all" and held_out != (command.split == "validation"):
                 continue
-            sentences = extract_sentences(record, splitter, config.cleaning.min_doc_chars, lambda kind: None)
+            sentences = extract_sentences(record, splitter, cleaning.min_doc_chars, lambda kind: None)
             for sentence in sentences or []:
                 yield record.doc_id, sentence
 
@@ -69,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m data_prep.sentence_list", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--input", action="append", required=True, metavar="GLOB", help="as data_prep.build")
-    p.add_argument("--format", choices=FORMATS, default="wiki-xml")
-    p.add_argument("--language", choices=("en", "zh"), default="en")
+    p.add_argument("--format", choices=FORMATS, default=InputConfig.format)
+    p.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language)
     p.add_argument("--output", required=True, metavar="FILE", help="the sentence list, one a line")
     p.add_argument("--count", type=int, default=10_000, help="sentences (Mirror-BERT: 10k)")
     p.add_argument("--validation-fraction", type=float, default=0.0, metavar="F",
@@ -89,16 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         chosen = sample(corpus_sentences(args), args.count, args.seed, args.min_words, args.max_words, args.language)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     if not chosen:
         print(f"error: {', '.join(args.input)}: no sentence of {args.min_words}-{args.max_words} words in the "
               f"{args.split} documents", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text("\n".join(chosen) + "\n", encoding="utf-8")
-    os.replace(tmp, out)
+    atomic_write(out, "\n".join(chosen) + "\n")
     short = f" (of the {args.count} asked)" if len(chosen) < args.count else ""
     print(f"{out}: {len(chosen)} sentences{short} from the {args.split} documents")
     return 0

@@ -25,15 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from tacl_scale.data.indexed import IndexedReader, IndexedWriter, smallest_token_dtype
+from tacl_scale.data.indexed import IndexedReader, IndexedWriter, bin_path, idx_path, smallest_token_dtype
 from tacl_scale.data.manifest import (
     META_DTYPE,
     Counts,
+    FileRecord,
     Manifest,
     MaskingRecord,
-    ShardFile,
     ShardRecord,
-    SourceRecord,
     SplitRecord,
     TokenizerRecord,
     shard_file_names,
@@ -44,8 +43,12 @@ from tacl_scale.data.masking import MaskedInstances, mask_instances, seeded_gene
 from .config import BuildConfig
 from .documents import VALIDATION_RULE, TokenizedDocument
 from .instances import PairSpec, Segment, assemble_all, create_pairs_from_document, single_segments
+from .workspace import Workspace
 
-TMP_DIR_NAME = "_tmp"
+
+class EmptyDatasetError(RuntimeError):
+    """No document survived cleaning; no dataset is written."""
+
 LENGTH_BIN = 32  # width of the instance-length histogram bins in the manifest
 # Random B segments come from the shard's own documents; below this many, they come
 # from a handful of documents (google-research/bert draws them from the whole corpus).
@@ -86,8 +89,15 @@ class SpillWriter:
         self.prefix = prefix or Path(tmp_dir) / f"part-{uuid.uuid4().hex}"
         self._ids = IndexedWriter(self.prefix, token_dtype)
         self._starts = IndexedWriter(f"{self.prefix}.wstart", np.uint8)
-        self._docs = open(f"{self.prefix}.docs.jsonl", "w", encoding="utf-8")
+        self._docs_path = Path(f"{self.prefix}.docs.jsonl")
+        self._docs = open(self._docs_path, "w", encoding="utf-8")
         self.shards: set[int] = set()
+
+    @property
+    def files(self) -> list[Path]:
+        """Every file of the part: what a completion marker syncs and names."""
+        return [bin_path(self.prefix), idx_path(self.prefix), bin_path(f"{self.prefix}.wstart"),
+                idx_path(f"{self.prefix}.wstart"), self._docs_path]
 
     def add(self, shard: int, document: TokenizedDocument) -> None:
         if not document.sentences:
@@ -107,7 +117,7 @@ class SpillWriter:
         self._ids.abort()
         self._starts.abort()
         self._docs.close()
-        Path(f"{self.prefix}.docs.jsonl").unlink(missing_ok=True)
+        self._docs_path.unlink(missing_ok=True)
 
 
 class _SpillStore:
@@ -180,13 +190,13 @@ class ShardDocuments:
         return len(self.doc_ids)
 
 
-def _move_into_place(tmp_prefix: Path, directory: Path, name: str, word_starts: bool) -> dict[str, ShardFile]:
-    files: dict[str, ShardFile] = {}
+def _move_into_place(tmp_prefix: Path, directory: Path, name: str, word_starts: bool) -> dict[str, FileRecord]:
+    files: dict[str, FileRecord] = {}
     for key, file_name in shard_file_names(name, word_starts).items():
         tmp_file = tmp_prefix.parent / file_name
         target = directory / file_name
         os.replace(tmp_file, target)
-        files[key] = ShardFile(file_name, target.stat().st_size)
+        files[key] = FileRecord(file_name, target.stat().st_size)
     return files
 
 
@@ -274,8 +284,7 @@ def build_shard(
     Files are written under the temporary directory and renamed into place.
     """
     directory = Path(config.output.directory)
-    tmp_dir = directory / TMP_DIR_NAME / f"shard-{uuid.uuid4().hex}"
-    tmp_dir.mkdir(parents=True, exist_ok=True)
+    tmp_dir = Workspace(directory).shard_scratch()
     split, index = config.output.split_of_key(shard)
     name = shard_name(index, split)
     docs = ShardDocuments(shard, part_prefixes)
@@ -323,7 +332,7 @@ def make_manifest(
     tokenizer: TokenizerRecord,
     shards: list[ShardRecord],
     skips: dict[str, int],
-    sources: list[SourceRecord],
+    sources: list[FileRecord],
     pipeline_options: dict[str, Any],
     facts: TokenizerFacts,
 ) -> Manifest:

@@ -167,6 +167,24 @@ class _HFTokenizer(PretrainTokenizer):
         self._continues_word = _wordpiece_continuations(backend, vocab, self.vocab_size)
         self._words = _WordCache.for_backend(backend) if self._continues_word is not None else None
 
+    @property
+    def backend(self) -> Any:
+        """The ``tokenizers.Tokenizer`` every encoding goes through."""
+        return self._backend
+
+    @property
+    def word_cache(self) -> _WordCache | None:
+        """The word cache (None where the tokenizer encodes whole sentences)."""
+        return self._words
+
+    def route_backend(self, backend: Any) -> None:
+        """Send every call to the tokenizer library through ``backend`` (a stand-in
+        with its ``encode_batch``): the data-prep benchmark times the library's
+        share of the tokenize stage this way."""
+        self._backend = backend
+        if self._words is not None:
+            self._words._backend = backend
+
     def encode(
         self, sentences: list[str], word_boundaries: list[set[int]] | None = None
     ) -> list[EncodedSentence]:

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from tacl_scale import EXIT_ERROR
+
 from .documents import extract_sentences
 from .sentences import SentenceConfig, SentenceSplitter
 from .sources import FORMATS, InputError, expand_inputs, plan_work_units, read_records
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     lines = path.read_text(encoding="utf-8").count("\n")
     print(f"wrote {path} ({lines} tokens)")
     return 0

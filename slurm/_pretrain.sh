@@ -25,7 +25,8 @@ export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$TACL_HOME/.cache/triton}
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$TACL_HOME/.cache/torch_extensions}
 
 # --- the paper's recipe (TaCL, Su et al. 2022): max len 256, batch 256, lr 1e-4,
-# 10% warm-up, 150k steps, ZeRO-2 fp16
+# 10% warm-up, 150k steps, ZeRO-2 fp16. Those numbers are train.py's defaults (its
+# config dataclasses), so the recipe names only the model, data, run and micro-batch.
 case ${SIZE:-large} in
   large) MODEL=${MODEL:-models/bert-large-uncased}; DATA=${DATA:-data/enwiki-bert-uncased-256}
          RUN_DIR=${RUN_DIR:-runs/tacl-large-en}; MICRO=${MICRO:-8} ;;
@@ -40,9 +41,7 @@ case ${SIZE:-large} in
   *) echo "error: SIZE must be base or large, not '${SIZE}'" >&2; exit 2 ;;
 esac
 declare -A RECIPE=(
-  [--ds]=ds_configs/zero2.json [--model]=$MODEL [--data]=$DATA [--output]=$RUN_DIR
-  [--steps]=150000 [--batch-size]=256 [--micro-batch-size]=$MICRO [--lr]=1e-4
-  [--warmup-ratio]=0.1 [--save-every]=1000
+  [--ds]=ds_configs/zero2.json [--model]=$MODEL [--data]=$DATA [--output]=$RUN_DIR [--micro-batch-size]=$MICRO
 )
 # A flag given on the command line replaces the recipe's (argparse would otherwise
 # see both, and --data accumulates).
@@ -53,17 +52,19 @@ ARGS=()
 for flag in "${!RECIPE[@]}"; do ARGS+=("$flag" "${RECIPE[$flag]}"); done
 ARGS+=("$@" --resume)
 
-# Values the checks below need, as train.py will see them (the last one wins).
-value_of() {
-  local flag=$1 found=""
-  for ((i = 0; i < ${#ARGS[@]}; i++)); do
-    [[ ${ARGS[$i]} == "$flag" ]] && found=${ARGS[$((i + 1))]}
-  done
-  echo "$found"
-}
-RUN_DIR=$(value_of --output)
-BATCH=$(value_of --batch-size)
-MICRO=$(value_of --micro-batch-size)
+# What the checks below need, resolved by train.py's own parser (defaults included).
+read -r RUN_DIR BATCH MICRO MARKER < <(python - "${ARGS[@]}" <<'PYCODE'
+import sys
+from tacl_scale.train import parse_args
+from tacl_scale.trainer import PREEMPTED_MARKER
+config = parse_args(sys.argv[1:])
+print(config.output, config.optim.batch_size, config.optim.micro_batch_size, PREEMPTED_MARKER)
+PYCODE
+) || true
+if [[ -z "${MARKER:-}" ]]; then
+  echo "error: train.py refuses these flags (above): ${ARGS[*]}" >&2
+  exit 2
+fi
 WORLD=${SLURM_NTASKS:-1}
 if (( BATCH % (MICRO * WORLD) != 0 )); then
   echo "error: global batch $BATCH is not micro-batch $MICRO x $WORLD tasks x an integer accumulation;" \
@@ -92,8 +93,8 @@ else
     train "${ARGS[@]}" || status=$?
 fi
 
-if [[ -f "$RUN_DIR/PREEMPTED" ]]; then
-  echo "train.py checkpointed on a signal ($(cat "$RUN_DIR/PREEMPTED")): requeuing job $SLURM_JOB_ID"
+if [[ -f "$RUN_DIR/$MARKER" ]]; then
+  echo "train.py checkpointed on a signal ($(cat "$RUN_DIR/$MARKER")): requeuing job $SLURM_JOB_ID"
   scontrol requeue "$SLURM_JOB_ID"
   exit 0
 fi

@@ -28,6 +28,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from . import EXIT_ERROR
+
 
 def sentence_self_similarity(hidden: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per sentence: (sum of cos(h_i, h_j) over ordered pairs i≠j of real tokens,
@@ -271,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         report = selfsim(args)
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     print(format_table(report))
     print(f"wrote {Path(args.out) / 'selfsim.json'}, selfsim.csv, selfsim_by_layer.png"
           + (", heatmap_*.png" if args.heatmap_sentence else ""))

@@ -7,7 +7,6 @@ truncated or corrupted one is named and skipped."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -22,6 +21,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from .data.manifest import atomic_write, file_sha256
 
 LATEST = "latest"
 FILES = "files.json"
@@ -50,25 +51,15 @@ def latest_tag(root: Path) -> str | None:
     return tag if (root / tag).is_dir() else None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def record_files(directory: Path) -> dict[str, dict[str, Any]]:
     """Write ``directory/files.json``: every file below it (the record itself
     excluded) with its size and sha256; returns the record."""
     files = {
-        str(path.relative_to(directory)): {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+        str(path.relative_to(directory)): {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
         for path in sorted(directory.rglob("*"))
-        if path.is_file() and path.name not in (FILES, f".{FILES}.tmp")
+        if path.is_file() and path.name != FILES and not path.name.startswith(f".{FILES}.")
     }
-    tmp = directory / f".{FILES}.tmp"
-    tmp.write_text(json.dumps(files, indent=1), encoding="utf-8")
-    os.replace(tmp, directory / FILES)
+    atomic_write(directory / FILES, json.dumps(files, indent=1))
     return files
 
 
@@ -89,7 +80,7 @@ def verify(directory: Path) -> str | None:
         size = path.stat().st_size
         if size != expected["bytes"]:
             return f"{path}: {size} bytes, {expected['bytes']} when saved (truncated or overwritten)"
-        if _sha256(path) != expected["sha256"]:
+        if file_sha256(path) != expected["sha256"]:
             return f"{path}: contents differ from when it was saved (sha256 mismatch)"
     return None
 
@@ -103,7 +94,8 @@ def newest_verified_tag(root: Path) -> tuple[str | None, list[str]]:
     candidates = [tag for tag in reversed(tags(root)) if tag <= latest]
     problems = []
     for tag in candidates:
-        if not (root / tag / FILES).exists() and not (root / tag / f".{FILES}.tmp").exists() and tag == latest:
+        unfinished_record = any((root / tag).glob(f".{FILES}.*"))
+        if not (root / tag / FILES).exists() and not unfinished_record and tag == latest:
             # Saved by a version that kept no record: usable, but nothing to check it against.
             log.warning("%s has no %s (saved before checkpoints were verified): loading it unchecked",
                         root / tag, FILES)
@@ -175,9 +167,7 @@ def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_
         state = {**client_state, "world_size": engine.dp_world_size}
         (root / tag / STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
         record_files(root / tag)
-        tmp = root / f".{LATEST}.tmp"
-        tmp.write_text(tag, encoding="utf-8")
-        os.replace(tmp, root / LATEST)
+        atomic_write(root / LATEST, tag)
         for old in tags(root)[:-keep_last] if keep_last > 0 else []:
             shutil.rmtree(root / old, ignore_errors=True)
             shutil.rmtree(root / f"{old}{UNIVERSAL}", ignore_errors=True)

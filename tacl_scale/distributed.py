@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 
 class DistributedError(RuntimeError):
@@ -70,8 +71,6 @@ class Distributed:
         else:
             raise DistributedError(f"DeepSpeed accelerator {kind!r}: tacl-scale trains on cuda or cpu")
         deepspeed.init_distributed(dist_backend=backend)
-        import torch.distributed as dist
-
         return cls(dist.get_rank(), env.local_rank, dist.get_world_size(), device)
 
     @property
@@ -87,8 +86,6 @@ class Distributed:
 
     def sum(self, values: torch.Tensor) -> torch.Tensor:
         """Element-wise sum over ranks of a 1-D tensor (returned on this device)."""
-        import torch.distributed as dist
-
         total = values.to(self.device, torch.float64)
         if self.world_size > 1:
             dist.all_reduce(total)
@@ -96,8 +93,6 @@ class Distributed:
 
     def sum_exact(self, value: int) -> int:
         """An integer summed over ranks exactly (int64, on this device)."""
-        import torch.distributed as dist
-
         total = torch.tensor([value], dtype=torch.int64, device=self.device)
         if self.world_size > 1:
             dist.all_reduce(total)
@@ -105,8 +100,6 @@ class Distributed:
 
     def any(self, flag: bool) -> bool:
         """Whether ``flag`` is set on at least one rank."""
-        import torch.distributed as dist
-
         value = torch.tensor([1 if flag else 0], dtype=torch.int32, device=self.device)
         if self.world_size > 1:
             dist.all_reduce(value, op=dist.ReduceOp.MAX)
@@ -127,8 +120,6 @@ class Distributed:
 
     def broadcast_object(self, value: Any) -> Any:
         """Rank 0's ``value`` on every rank (a picklable object)."""
-        import torch.distributed as dist
-
         if self.world_size == 1:
             return value
         box = [value]
@@ -136,8 +127,6 @@ class Distributed:
         return box[0]
 
     def barrier(self) -> None:
-        import torch.distributed as dist
-
         if not dist.is_initialized():
             return
         if self.device.type == "cuda":
@@ -148,8 +137,6 @@ class Distributed:
     def close(self) -> None:
         """Leave the process group (idempotent), through DeepSpeed so that it
         also drops the groups it derived from it."""
-        import torch.distributed as dist
-
         if dist.is_initialized():
             import deepspeed.comm
 

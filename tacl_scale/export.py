@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from transformers import BertConfig, BertForPreTraining
 
+from . import EXIT_ERROR
 from .checkpoint import newest_verified_tag
 from .data import PretrainDataset
 from .data.manifest import TOKENIZER_FILES
@@ -191,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         out = export_checkpoint(args.checkpoint, args.output)
     except (ValueError, OSError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     print(f"exported {out}")
     return 0
 

@@ -30,6 +30,7 @@ if __package__ in (None, ""):  # run as a script by the deepspeed launcher
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
     sys.path.insert(0, str(_here.parent))
 
+from tacl_scale import EXIT_ERROR
 from tacl_scale.config import (
     LR_SCHEDULES,
     CheckpointConfig,
@@ -40,7 +41,8 @@ from tacl_scale.config import (
     PerformanceConfig,
     TrainConfig,
 )
-from tacl_scale.mirror import MirrorConfig
+from tacl_scale.kernels.tacl_loss import IMPLEMENTATIONS
+from tacl_scale.mirror import POOLINGS, MirrorConfig
 from tacl_scale.model import TEACHER_DTYPES, ObjectiveConfig
 
 
@@ -55,55 +57,59 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--model", required=True, metavar="PATH",
                    help="HF BERT directory (student and teacher init) or a BertConfig JSON (random init)")
     p.add_argument("--output", required=True, metavar="RUN_DIR", help="run directory")
-    p.add_argument("--steps", type=int, default=150_000, help="optimizer steps")
-    p.add_argument("--objectives", default="tacl,mlm,nsp",
+    p.add_argument("--steps", type=int, default=OptimConfig.steps, help="optimizer steps")
+    p.add_argument("--objectives", default=",".join(ObjectiveConfig.objectives),
                    help="comma-separated subset of tacl,mlm,nsp,mirror: tacl,mlm,nsp = TaCL; mlm,nsp = BERT+MT; "
                    "mlm,nsp,mirror = model-1; tacl = model-2; mirror = Mirror-BERT (SimCSE with --mirror-span 0)")
-    p.add_argument("--temperature", type=float, default=0.01, help="TaCL temperature τ")
-    p.add_argument("--mirror-temperature", type=float, default=0.04,
+    p.add_argument("--temperature", type=float, default=ObjectiveConfig.temperature, help="TaCL temperature τ")
+    p.add_argument("--mirror-temperature", type=float, default=MirrorConfig.temperature,
                    help="mirror: InfoNCE temperature (Mirror-BERT 0.04, SimCSE 0.05)")
-    p.add_argument("--mirror-pooling", choices=("cls", "mean"), default="cls",
+    p.add_argument("--mirror-pooling", choices=POOLINGS, default=MirrorConfig.pooling,
                    help="mirror: sentence vector, the last layer's [CLS] or the mean of the real tokens")
-    p.add_argument("--mirror-span", type=int, default=2, metavar="TOKENS",
+    p.add_argument("--mirror-span", type=int, default=MirrorConfig.span_tokens, metavar="TOKENS",
                    help="mirror: tokens of the random span of the second view replaced by [MASK] "
                    "(Mirror-BERT's 5 characters ≈ 2 WordPiece tokens; 0: dropout only, SimCSE)")
-    p.add_argument("--tacl-impl", choices=("auto", "torch", "triton"), default="auto")
+    p.add_argument("--tacl-impl", choices=IMPLEMENTATIONS, default=ObjectiveConfig.tacl_impl)
     p.add_argument("--teacher-dtype", choices=sorted(TEACHER_DTYPES), default=None,
                    help="teacher precision (default fp16 on CUDA, fp32 on CPU)")
-    p.add_argument("--lr", type=float, default=None, help="default: the config's optimizer lr, else 1e-4")
+    p.add_argument("--lr", type=float, default=None,
+                   help=f"default: the config's optimizer lr, else {OptimConfig.lr}")
     p.add_argument("--weight-decay", type=float, default=None,
-                   help="default: the config's optimizer weight_decay, else 0.01")
-    p.add_argument("--warmup-ratio", type=float, default=0.1, help="share of steps of linear warm-up")
-    p.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="linear",
+                   help=f"default: the config's optimizer weight_decay, else {OptimConfig.weight_decay}")
+    p.add_argument("--warmup-ratio", type=float, default=OptimConfig.warmup_ratio,
+                   help="share of steps of linear warm-up")
+    p.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=OptimConfig.schedule,
                    help="after the warm-up: linear decay to 0 at --steps, or constant (Mirror-BERT, SimCSE)")
     p.add_argument("--batch-size", type=int, default=None,
-                   help="global batch per optimizer step (default: the config's train_batch_size, else 256)")
+                   help=f"global batch per optimizer step (default: the config's train_batch_size, else "
+                   f"{OptimConfig.batch_size})")
     p.add_argument("--micro-batch-size", type=int, default=None,
-                   help="per-rank micro-batch (default: the config's, else 32)")
-    p.add_argument("--grad-clip", type=float, default=None, help="default: the config's, else 1.0")
+                   help=f"per-rank micro-batch (default: the config's, else {OptimConfig.micro_batch_size})")
+    p.add_argument("--grad-clip", type=float, default=None,
+                   help=f"default: the config's gradient_clipping, else {OptimConfig.grad_clip}")
     p.add_argument("--pad-to-max-length", action="store_true", help="pad every batch to the dataset's max length")
     p.add_argument("--unpad", action=argparse.BooleanOptionalAction, default=None,
                    help="pack the real tokens of a micro-batch and run student, teacher and TaCL loss without "
                    "padding (FlashAttention varlen); default: on CUDA. --no-unpad pads to the longest instance")
     p.add_argument("--fused-optimizer", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.optim.AdamW(fused=True), same update and checkpoint state; default: on CUDA")
-    p.add_argument("--num-workers", type=int, default=2, help="DataLoader workers per rank")
+    p.add_argument("--num-workers", type=int, default=DataConfig.num_workers, help="DataLoader workers per rank")
     p.add_argument("--dynamic-masking", action="store_true",
                    help="re-mask every epoch from the unmasked ids instead of the static masks")
-    p.add_argument("--save-every", type=int, default=1000, help="checkpoint every N steps")
-    p.add_argument("--keep-last", type=int, default=3, help="checkpoints kept")
+    p.add_argument("--save-every", type=int, default=CheckpointConfig.save_every, help="checkpoint every N steps")
+    p.add_argument("--keep-last", type=int, default=CheckpointConfig.keep_last, help="checkpoints kept")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in RUN_DIR")
     p.add_argument("--stop-after-steps", type=int, default=None, metavar="N",
                    help="end this job after N steps with a checkpoint (for jobs shorter than the run; "
                    "--resume continues)")
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--log-every", type=int, default=10, help="progress line every N steps")
+    p.add_argument("--seed", type=int, default=TrainConfig.seed)
+    p.add_argument("--log-every", type=int, default=TrainConfig.log_every, help="progress line every N steps")
     p.add_argument("--no-export", action="store_true", help="skip the HF export at the end")
     p.add_argument("--eval-every", type=int, default=None,
                    help="every N steps, validation losses and per-layer self-similarity to TensorBoard, on the "
                    "validation split of the --data directories (data_prep.build --validation-fraction); "
                    "default: 1000 when there is one, else off; 0: off")
-    p.add_argument("--eval-instances", type=int, default=256,
+    p.add_argument("--eval-instances", type=int, default=TrainConfig.eval_instances,
                    help="validation instances evaluated, spread evenly over the split(s)")
     p.add_argument("--local_rank", type=int, default=-1, help=argparse.SUPPRESS)  # set by the launcher
     args = p.parse_args(argv)
@@ -116,9 +122,18 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     except ValueError as err:
         p.error(str(err))
     engine = EngineConfig.from_file(args.ds)  # a ConfigError names the file
-    ds_defaults = engine.settings
-    adam = engine.optimizer_params
-    micro = args.micro_batch_size or ds_defaults.get("train_micro_batch_size_per_gpu") or 32
+    ds, adam = engine.settings, engine.optimizer_params
+    # A flag, else the DeepSpeed JSON's value, else (left out) the dataclass's default.
+    chosen = {
+        "steps": args.steps, "warmup_ratio": args.warmup_ratio, "schedule": args.lr_schedule,
+        "lr": _first(args.lr, adam.get("lr")),
+        "weight_decay": _first(args.weight_decay, adam.get("weight_decay")),
+        "betas": tuple(adam["betas"]) if "betas" in adam else None,
+        "eps": adam.get("eps"),
+        "grad_clip": _first(args.grad_clip, ds.get("gradient_clipping")),
+        "batch_size": _first(args.batch_size, ds.get("train_batch_size")),
+        "micro_batch_size": _first(args.micro_batch_size, ds.get("train_micro_batch_size_per_gpu")),
+    }
     return TrainConfig(
         model=args.model,
         output=os.path.abspath(args.output),
@@ -127,18 +142,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                         pad_to_max_length=args.pad_to_max_length,
                         num_workers=args.num_workers, dynamic_masking=args.dynamic_masking),
         objective=objective,
-        optim=OptimConfig(
-            steps=args.steps,
-            lr=args.lr if args.lr is not None else adam.get("lr", 1e-4),
-            weight_decay=args.weight_decay if args.weight_decay is not None else adam.get("weight_decay", 0.01),
-            betas=tuple(adam.get("betas", (0.9, 0.999))),
-            eps=adam.get("eps", 1e-6),
-            warmup_ratio=args.warmup_ratio,
-            schedule=args.lr_schedule,
-            grad_clip=args.grad_clip if args.grad_clip is not None else ds_defaults.get("gradient_clipping", 1.0),
-            batch_size=args.batch_size or ds_defaults.get("train_batch_size") or 256,
-            micro_batch_size=int(micro),
-        ),
+        optim=OptimConfig(**{k: v for k, v in chosen.items() if v is not None}),
         checkpoint=CheckpointConfig(args.save_every, args.keep_last, args.resume, args.stop_after_steps),
         performance=PerformanceConfig(args.unpad, args.fused_optimizer, args.teacher_dtype),
         seed=args.seed,
@@ -149,9 +153,14 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     )
 
 
+def _first(*values: object) -> object:
+    """The first value that is not None (or None)."""
+    return next((v for v in values if v is not None), None)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Every refusal (dataset, model, config, checkpoint) is one ``error:`` line and
-    exit code 2: said once, by rank 0, when all ranks refuse alike; by the rank
+    exit code 2 (:data:`tacl_scale.EXIT_ERROR`): said once, by rank 0, when all ranks refuse alike; by the rank
     concerned when it is about one rank's environment."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
@@ -173,11 +182,11 @@ def main(argv: list[str] | None = None) -> int:
                 dist.close()
     except DistributedError as err:
         print(f"error: rank {env.rank}: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     except (ConfigError, TrainError) as err:
         if env.rank == 0:
             print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     return 0
 
 

@@ -93,7 +93,7 @@ def test_cli_writes_json_csv_and_readable_pngs(tiny_model: Path, tmp_path: Path)
     assert without < with_special
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
-    assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(empty), "--out", str(excluded)]) == 1
+    assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(empty), "--out", str(excluded)]) == 2
 
 
 def test_layer_self_similarity_of_an_encoder(tiny_model: Path) -> None:

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from data_prep.instances import (
-    InMemoryStore,
     InstanceConfig,
     PairSpec,
     Segment,
@@ -20,6 +19,21 @@ from data_prep.instances import (
 )
 
 CLS, SEP = 101, 102
+
+
+class InMemoryStore:
+    """A :class:`~data_prep.instances.TokenStore` over per-document lists of
+    per-sentence arrays (the build's store is the spill parts)."""
+
+    def __init__(self, documents: list[list[np.ndarray]]) -> None:
+        self.documents = documents
+
+    def values(self, segment: Segment) -> np.ndarray:
+        joined = np.concatenate(list(self.documents[segment.document][segment.first : segment.last + 1]))
+        return joined[segment.start : segment.stop]
+
+    def lengths(self) -> list[list[int]]:
+        return [[len(s) for s in doc] for doc in self.documents]
 
 
 def make_corpus(

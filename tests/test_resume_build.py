@@ -65,8 +65,8 @@ def test_a_killed_build_resumes_byte_identical(tmp_path: Path) -> None:
     copy = tmp_path / "killed_copy"
     other = subprocess.run(build_command(dump, copy, "--resume", "--seed", "7"), cwd=ROOT, capture_output=True,
                            text=True, timeout=600)
-    assert other.returncode == 1 and "other settings" in other.stderr
+    assert other.returncode == 2 and "other settings" in other.stderr
     assert len(list((copy / "_tmp").glob("part-*.done.json"))) == done
     finished = subprocess.run(build_command(dump, killed, "--resume"), cwd=ROOT, capture_output=True, text=True,
                               timeout=600)
-    assert finished.returncode == 1 and "nothing to resume" in finished.stderr
+    assert finished.returncode == 2 and "nothing to resume" in finished.stderr

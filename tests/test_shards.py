@@ -16,7 +16,6 @@ from data_prep.config import BuildConfig, InputConfig, OutputConfig
 from data_prep.documents import TokenizedDocument
 from data_prep.instances import InstanceConfig, Segment, assemble, create_pairs_from_document
 from data_prep.shards import (
-    TMP_DIR_NAME,
     ShardDocuments,
     SpillWriter,
     TokenizerFacts,
@@ -24,13 +23,14 @@ from data_prep.shards import (
     make_manifest,
 )
 from data_prep.tokenization import EncodedSentence, TokenizerConfig
+from data_prep.workspace import TMP_DIR_NAME
 from tacl_scale.data import DatasetError, PretrainDataset, load_manifest
 from tacl_scale.data.indexed import IndexedReader
 from tacl_scale.data.manifest import (
     FORMAT_VERSION,
     MANIFEST_NAME,
+    FileRecord,
     Manifest,
-    SourceRecord,
     SpecialIds,
     TokenizerRecord,
 )
@@ -101,7 +101,7 @@ def build(out: Path, parts: list[list[TokenizedDocument]], config: BuildConfig |
     shutil.rmtree(out / TMP_DIR_NAME)
     tokenizer = TokenizerRecord("wordpiece", "vocab.txt", "0" * 64, VOCAB, True, SpecialIds(**SPECIALS),
                                 "vocab.txt")
-    manifest = make_manifest(config, tokenizer, entries, {"too_short": 0}, [SourceRecord("synthetic.txt", 0)],
+    manifest = make_manifest(config, tokenizer, entries, {"too_short": 0}, [FileRecord("synthetic.txt", 0)],
                              {"runner": "none"}, FACTS)
     manifest.write(out)
     return manifest
@@ -246,7 +246,7 @@ def test_manifest_contents(built):
     for entry in manifest.train.shards:
         assert entry.duplicate_documents == 0
         for key, info in entry.files.items():
-            assert (built / info.name).stat().st_size == info.bytes, key
+            assert (built / info.path).stat().st_size == info.bytes, key
     assert not [p for p in built.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -580,3 +580,40 @@ def test_a_failing_shard_build_leaves_no_partial_files(tmp_path, monkeypatch):
     shard_dirs = list((tmp_path / "out" / TMP_DIR_NAME).glob("shard-*"))
     assert len(shard_dirs) == 1 and list(shard_dirs[0].iterdir()) == []
     assert not list((tmp_path / "out").glob("shard-*"))
+
+
+def test_the_build_command_line_takes_its_defaults_from_the_config_dataclasses(tmp_path):
+    from data_prep.build import parse_args
+
+    config = parse_args(["--input", "x.xml", "--tokenizer", "vocab.txt", "--output", str(tmp_path / "o")]).config
+    assert config == BuildConfig(InputConfig(("x.xml",)), TokenizerConfig("vocab.txt"), OutputConfig(str(tmp_path / "o")))
+    lines = parse_args(["--input", "s.txt", "--format", "lines", "--tokenizer", "v", "--output", "o"]).config
+    assert lines.cleaning.min_doc_chars == 1  # a line is a whole document
+
+
+def test_a_units_marker_names_every_file_its_part_wrote_and_resume_keeps_exactly_those(tmp_path):
+    """One list: the files a spill part writes are the files synced before its
+    marker, named by the marker, and kept by a resume (an incomplete part, a shard
+    being built and stray files go)."""
+    from data_prep.workspace import Workspace, is_build_file
+
+    workspace = Workspace(tmp_path)
+    workspace.start_run("digest", [])
+    prefix = workspace.root / "part-done"
+    writer = SpillWriter(workspace.root, FACTS.token_dtype, prefix)
+    writer.add(0, DOCUMENTS[0])
+    writer.close()
+    written = sorted(p.name for p in workspace.root.iterdir() if p.name.startswith("part-done"))
+    assert len(written) == 5 and sorted(p.name for p in writer.files) == written
+    workspace.mark_done(prefix, writer.files, {"bytes": 1, "shards": [0], "skips": {}, "documents": 1})
+    assert workspace.marker(prefix)["files"] == written
+    unfinished = SpillWriter(workspace.root, FACTS.token_dtype, workspace.root / "part-killed")
+    unfinished.add(0, DOCUMENTS[1])
+    unfinished.close()  # closed, but killed before its marker
+    workspace.shard_scratch()
+    assert workspace.discard_incomplete() == (1, 6)
+    assert sorted(p.name for p in workspace.root.iterdir()) == sorted([*written, "part-done.done.json", "build.json"])
+    for name, ours in (("shard-00003.bin", True), ("validation-00000.meta.npy", True), ("_tmp", True),
+                       ("tokenizer", True), (".manifest.json.1a2b.tmp", True), ("notes.txt", False),
+                       ("shard-3.bin", False), ("manifest.json", False)):
+        assert is_build_file(tmp_path / name) == ours, name

@@ -112,7 +112,7 @@ def test_export_cli_matches_the_final_export(full_run: Path, tmp_path: Path) -> 
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     bad = subprocess.run([sys.executable, "-m", "tacl_scale.export", str(tmp_path), str(tmp_path / "x")],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 1 and "run.json" in bad.stderr
+    assert bad.returncode == 2 and "run.json" in bad.stderr
 
 
 def test_resume_gives_the_same_losses_with_two_ranks(setup: dict[str, Path], full_run: Path) -> None:

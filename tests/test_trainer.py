@@ -541,3 +541,21 @@ def test_the_zero1_config_trains_resumes_and_exports(join: Callable[[], Distribu
     exported = BertForPreTraining.from_pretrained(tmp_path / "straight" / "export").state_dict()
     for name, master in masters["straight"].items():
         assert exported[name].dtype == torch.float32 and torch.equal(exported[name], master), name
+
+
+def test_the_command_line_takes_its_defaults_from_the_config_dataclasses(tmp_path: Path) -> None:
+    """With nothing given (a DeepSpeed JSON without batch sizes, clipping or an
+    optimizer section) every setting is its dataclass's default: no fallback
+    literal in train.py can drift from them."""
+    from tacl_scale.train import parse_args
+
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps(FP32))
+    config = parse_args(["--ds", str(ds), "--data", "d", "--model", "m", "--output", str(tmp_path / "run")])
+    assert config.optim == OptimConfig()
+    assert config.objective == ObjectiveConfig()
+    assert config.checkpoint == CheckpointConfig()
+    assert config.performance == PerformanceConfig()
+    assert config.data == DataConfig(("d",))
+    defaults = TrainConfig("m", str(tmp_path / "run"), EngineConfig(str(ds), FP32), DataConfig(("d",)))
+    assert config == defaults

@@ -247,8 +247,11 @@ _PREFIXED_COUNTS = ("instances", "tokens", "documents", "random_next", "masked",
 
 
 @dataclass(frozen=True)
-class ShardFile:
-    name: str
+class FileRecord:
+    """A file and its size: a shard's part (``path``: its name in the dataset
+    directory), or an input of the build (the path the build read)."""
+
+    path: str
     bytes: int
 
 
@@ -260,7 +263,7 @@ class ShardRecord:
     index: int  # NNNNN
     key: int  # its place among all shards of the build (train first)
     split: str
-    files: dict[str, ShardFile]  # by the keys of shard_file_names
+    files: dict[str, FileRecord]  # by the keys of shard_file_names
     counts: Counts
     duplicate_documents: int = 0  # documents whose id came twice (the later copies are skipped)
 
@@ -270,13 +273,13 @@ class ShardRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "index": self.index, "key": self.key, "split": self.split,
-                "files": {k: {"name": f.name, "bytes": f.bytes} for k, f in self.files.items()},
+                "files": {k: {"name": f.path, "bytes": f.bytes} for k, f in self.files.items()},
                 "duplicate_documents": self.duplicate_documents, **self.counts.to_json(prefix="num_")}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ShardRecord:
         return cls(name=data["name"], index=int(data["index"]), key=int(data["key"]), split=data["split"],
-                   files={k: ShardFile(f["name"], int(f["bytes"])) for k, f in data.get("files", {}).items()},
+                   files={k: FileRecord(f["name"], int(f["bytes"])) for k, f in data.get("files", {}).items()},
                    counts=Counts.from_json(data, prefix="num_"),
                    duplicate_documents=int(data.get("duplicate_documents", 0)))
 
@@ -301,12 +304,6 @@ class SplitRecord:
 
 
 @dataclass(frozen=True)
-class SourceRecord:
-    path: str
-    bytes: int
-
-
-@dataclass(frozen=True)
 class Manifest:
     """Everything ``manifest.json`` records about a dataset (see the module docstring)."""
 
@@ -326,7 +323,7 @@ class Manifest:
     input_format: str = "wiki-xml"
     skips: dict[str, int] = field(default_factory=dict)  # inputs skipped, by reason
     warnings: tuple[str, ...] = ()
-    sources: tuple[SourceRecord, ...] = ()
+    sources: tuple[FileRecord, ...] = ()  # the build's input files
     # The build's own settings and the Beam pipeline options, as recorded (never read back).
     build_config: dict[str, Any] = field(default_factory=dict)
     pipeline_options: dict[str, Any] = field(default_factory=dict)
@@ -455,7 +452,7 @@ class Manifest:
                 validation.get("fraction"), validation.get("rule")),
             skips={k: int(v) for k, v in data.get("skips", {}).items()},
             warnings=tuple(data.get("warnings", ())),
-            sources=tuple(SourceRecord(s["path"], int(s["bytes"])) for s in data.get("sources", ())),
+            sources=tuple(FileRecord(s["path"], int(s["bytes"])) for s in data.get("sources", ())),
             build_config=data.get("build_config", {}),
             pipeline_options=data.get("pipeline_options", {}),
         )

@@ -149,7 +149,10 @@ def tacl_loss(
     if _resolve_impl(impl, student) == "triton":
         from .tacl_triton import tacl_loss_triton
 
-        return tacl_loss_triton(student, teacher, masked, attention_mask, temperature, rows)
+        if student.shape != teacher.shape or student.dim() != 3:
+            raise ValueError(f"student {tuple(student.shape)} and teacher {tuple(teacher.shape)} must both be "
+                             "(B, L, D)")
+        return tacl_loss_triton(student, teacher, masked, attention_mask, temperature, NORM_EPS, rows)
     return tacl_loss_reference(student, teacher, masked, attention_mask, temperature)
 
 
@@ -167,10 +170,11 @@ def tacl_loss_packed(
     (B + 1,) integer offsets, sequence ``b`` being rows ``cu_seqlens[b]:cu_seqlens[b+1]``.
     Every row is a real token, so the softmax of a masked row runs over its own
     sequence's rows."""
+    check_packed(student, teacher, masked, cu_seqlens)
     if _resolve_impl(impl, student) == "triton":
         from .tacl_triton import tacl_loss_triton_packed
 
-        return tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature, rows)
+        return tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature, NORM_EPS, rows)
     return tacl_loss_packed_reference(student, teacher, masked, cu_seqlens, temperature)
 
 

@@ -32,8 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .rows import MaskedRows
-from .tacl_loss import NORM_EPS, TACL_TEMPERATURE
+from .rows import MaskedRows, packed_rows, padded_rows
 
 
 @triton.jit
@@ -154,16 +153,16 @@ class TaclTriton(torch.autograd.Function):
     sequence a real token: packed batches)."""
 
     @staticmethod
-    def forward(ctx, student, teacher, valid, rows: MaskedRows, temperature):  # type: ignore[override]
+    def forward(ctx, student, teacher, valid, rows: MaskedRows, temperature, eps):  # type: ignore[override]
         shape, dim = student.shape, student.shape[-1]
         count = rows.num_masked
         s_rows = student.reshape(-1, dim)[rows.index].float()
         norm = s_rows.norm(dim=-1)
-        s_hat = s_rows / norm.clamp(min=NORM_EPS)[:, None]
+        s_hat = s_rows / norm.clamp(min=eps)[:, None]
         t_dtype = teacher.dtype if teacher.dtype in (torch.float16, torch.bfloat16) else torch.float32
         if t_dtype == torch.bfloat16 and not teacher.is_cuda:
             t_dtype = torch.float32  # Triton's CPU interpreter computes bfloat16 wrongly
-        t_hat = torch.nn.functional.normalize(teacher.reshape(-1, dim).float(), dim=-1, eps=NORM_EPS)
+        t_hat = torch.nn.functional.normalize(teacher.reshape(-1, dim).float(), dim=-1, eps=eps)
         t_hat = t_hat.to(t_dtype).contiguous()
         s_in = s_hat.to(t_dtype).contiguous()
         sizes = block_sizes(dim, rows.block_m)
@@ -188,7 +187,7 @@ class TaclTriton(torch.autograd.Function):
             loss = student.new_zeros((), dtype=torch.float32)
         ctx.save_for_backward(t_hat, valid, logits, lse, s_hat, norm)
         ctx.rows = rows
-        ctx.meta = (temperature, shape, student.dtype, sizes, num_tiles, has_valid, ieee)
+        ctx.meta = (temperature, eps, shape, student.dtype, sizes, num_tiles, has_valid, ieee)
         num_correct, num_masked = correct.sum(dtype=torch.int64), rows.count.clone()
         ctx.mark_non_differentiable(num_correct, num_masked)
         return loss, num_correct, num_masked
@@ -197,12 +196,12 @@ class TaclTriton(torch.autograd.Function):
     def backward(ctx, grad_loss, _grad_correct, _grad_count):  # type: ignore[override]
         t_hat, valid, logits, lse, s_hat, norm = ctx.saved_tensors
         rows: MaskedRows = ctx.rows
-        temperature, shape, dtype, (block_m, block_n, _, block_dout), num_tiles, has_valid, ieee = ctx.meta
+        temperature, eps, shape, dtype, (block_m, block_n, _, block_dout), num_tiles, has_valid, ieee = ctx.meta
         dim = shape[-1]
         grad_student = torch.zeros((shape.numel() // dim, dim), dtype=dtype, device=t_hat.device)
         count = rows.num_masked
         if count == 0:
-            return grad_student.reshape(shape), None, None, None, None
+            return grad_student.reshape(shape), None, None, None, None, None
         grad_hat = torch.empty((count, dim), dtype=torch.float32, device=t_hat.device)
         grid = (rows.num_blocks, triton.cdiv(dim, block_dout))
         _tacl_backward[grid](
@@ -211,35 +210,28 @@ class TaclTriton(torch.autograd.Function):
             logits.stride(0), D=dim, NUM_TILES=num_tiles, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_DOUT=block_dout, HAS_VALID=has_valid, IEEE=ieee,
         )
         # Through ŝ = s / max(‖s‖, eps), as torch.nn.functional.normalize.
-        clamped = norm < NORM_EPS
+        clamped = norm < eps
         radial = (s_hat * grad_hat).sum(dim=-1, keepdim=True)
-        grad_rows = torch.where(clamped[:, None], grad_hat / NORM_EPS,
-                                (grad_hat - s_hat * radial) / norm.clamp(min=NORM_EPS)[:, None])
+        grad_rows = torch.where(clamped[:, None], grad_hat / eps,
+                                (grad_hat - s_hat * radial) / norm.clamp(min=eps)[:, None])
         grad_student.index_copy_(0, rows.index, grad_rows.to(dtype))
-        return grad_student.reshape(shape), None, None, None, None
+        return grad_student.reshape(shape), None, None, None, None, None
 
 
-def tacl_loss_triton(student, teacher, masked, attention_mask, temperature=TACL_TEMPERATURE,
+def tacl_loss_triton(student, teacher, masked, attention_mask, temperature: float, eps: float,
                      rows: MaskedRows | None = None):
-    """The fused-kernel TaCL loss on a padded batch: same signature and results as
-    the reference. ``rows`` (from the collate) spares reading the masks on the host."""
-    from .rows import padded_rows
-
-    if student.shape != teacher.shape or student.dim() != 3:
-        raise ValueError(f"student {tuple(student.shape)} and teacher {tuple(teacher.shape)} must both be (B, L, D)")
+    """The fused-kernel TaCL loss on a padded batch (called by
+    :func:`tacl_scale.kernels.tacl_loss.tacl_loss`, which checks the shapes): the
+    reference's results. ``rows`` (from the collate) spares reading the masks on the host."""
     if rows is None:
         rows = padded_rows(masked, attention_mask)
-    return TaclTriton.apply(student, teacher, attention_mask.reshape(-1), rows, temperature)
+    return TaclTriton.apply(student, teacher, attention_mask.reshape(-1), rows, temperature, eps)
 
 
-def tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature=TACL_TEMPERATURE,
-                     rows: MaskedRows | None = None):
+def tacl_loss_triton_packed(student, teacher, masked, cu_seqlens, temperature: float, eps: float,
+                            rows: MaskedRows | None = None):
     """The fused-kernel TaCL loss on the packed layout (see
     :func:`tacl_scale.kernels.tacl_loss.tacl_loss_packed`)."""
-    from .rows import packed_rows
-    from .tacl_loss import check_packed
-
-    check_packed(student, teacher, masked, cu_seqlens)
     if rows is None:
         rows = packed_rows(masked, cu_seqlens)
-    return TaclTriton.apply(student, teacher, None, rows, temperature)
+    return TaclTriton.apply(student, teacher, None, rows, temperature, eps)

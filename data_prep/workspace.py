@@ -1,0 +1,194 @@
+"""The build's workspace, ``OUTPUT/_tmp/``: everything a build writes before its
+dataset exists, and what makes a killed build resumable. This module owns its names.
+
+- ``part-<key>.*``: a work unit's spill part (tokenized documents, see
+  :class:`data_prep.shards.SpillWriter`), named after the unit so that a rerun finds
+  it again. Once the part's files are closed and synced, a completion marker
+  ``part-<key>.done.json`` records what the unit produced (the shards it touched,
+  its skip counts, its documents) and the files it wrote, which are exactly the
+  files that were synced. A part without a marker is incomplete and is discarded
+  on resume.
+- ``build.json``: a fingerprint of everything that determines the parts (the
+  build configuration and the list of units) and, for the progress line, the
+  number and size of the units and when this run started.
+- ``shard-<random>/``: a shard being built; its finished files are renamed into
+  the dataset directory.
+- ``entries/<key>.json``: a built shard's manifest record.
+
+The directory must be visible to every worker, as the spill parts already require;
+the progress line counts markers there, so it spans worker processes and runners.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tacl_scale.data.manifest import (
+    MANIFEST_NAME,
+    SPLITS,
+    TOKENIZER_DIR,
+    ShardRecord,
+    atomic_write,
+    shard_name,
+)
+
+from .sources import WorkUnit
+
+TMP_DIR_NAME = "_tmp"
+BUILD_RECORD = "build.json"
+MARKER_SUFFIX = ".done.json"
+ENTRIES_DIR = "entries"
+# A dataset's own files: its shards' (shard-NNNNN.*, validation-NNNNN.*), as shard_name names them.
+_SHARD_FILE = re.compile("|".join(re.escape(shard_name(0, split)).replace("00000", r"\d{5}") + r"\..+"
+                                  for split in SPLITS))
+
+
+def unit_key(unit: WorkUnit) -> str:
+    """A stable name for a unit: the same file and byte range, the same key."""
+    text = f"{unit.path}\x00{unit.format}\x00{unit.start}\x00{unit.stop}"
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def unit_bytes(unit: WorkUnit) -> int:
+    """Input bytes of a unit (its byte range, or the whole file)."""
+    return (unit.stop - unit.start) if unit.stop is not None else os.path.getsize(unit.path)
+
+
+def is_build_file(path: Path) -> bool:
+    """Whether an entry of a dataset directory is one a build writes (a shard's
+    file, the tokenizer copy, the workspace, a manifest being written): what an
+    unfinished build may leave, and what ``--overwrite`` removes. Never a user's file."""
+    name = path.name
+    return (name in (TMP_DIR_NAME, TOKENIZER_DIR, f".{TOKENIZER_DIR}.tmp") or name.startswith(f".{MANIFEST_NAME}.")
+            or _SHARD_FILE.fullmatch(name) is not None)
+
+
+def _sync(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+class Workspace:
+    """``OUTPUT/_tmp/`` of one build (see the module docstring)."""
+
+    def __init__(self, output_dir: str | os.PathLike) -> None:
+        self.root = Path(output_dir) / TMP_DIR_NAME
+
+    def exists(self) -> bool:
+        return self.root.is_dir()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- work units -------------------------------------------------------------------------------------------
+
+    def part_prefix(self, unit: WorkUnit) -> Path:
+        """Where ``unit`` spills its documents."""
+        return self.root / f"part-{unit_key(unit)}"
+
+    def mark_done(self, prefix: Path, files: list[Path], record: dict[str, Any]) -> None:
+        """Mark a unit complete: sync the ``files`` its part wrote, then write the
+        marker (naming them) by rename."""
+        for path in files:
+            _sync(path)
+        done = {**record, "files": sorted(p.name for p in files), "finished_at": time.time()}
+        atomic_write(Path(f"{prefix}{MARKER_SUFFIX}"), json.dumps(done), fsync=True)
+
+    def marker(self, prefix: Path) -> dict[str, Any] | None:
+        """The marker of the unit spilling to ``prefix``, if it completed."""
+        marker = Path(f"{prefix}{MARKER_SUFFIX}")
+        if not marker.is_file():
+            return None
+        return json.loads(marker.read_text(encoding="utf-8"))
+
+    def completed_units(self) -> list[dict[str, Any]]:
+        """The markers of every completed unit (what each produced)."""
+        return [json.loads(m.read_text(encoding="utf-8")) for m in sorted(self.root.glob(f"part-*{MARKER_SUFFIX}"))]
+
+    # -- runs -------------------------------------------------------------------------------------------------
+
+    def start_run(self, digest: str, units: list[WorkUnit]) -> None:
+        """Record this run of the build (a fresh one, or a resumed one)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        record = {"fingerprint": digest, "units": len(units), "bytes": sum(unit_bytes(u) for u in units),
+                  "started": time.time()}
+        (self.root / BUILD_RECORD).write_text(json.dumps(record), encoding="utf-8")
+
+    def resumable(self, digest: str) -> str | None:
+        """``None`` when the parts here belong to a build of the same settings and
+        units, else why not."""
+        record = self.root / BUILD_RECORD
+        if not record.is_file():
+            return f"{record}: missing (no interrupted build of this version to resume)"
+        if json.loads(record.read_text(encoding="utf-8")).get("fingerprint") != digest:
+            return (f"{self.root}: its parts were made with other settings or inputs; rerun the same command, or "
+                    "drop --resume to start over")
+        return None
+
+    def discard_incomplete(self) -> tuple[int, int]:
+        """Remove everything but the completed parts (the files their markers
+        name), the markers and the build record; return (completed units kept,
+        entries removed)."""
+        keep = {BUILD_RECORD}
+        markers = sorted(self.root.glob(f"part-*{MARKER_SUFFIX}"))
+        for marker in markers:
+            keep.add(marker.name)
+            keep.update(json.loads(marker.read_text(encoding="utf-8")).get("files", []))
+        removed = 0
+        for path in sorted(self.root.iterdir()):
+            if path.name in keep:
+                continue
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+            removed += 1
+        return len(markers), removed
+
+    def progress_line(self) -> str:
+        """Units done of all, input MB done, this run's rate and the ETA (from the
+        markers every worker leaves here)."""
+        record = json.loads((self.root / BUILD_RECORD).read_text(encoding="utf-8"))
+        markers = self.completed_units()
+        done_bytes = sum(m["bytes"] for m in markers)
+        now = time.time()
+        this_run = sum(m["bytes"] for m in markers if m["finished_at"] >= record["started"])
+        rate = this_run / max(now - record["started"], 1e-9)
+        remaining = record["bytes"] - done_bytes
+        eta = f"ETA {remaining / rate:.0f} s" if rate > 0 and remaining > 0 else "ETA 0 s"
+        return (f"work units {len(markers)}/{record['units']} done, {done_bytes / 1e6:.1f}/"
+                f"{record['bytes'] / 1e6:.1f} MB of input, {rate / 1e6:.2f} MB/s, {eta}")
+
+    # -- shards -----------------------------------------------------------------------------------------------
+
+    def shard_scratch(self) -> Path:
+        """A fresh directory to build one shard's files in."""
+        path = self.root / f"shard-{uuid.uuid4().hex}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def write_entry(self, record: ShardRecord) -> None:
+        """A built shard's manifest record, written by rename."""
+        directory = self.root / ENTRIES_DIR
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write(directory / f"{record.key}.json", json.dumps(record.to_json()))
+
+    def entries(self) -> list[ShardRecord]:
+        """The records of every shard built so far."""
+        return [ShardRecord.from_json(json.loads(p.read_text(encoding="utf-8")))
+                for p in sorted((self.root / ENTRIES_DIR).glob("*.json"))]
+
+
+def fingerprint(config_dict: dict[str, Any], units: Iterable[WorkUnit]) -> str:
+    """What the spill parts depend on: the build configuration (but whether an old
+    dataset may be overwritten) and the units."""
+    settings = json.loads(json.dumps(config_dict))
+    settings.get("output", {}).pop("overwrite", None)
+    text = json.dumps({"config": settings, "units": [unit_key(u) for u in units]}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,39 @@
+"""Every command refuses bad input the same way: one ``error:`` line naming what is
+wrong, and exit status 2 (``tacl_scale.EXIT_ERROR``, argparse's for a usage error)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tacl_scale import EXIT_ERROR
+
+
+def _commands(tmp_path: Path) -> dict[str, tuple[Callable[[list[str]], int], list[str], str]]:
+    from data_prep.build import main as build
+    from data_prep.inspect import main as inspect
+    from data_prep.multistream import main as multistream
+    from data_prep.sentence_list import main as sentence_list
+    from data_prep.train_vocab import main as train_vocab
+    from tacl_scale.export import main as export
+
+    missing = str(tmp_path / "missing.xml")
+    return {
+        "build": (build, ["--input", missing, "--tokenizer", missing, "--output", str(tmp_path / "out")], missing),
+        "inspect": (inspect, [str(tmp_path)], "manifest.json"),
+        "multistream": (multistream, [missing, str(tmp_path / "x-multistream.xml.bz2")], missing),
+        "sentence_list": (sentence_list, ["--input", missing, "--output", str(tmp_path / "s.txt")], missing),
+        "train_vocab": (train_vocab, ["--input", missing, "--output", str(tmp_path / "vocab.txt")], missing),
+        "export": (export, [str(tmp_path), str(tmp_path / "export")], "run.json"),
+    }
+
+
+@pytest.mark.parametrize("name", ["build", "inspect", "multistream", "sentence_list", "train_vocab", "export"])
+def test_a_refusal_is_one_error_line_and_exit_status_2(name: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    main, argv, named = _commands(tmp_path)[name]
+    assert main(argv) == EXIT_ERROR == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and named in errors[0], errors
