@@ -86,21 +86,23 @@ def verify(directory: Path) -> str | None:
 
 
 def newest_verified_tag(root: Path) -> tuple[str | None, list[str]]:
-    """The newest checkpoint at or before ``latest`` whose files verify, and the
-    problems of the newer ones that did not (each names its file)."""
+    """The newest checkpoint by step whose files verify, whatever ``latest`` says
+    (a lost or stale pointer must not restart a run from an older step), and the
+    problems of the newer ones (each names its file). A checkpoint with no record
+    at all (saved by a version that kept none) is taken unchecked only when
+    ``latest`` names it; otherwise it is a save that did not finish."""
     latest = latest_tag(root)
-    if latest is None:
-        return None, []
-    candidates = [tag for tag in reversed(tags(root)) if tag <= latest]
     problems = []
-    for tag in candidates:
-        unfinished_record = any((root / tag).glob(f".{FILES}.*"))
-        if not (root / tag / FILES).exists() and not unfinished_record and tag == latest:
-            # Saved by a version that kept no record: usable, but nothing to check it against.
-            log.warning("%s has no %s (saved before checkpoints were verified): loading it unchecked",
-                        root / tag, FILES)
-            return tag, problems
-        problem = verify(root / tag)
+    for tag in reversed(tags(root)):
+        directory = root / tag
+        if not (directory / FILES).exists():
+            if tag == latest and not any(directory.glob(f".{FILES}.*")):
+                log.warning("%s has no %s (saved before checkpoints were verified): loading it unchecked",
+                            directory, FILES)
+                return tag, problems
+            problems.append(f"{directory / FILES}: missing (the save did not finish)")
+            continue
+        problem = verify(directory)
         if problem is None:
             return tag, problems
         problems.append(problem)
@@ -168,9 +170,12 @@ def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_
         (root / tag / STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
         record_files(root / tag)
         atomic_write(root / LATEST, tag)
-        for old in tags(root)[:-keep_last] if keep_last > 0 else []:
-            shutil.rmtree(root / old, ignore_errors=True)
-            shutil.rmtree(root / f"{old}{UNIVERSAL}", ignore_errors=True)
+        # The newest steps are kept, and always the one just written.
+        kept = {*tags(root)[-keep_last:], tag} if keep_last > 0 else set(tags(root))
+        for old in tags(root):
+            if old not in kept:
+                shutil.rmtree(root / old, ignore_errors=True)
+                shutil.rmtree(root / f"{old}{UNIVERSAL}", ignore_errors=True)
     barrier()
     return tag
 

@@ -16,6 +16,11 @@ class ConfigError(ValueError):
     names the file or flags and what to change."""
 
 
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """The DeepSpeed JSON (``--ds``), read once. ``settings`` is the object as
@@ -64,6 +69,13 @@ class DataConfig:
     num_workers: int = 2
     dynamic_masking: bool = False
 
+    def __post_init__(self) -> None:
+        _require(self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}")
+        _require(self.pad_to_multiple_of >= 1, f"pad_to_multiple_of must be >= 1, got {self.pad_to_multiple_of}")
+        if self.weights is not None:
+            _require(len(self.weights) == len(self.paths) and all(w > 0 for w in self.weights),
+                     f"--data-weights must be one positive weight per --data, got {list(self.weights)}")
+
 
 LR_SCHEDULES = ("linear", "constant")
 
@@ -88,8 +100,18 @@ class OptimConfig:
     schedule: str = "linear"
 
     def __post_init__(self) -> None:
-        if self.schedule not in LR_SCHEDULES:
-            raise ValueError(f"lr schedule {self.schedule!r} not in {LR_SCHEDULES}")
+        _require(self.schedule in LR_SCHEDULES, f"lr schedule {self.schedule!r} not in {LR_SCHEDULES}")
+        _require(self.steps >= 1, f"--steps must be >= 1, got {self.steps}")
+        _require(self.lr > 0, f"--lr must be > 0, got {self.lr}")
+        _require(self.weight_decay >= 0, f"--weight-decay must be >= 0, got {self.weight_decay}")
+        _require(0 <= self.warmup_ratio <= 1, f"--warmup-ratio must be in [0, 1], got {self.warmup_ratio}")
+        _require(all(0 <= b < 1 for b in self.betas) and len(self.betas) == 2,
+                 f"AdamW betas must be two numbers in [0, 1), got {list(self.betas)}")
+        _require(self.eps > 0, f"AdamW eps must be > 0, got {self.eps}")
+        _require(self.grad_clip >= 0, f"--grad-clip must be >= 0, got {self.grad_clip}")
+        _require(self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}")
+        _require(self.micro_batch_size >= 1, f"--micro-batch-size must be >= 1, got {self.micro_batch_size}")
+        _require(self.max_skipped_in_a_row >= 1, f"max_skipped_in_a_row must be >= 1, got {self.max_skipped_in_a_row}")
 
     def lr_factor(self, step: int) -> float:
         """Multiplier of ``lr`` after ``step`` applied optimizer updates."""
@@ -107,6 +129,12 @@ class CheckpointConfig:
     keep_last: int = 3
     resume: bool = False
     stop_after_steps: int | None = None  # end this job early, with a checkpoint
+
+    def __post_init__(self) -> None:
+        _require(self.save_every >= 1, f"--save-every must be >= 1, got {self.save_every}")
+        _require(self.keep_last >= 0, f"--keep-last must be >= 0 (0: keep all), got {self.keep_last}")
+        _require(self.stop_after_steps is None or self.stop_after_steps >= 1,
+                 f"--stop-after-steps must be >= 1, got {self.stop_after_steps}")
 
 
 class ResolvedPerformance(NamedTuple):
@@ -159,6 +187,11 @@ class TrainConfig:
     # directory has a validation split, else off; 0: off.
     eval_every: int | None = None
     eval_instances: int = 256  # validation instances evaluated, spread over the split(s)
+
+    def __post_init__(self) -> None:
+        _require(self.log_every >= 1, f"--log-every must be >= 1, got {self.log_every}")
+        _require(self.eval_every is None or self.eval_every >= 0, f"--eval-every must be >= 0, got {self.eval_every}")
+        _require(self.eval_instances >= 1, f"--eval-instances must be >= 1, got {self.eval_instances}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

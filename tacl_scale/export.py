@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import sys
@@ -25,12 +26,15 @@ import torch
 from transformers import BertConfig, BertForPreTraining
 
 from . import EXIT_ERROR
-from .checkpoint import newest_verified_tag
+from .checkpoint import FILES, newest_verified_tag, verify
 from .data import PretrainDataset
 from .data.manifest import TOKENIZER_FILES
 
+log = logging.getLogger("tacl_scale.export")
+
 RUN_FILE = "run.json"
 TOKENIZER_DIR = "tokenizer"
+CHECKPOINTS_DIR = "checkpoints"  # a run directory's checkpoints
 MODULE_PREFIX = "student."  # the student's parameters inside the engine's PretrainingModule
 
 
@@ -87,6 +91,12 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path) 
     if next(student.parameters()).dtype != torch.float32:
         raise ValueError("export_student takes fp32 weights; export a checkpoint for a half-precision run")
     student.save_pretrained(out)
+    # safetensors writes its file owner-only (0600); an export is shared like the rest of it.
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in out.iterdir():
+        if path.is_file():
+            path.chmod(0o666 & ~mask)
     for path in sorted(tokenizer_dir.iterdir()):
         if path.is_file():
             shutil.copy2(path, out / path.name)
@@ -143,17 +153,29 @@ def _universal_master_weights(ckpt_dir: Path) -> dict[str, torch.Tensor]:
 
 
 def _resolve(ckpt: Path) -> tuple[Path, Path]:
-    """(run directory, checkpoint directory) of a CKPT argument."""
+    """(run directory, checkpoint directory) of a CKPT argument, verified: a run
+    directory's newest checkpoint whose files match their record (said when it
+    is not the newest one), or the named checkpoint, refused if it does not verify."""
     if (ckpt / RUN_FILE).is_file():
-        root = ckpt / "checkpoints"
+        root = ckpt / CHECKPOINTS_DIR
         tag, problems = newest_verified_tag(root)
         if tag is None:
             detail = f": {problems[0]}" if problems else ""
             raise ValueError(f"{ckpt}: no complete checkpoint under {root}{detail}")
+        if problems:
+            log.warning("%s: exporting %s, an older checkpoint than the newest, which does not verify: %s",
+                        ckpt, tag, problems[0])
+        log.info("exporting %s", root / tag)
         return ckpt, root / tag
     run_dir = ckpt.parent.parent
     if not (run_dir / RUN_FILE).is_file():
         raise ValueError(f"{ckpt}: neither a run directory nor a checkpoint inside one ({RUN_FILE} not found)")
+    if (ckpt / FILES).is_file():
+        problem = verify(ckpt)
+        if problem is not None:
+            raise ValueError(f"{ckpt}: does not verify, not exported: {problem}")
+    else:
+        log.warning("%s has no %s (saved before checkpoints were verified): exported unchecked", ckpt, FILES)
     return run_dir, ckpt
 
 
@@ -188,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("checkpoint", type=Path, help="run directory or checkpoint directory")
     p.add_argument("output", type=Path, help="HF model directory to write")
     args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     try:
         out = export_checkpoint(args.checkpoint, args.output)
     except (ValueError, OSError, KeyError) as err:

@@ -45,14 +45,19 @@ from .data.manifest import atomic_write, file_sha256
 from .data.shuffle import BatchLayout, GlobalOrder
 from .data.views import MirrorViews
 from .distributed import Distributed
-from .export import RUN_FILE, export_student, snapshot_tokenizer, student_config_dict, tokenizer_source
+from .export import (
+    CHECKPOINTS_DIR,
+    RUN_FILE,
+    export_student,
+    snapshot_tokenizer,
+    student_config_dict,
+    tokenizer_source,
+)
 from .flops import peak_flops
 from .metrics import MetricsLogger
 from .model import PretrainingModule, default_teacher_dtype, load_student, make_teacher
 
 log = logging.getLogger("tacl_scale.trainer")
-
-CHECKPOINTS_DIR = "checkpoints"
 
 
 class TrainError(RuntimeError):
@@ -189,9 +194,12 @@ class RunParts:
 def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     """Build a run's parts in dependency order (see the module docstring)."""
     run_dir = Path(config.output)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise TrainError(f"{run_dir}: --output names a file, not a run directory")
     if (run_dir / RUN_FILE).exists() and not config.checkpoint.resume:
         raise TrainError(f"{run_dir}: holds another run ({RUN_FILE}); pass --resume to continue it "
                          "or choose another --output")
+    deepspeed_config(config, dist.world_size, dist.device.type)  # its refusals come before anything is written
     performance = resolve_performance(config, dist)
     precision = config.engine.precision_on(dist.device.type)
     datasets = open_datasets(config)

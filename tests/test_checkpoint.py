@@ -114,3 +114,43 @@ def test_load_puts_the_optimizer_step_on_the_parameters_device(tmp_path: Path) -
     client = checkpoint.load(engine, tmp_path, "step00000003")
     assert client == {"step": 3}
     assert engine.optimizer.optimizer.state[engine.param]["step"].device.type == "meta"
+
+
+class FakeSavingEngine:
+    """What ``checkpoint.save`` touches of an engine: it writes one file per tag."""
+
+    global_rank = 0
+    dp_world_size = 1
+
+    def save_checkpoint(self, root: str, tag: str, client_state: dict, save_latest: bool) -> None:
+        Path(root, tag).mkdir(parents=True, exist_ok=True)
+        Path(root, tag, "mp_rank_00_model_states.pt").write_bytes(tag.encode())
+
+
+def test_rotation_keeps_the_newest_steps_and_always_the_one_just_written(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    for step in (2, 4, 6):
+        checkpoint.save(FakeSavingEngine(), root, step, {"step": step}, keep_last=2, barrier=lambda: None)
+    assert checkpoint.tags(root) == ["step00000004", "step00000006"]
+    # A save below newer steps (from another job in this directory) is kept, not rotated away at once.
+    checkpoint.save(FakeSavingEngine(), root, 3, {"step": 3}, keep_last=1, barrier=lambda: None)
+    assert checkpoint.tags(root) == ["step00000003", "step00000006"]
+    assert checkpoint.latest_tag(root) == "step00000003"
+
+
+def test_the_newest_verified_checkpoint_is_found_whatever_latest_says(tmp_path: Path) -> None:
+    """A lost, empty or stale ``latest`` must not restart a run from an older step."""
+    root = tmp_path / "checkpoints"
+    for step in (2, 4):
+        checkpoint.save(FakeSavingEngine(), root, step, {"step": step}, keep_last=3, barrier=lambda: None)
+    assert checkpoint.newest_verified_tag(root) == ("step00000004", [])
+    for pointer in ("", "step00000002", None):
+        if pointer is None:
+            (root / checkpoint.LATEST).unlink()
+        else:
+            (root / checkpoint.LATEST).write_text(pointer)
+        assert checkpoint.newest_verified_tag(root)[0] == "step00000004", pointer
+    # a save that died before its record: skipped, said why
+    (root / "step00000006").mkdir()
+    tag, problems = checkpoint.newest_verified_tag(root)
+    assert tag == "step00000004" and "step00000006/files.json: missing" in problems[0]

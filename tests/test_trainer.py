@@ -559,3 +559,64 @@ def test_the_command_line_takes_its_defaults_from_the_config_dataclasses(tmp_pat
     assert config.data == DataConfig(("d",))
     defaults = TrainConfig("m", str(tmp_path / "run"), EngineConfig(str(ds), FP32), DataConfig(("d",)))
     assert config == defaults
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--lr=-1e-3"], "--lr must be > 0"), (["--save-every", "0"], "--save-every must be >= 1"),
+    (["--steps", "-5"], "--steps must be >= 1"), (["--warmup-ratio", "-1"], r"--warmup-ratio must be in \[0, 1\]"),
+    (["--micro-batch-size", "0"], "--micro-batch-size must be >= 1"), (["--keep-last", "-1"], "--keep-last"),
+    (["--eval-instances", "0"], "--eval-instances"), (["--num-workers", "-1"], "--num-workers"),
+])
+def test_every_numeric_option_is_checked_when_parsed(tmp_path: Path, flags: list[str], message: str) -> None:
+    """A bad number is a one-line refusal before anything runs (train.py prints the
+    ConfigError as ``error: ...`` and exits 2), never a traceback after the model
+    is built or a run that trains nothing."""
+    from tacl_scale.train import parse_args
+
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps(FP32))
+    base = ["--ds", str(ds), "--data", "d", "--model", "m", "--output", str(tmp_path / "run")]
+    with pytest.raises(ConfigError, match=message):
+        parse_args(base + flags)
+
+
+def test_refusals_of_the_job_shape_come_before_anything_is_written(join: Callable[[], Distributed], dataset: Path,
+                                                                   model_file: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    odd = replace(make_config(dataset, model_file, run), optim=OptimConfig(steps=4, batch_size=5, micro_batch_size=2))
+    with pytest.raises(TrainError, match="not a multiple"):
+        Trainer.build(odd, join())
+    assert not run.exists()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    with pytest.raises(TrainError, match="names a file"):
+        Trainer.build(make_config(dataset, model_file, a_file), join())
+
+
+def test_export_verifies_the_checkpoint_it_reads(join: Callable[[], Distributed], dataset: Path, model_file: Path,
+                                                 tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A bit flipped in the newest checkpoint: exporting it by name is refused in
+    one line; exporting the run directory takes the older checkpoint and says so."""
+    from tacl_scale.export import export_checkpoint, main
+
+    run = tmp_path / "run"
+    trainer = Trainer.build(make_config(dataset, model_file, run, steps=4, export=False,
+                                        checkpoint=CheckpointConfig(save_every=2)), join())
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    newest = run / "checkpoints" / "step00000004"
+    optim = next(newest.glob("*optim_states.pt"))
+    data = bytearray(optim.read_bytes())
+    data[len(data) // 3] ^= 0x10
+    optim.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="step00000004: does not verify.*sha256 mismatch"):
+        export_checkpoint(newest, tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+    assert main([str(newest), str(tmp_path / "bad")]) == 2
+    with caplog.at_level("INFO", logger="tacl_scale.export"):
+        export_checkpoint(run, tmp_path / "older")
+    assert "exporting step00000002, an older checkpoint than the newest" in caplog.text
+    weights, config = tmp_path / "older" / "model.safetensors", tmp_path / "older" / "config.json"
+    assert weights.stat().st_mode & 0o777 == config.stat().st_mode & 0o777  # not owner-only
