@@ -23,6 +23,7 @@ from tacl_scale import EXIT_ERROR
 from tacl_scale.data.indexed import IndexedFormatError
 from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Manifest
 from tacl_scale.data.masking import MaskingConfig
+from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError
 
 from .config import BuildConfig, CleaningConfig, InputConfig, OutputConfig
 from .instances import InstanceConfig
@@ -30,7 +31,7 @@ from .sentences import SentenceConfig
 from .shards import EmptyDatasetError, TokenizerFacts
 from .sources import FORMATS, InputError, expand_inputs, plan_work_units
 from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
-from .workspace import Workspace, fingerprint, is_build_file
+from .workspace import TMP_DIR_NAME, Workspace, fingerprint, input_stats, is_build_file
 
 log = logging.getLogger("data_prep.build")
 
@@ -152,7 +153,7 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     return CommandLine(config, beam_args, args.quiet, args.resume, args.verbose)
 
 
-def _prepare_output(config: BuildConfig, units: list[Any], resume: bool) -> None:
+def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokenizer_sha256: str) -> None:
     """Refuse to touch an existing dataset or a directory of other files unless
     ``overwrite``; an old dataset is made unreadable first (its manifest goes first).
     Leftovers of an unfinished build (no manifest) are cleared, except, with
@@ -161,20 +162,20 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool) -> None
     directory = Path(config.output.directory)
     manifest = directory / MANIFEST_NAME
     workspace = Workspace(directory)
-    digest = fingerprint(config.to_dict(), units)
+    digest, inputs = fingerprint(config.to_dict(), units), input_stats(units)
     if resume and manifest.exists():
         raise BuildError(f"{directory}: holds a finished dataset, there is nothing to resume")
     if resume and workspace.exists():
-        problem = workspace.resumable(digest)
+        problem = workspace.resumable(digest, inputs, tokenizer_sha256)
         if problem is not None:
             raise BuildError(f"--resume: {problem}")
         kept, removed = workspace.discard_incomplete()
         for path in directory.iterdir():  # shards of the interrupted run are rebuilt
-            if path != workspace.root and is_build_file(path):
+            if path != workspace.root and path.name != LOCK_NAME and is_build_file(path):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
         log.info("resuming: %d of %d work unit(s) already done, reading the other %d (%d incomplete file(s) "
                  "discarded)", kept, len(units), len(units) - kept, removed)
-        workspace.start_run(digest, units)
+        workspace.start_run(digest, units, inputs, tokenizer_sha256)
         return
     if resume:
         log.info("--resume: %s holds no interrupted build; starting from the beginning", directory)
@@ -191,21 +192,17 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool) -> None
             )
     if directory.exists():
         for path in directory.iterdir():
-            if is_build_file(path):
+            if path.name != LOCK_NAME and is_build_file(path):  # the lock is this build's, held
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     directory.mkdir(parents=True, exist_ok=True)
-    workspace.start_run(digest, units)
+    workspace.start_run(digest, units, inputs, tokenizer_sha256)
 
 
 def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: bool = False) -> Path:
     """Check the inputs, run the Beam pipeline, return the manifest path. Raises
     :class:`BuildError` with a message naming the file and the problem. ``resume``
-    reuses the work units an interrupted build of the same settings completed."""
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from .pipeline import build_pipeline, finalize
-
+    reuses the work units an interrupted build of the same settings completed. The
+    output directory is locked for the build's duration."""
     beam_args = list(beam_args or [])
     try:
         paths = expand_inputs(list(config.input.patterns))
@@ -221,13 +218,35 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
             f"--max-seq-len {max_len} is larger than the {tokenizer.max_positions} positions "
             f"a model of tokenizer {config.tokenizer.path} supports"
         )
-    _prepare_output(config, units, resume)
+    tokenizer_sha256 = tokenizer.sha256
+    lock = DirectoryLock(config.output.directory, "data_prep.build")
+    try:
+        lock.acquire()
+    except LockedError as err:
+        raise BuildError(str(err)) from err
+    except OSError as err:  # not a directory, not writable, a full disk
+        raise BuildError(f"{config.output.directory}: cannot use it as the output directory: {err}") from err
+    try:
+        return _build(config, beam_args, resume, units, paths, tokenizer, tokenizer_sha256)
+    finally:
+        lock.release()
+
+
+def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[Any], paths: list[str],
+           tokenizer: Any, tokenizer_sha256: str) -> Path:
+    """The build of :func:`run_build` once its output directory is locked."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from .pipeline import build_pipeline, finalize
+
+    _prepare_output(config, units, resume, tokenizer_sha256)
 
     options = PipelineOptions(_dask_defaults(beam_args))
     facts = TokenizerFacts(tokenizer.vocab_size, dict(tokenizer.special_ids), tokenizer.replacement_ids())
     context = {
         "tokenizer": tokenizer,
-        "tokenizer_sha256": tokenizer.sha256,  # fingerprinted now: finalize checks its copy against it
+        "tokenizer_sha256": tokenizer_sha256,  # fingerprinted at the start: finalize checks its copy against it
         "sources": [FileRecord(p, os.path.getsize(p)) for p in paths],
         "pipeline_options": options.get_all_options(drop_default=True, retain_unknown_options=True),
     }
@@ -244,9 +263,14 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
                 client.close()
         manifest = finalize(config, facts, context)
     except Exception as err:
-        # A failure is about the input: nothing to resume (a killed build never gets here).
-        Workspace(config.output.directory).remove()
-        raise BuildError(f"build failed, no dataset written: {_root_message(err)}") from err
+        # The completed work units stay for --resume; no shard file of a dataset that
+        # does not exist is left in the output.
+        directory = Path(config.output.directory)
+        for path in directory.iterdir():
+            if is_build_file(path) and path.name not in (TMP_DIR_NAME, LOCK_NAME):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        raise BuildError(f"build failed, no dataset written: {_root_message(err)} (the completed work units are "
+                         "kept: once the cause is fixed, rerun the same command with --resume)") from err
     return manifest
 
 
@@ -377,17 +401,26 @@ def _logging_for(command: CommandLine) -> Iterator[Path]:
         console.close()
 
 
+EXIT_INTERRUPTED = 130  # as a shell reports a process ended by SIGINT
+
+
 def main(argv: list[str] | None = None) -> int:
     from .inspect import format_summary
 
     command = parse_args(argv)
+    interrupted = False
     with _logging_for(command) as log_file:
         try:
             manifest_path = run_build(command.config, command.beam_args, command.resume)
         except BuildError as err:
             error = f"error: {err} (runner log: {log_file})"
+        except KeyboardInterrupt:
+            interrupted, error = True, None
         else:
             error = None
+    if interrupted:  # outside the logging block, which holds the console
+        print("interrupted; rerun the same command with --resume to continue", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if error is not None:
         print(error, file=sys.stderr)
         return EXIT_ERROR

@@ -40,6 +40,7 @@ from tacl_scale.data.manifest import (
     atomic_write,
     shard_name,
 )
+from tacl_scale.locking import LOCK_NAME
 
 from .sources import WorkUnit
 
@@ -68,8 +69,8 @@ def is_build_file(path: Path) -> bool:
     file, the tokenizer copy, the workspace, a manifest being written): what an
     unfinished build may leave, and what ``--overwrite`` removes. Never a user's file."""
     name = path.name
-    return (name in (TMP_DIR_NAME, TOKENIZER_DIR, f".{TOKENIZER_DIR}.tmp") or name.startswith(f".{MANIFEST_NAME}.")
-            or _SHARD_FILE.fullmatch(name) is not None)
+    return (name in (TMP_DIR_NAME, TOKENIZER_DIR, f".{TOKENIZER_DIR}.tmp", LOCK_NAME)
+            or name.startswith(f".{MANIFEST_NAME}.") or _SHARD_FILE.fullmatch(name) is not None)
 
 
 def _sync(path: Path) -> None:
@@ -116,22 +117,34 @@ class Workspace:
 
     # -- runs -------------------------------------------------------------------------------------------------
 
-    def start_run(self, digest: str, units: list[WorkUnit]) -> None:
-        """Record this run of the build (a fresh one, or a resumed one)."""
+    def start_run(self, digest: str, units: list[WorkUnit], inputs: dict[str, list[int]],
+                  tokenizer_sha256: str) -> None:
+        """Record this run of the build (a fresh one, or a resumed one): what the
+        parts depend on (:func:`fingerprint`, each input's size and mtime, the
+        tokenizer's sha256) and, for the progress line, the units' count and size."""
         self.root.mkdir(parents=True, exist_ok=True)
-        record = {"fingerprint": digest, "units": len(units), "bytes": sum(unit_bytes(u) for u in units),
-                  "started": time.time()}
-        (self.root / BUILD_RECORD).write_text(json.dumps(record), encoding="utf-8")
+        record = {"fingerprint": digest, "inputs": inputs, "tokenizer_sha256": tokenizer_sha256,
+                  "units": len(units), "bytes": sum(unit_bytes(u) for u in units), "started": time.time()}
+        atomic_write(self.root / BUILD_RECORD, json.dumps(record))
 
-    def resumable(self, digest: str) -> str | None:
-        """``None`` when the parts here belong to a build of the same settings and
-        units, else why not."""
-        record = self.root / BUILD_RECORD
-        if not record.is_file():
-            return f"{record}: missing (no interrupted build of this version to resume)"
-        if json.loads(record.read_text(encoding="utf-8")).get("fingerprint") != digest:
+    def resumable(self, digest: str, inputs: dict[str, list[int]], tokenizer_sha256: str) -> str | None:
+        """``None`` when the parts here were made by a build of the same settings
+        and units from the same inputs and tokenizer (unchanged since), else why
+        not, naming what changed."""
+        path = self.root / BUILD_RECORD
+        if not path.is_file():
+            return f"{path}: missing (no interrupted build of this version to resume)"
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record.get("fingerprint") != digest:
             return (f"{self.root}: its parts were made with other settings or inputs; rerun the same command, or "
                     "drop --resume to start over")
+        if record.get("tokenizer_sha256") != tokenizer_sha256:
+            return ("the tokenizer's file changed since the interrupted build (its sha256 differs): its parts hold "
+                    "the old ids; drop --resume to start over")
+        changed = [path for path, stat in inputs.items() if record.get("inputs", {}).get(path) != stat]
+        if changed:
+            return (f"{changed[0]} changed since the interrupted build (size or modification time)"
+                    f"{f' (and {len(changed) - 1} more)' if len(changed) > 1 else ''}: drop --resume to start over")
         return None
 
     def discard_incomplete(self) -> tuple[int, int]:
@@ -183,6 +196,16 @@ class Workspace:
         """The records of every shard built so far."""
         return [ShardRecord.from_json(json.loads(p.read_text(encoding="utf-8")))
                 for p in sorted((self.root / ENTRIES_DIR).glob("*.json"))]
+
+
+def input_stats(units: Iterable[WorkUnit]) -> dict[str, list[int]]:
+    """Each input file's size and modification time (ns): how a resume notices an
+    input regenerated or edited in place since the parts were made."""
+    stats = {}
+    for path in sorted({u.path for u in units}):
+        st = os.stat(path)
+        stats[path] = [st.st_size, st.st_mtime_ns]
+    return stats
 
 
 def fingerprint(config_dict: dict[str, Any], units: Iterable[WorkUnit]) -> str:

@@ -129,6 +129,9 @@ class CheckpointConfig:
     keep_last: int = 3
     resume: bool = False
     stop_after_steps: int | None = None  # end this job early, with a checkpoint
+    # Resume with other data, objectives, model or optimizer settings than the run's
+    # (refused without it; recorded in run.json's history with it).
+    allow_changes: bool = False
 
     def __post_init__(self) -> None:
         _require(self.save_every >= 1, f"--save-every must be >= 1, got {self.save_every}")

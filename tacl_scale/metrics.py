@@ -9,7 +9,27 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .data.manifest import atomic_write
+
 PROGRESS_KEYS = ("loss", "tacl", "mlm", "nsp", "mirror", "mirror_acc")
+METRICS_FILE = "metrics.jsonl"
+
+
+def drop_after(path: Path, step: int) -> None:
+    """Rewrite ``metrics.jsonl`` without what was logged after ``step``: a job
+    resumed from the checkpoint of ``step`` trains those steps again, and logs them."""
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a kill
+        # An applied step up to the checkpoint's stays; an event after it happens again.
+        if record["step"] <= step if "step" in record else record.get("after_step", 0) < step:
+            kept.append(line)
+    atomic_write(path, "".join(f"{line}\n" for line in kept))
 
 
 class MetricsLogger:
@@ -25,8 +45,12 @@ class MetricsLogger:
         if enabled:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(str(run_dir / "tensorboard"))
-            self._file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
+            path = run_dir / METRICS_FILE
+            if path.is_file():
+                drop_after(path, first_step)
+            # purge_step: TensorBoard drops what an earlier job logged from this step on.
+            self._writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=first_step + 1 if first_step else None)
+            self._file = open(path, "a", encoding="utf-8")
 
     def log_step(self, step: int, values: dict[str, float], record_only: dict[str, Any] | None = None) -> None:
         """The metrics of applied step ``step``: JSONL, ``train/*`` scalars, and the

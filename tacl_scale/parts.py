@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -41,7 +41,7 @@ from .data.loader import (
     TrainingInstances,
     collate,
 )
-from .data.manifest import atomic_write, file_sha256
+from .data.manifest import atomic_write
 from .data.shuffle import BatchLayout, GlobalOrder
 from .data.views import MirrorViews
 from .distributed import Distributed
@@ -54,10 +54,13 @@ from .export import (
     tokenizer_source,
 )
 from .flops import peak_flops
+from .locking import DirectoryLock, LockedError
 from .metrics import MetricsLogger
 from .model import PretrainingModule, default_teacher_dtype, load_student, make_teacher
+from .vocab import first_difference, vocabulary
 
 log = logging.getLogger("tacl_scale.trainer")
+T = TypeVar("T")
 
 
 class TrainError(RuntimeError):
@@ -100,18 +103,26 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
 
 
 def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_path: str) -> None:
-    """Refuse a dataset whose tokenizer does not match the model, or whose
-    sequences are longer than the model's positions."""
+    """Refuse a dataset whose tokenizer does not match the model's (token by token,
+    whatever files the model directory holds it in), or whose sequences are longer
+    than the model's positions."""
     first = datasets[0].manifest.tokenizer
     for ds in datasets[1:]:
         if ds.manifest.tokenizer.sha256 != first.sha256:
             raise TrainError(f"{ds.path}: tokenizer differs from {datasets[0].path}'s")
-    vocab_file = Path(model_path) / "vocab.txt"
-    if vocab_file.is_file() and file_sha256(vocab_file) != first.sha256:
-        raise TrainError(
-            f"{datasets[0].path} was tokenized with {first.file} (sha256 {first.sha256[:12]}…) but "
-            f"the model's {vocab_file} differs: rebuild the dataset with --tokenizer {vocab_file}"
-        )
+    model_vocab = vocabulary(model_path) if Path(model_path).is_dir() else None
+    if model_vocab is not None:
+        location = first.location(datasets[0].path)
+        if not location.exists():
+            raise TrainError(f"{datasets[0].path}: its tokenizer {location} is gone, so it cannot be checked against "
+                             f"the model's: rebuild the dataset (datasets of format 3 carry their tokenizer)")
+        difference = first_difference(vocabulary(location) or {}, model_vocab)
+        if difference is not None:
+            token, in_data, in_model = difference
+            raise TrainError(
+                f"{datasets[0].path} was tokenized with {first.file}, and the tokenizer of {model_path} gives other "
+                f"ids ({token!r}: {in_data} in the dataset, {in_model} in the model): rebuild the dataset with "
+                f"--tokenizer {model_path}")
     config = student.config
     if first.vocab_size > config.vocab_size:
         raise TrainError(f"{datasets[0].path}: vocabulary of {first.vocab_size} tokens, the model has "
@@ -120,6 +131,35 @@ def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_pa
         if ds.manifest.max_seq_len > config.max_position_embeddings:
             raise TrainError(f"{ds.path}: sequences up to {ds.manifest.max_seq_len} tokens, the model "
                              f"has {config.max_position_embeddings} positions ({model_path})")
+
+
+# Settings a resumed job must share with the run (dotted paths of TrainConfig.to_dict()):
+# they decide the data, the objectives, the model and the optimizer and its schedule.
+RESUME_SETTINGS = ("model", "seed", "data.paths", "data.weights", "data.dynamic_masking", "objective", "optim")
+RESUME_FREE = ("optim.micro_batch_size", "optim.max_skipped_in_a_row")  # may change with the ranks
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            out.update(_flatten(inner, f"{prefix}.{key}" if prefix else key))
+        return out
+    return {prefix: value}
+
+
+def settings_changes(saved: dict[str, Any], config: TrainConfig) -> list[str]:
+    """What ``config`` changes of the run's recorded settings (``run.json``'s
+    ``config``) among :data:`RESUME_SETTINGS`, one ``name: old -> new`` each."""
+    old = _flatten(json.loads(json.dumps(saved)))
+    new = _flatten(json.loads(json.dumps(config.to_dict())))
+    changes = []
+    for key in sorted(old.keys() | new.keys()):
+        if not key.startswith(RESUME_SETTINGS) or key in RESUME_FREE:
+            continue
+        if old.get(key) != new.get(key):
+            changes.append(f"{key}: {old.get(key)!r} -> {new.get(key)!r}")
+    return changes
 
 
 def check_data_and_objectives(datasets: list[PretrainDataset], config: TrainConfig) -> None:
@@ -189,6 +229,7 @@ class RunParts:
     performance: ResolvedPerformance
     precision: str  # fp16, bf16 or fp32: what the student trains in on this device
     peak_flops: float | None  # the GPU's datasheet peak (None off CUDA or for an unknown GPU)
+    lock: DirectoryLock | None  # rank 0: the run directory's, held until the Trainer closes
 
 
 def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
@@ -200,27 +241,63 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         raise TrainError(f"{run_dir}: holds another run ({RUN_FILE}); pass --resume to continue it "
                          "or choose another --output")
     deepspeed_config(config, dist.world_size, dist.device.type)  # its refusals come before anything is written
-    performance = resolve_performance(config, dist)
-    precision = config.engine.precision_on(dist.device.type)
-    datasets = open_datasets(config)
-    student, teacher = build_models(config, datasets, dist.device)
-    eval_every = resolve_eval_every(config, datasets, dist.is_main)
-    snapshot_run_inputs(config, datasets[0], student, dist.is_main)
-    ckpt_root = run_dir / CHECKPOINTS_DIR
-    if dist.is_main:
-        ckpt_root.mkdir(parents=True, exist_ok=True)
-    resume_from = checkpoint_to_resume(ckpt_root, dist) if config.checkpoint.resume else None
-    engine = build_engine(config, student, dist, performance, precision,
-                          load_universal=bool(resume_from and resume_from.endswith(checkpoint.UNIVERSAL)))
-    state = restore(engine.engine, ckpt_root, resume_from, config, dist.world_size)
-    if dist.is_main:
-        write_run_file(config, dist, datasets[0], student, performance, engine.ds_config)
-    dist.barrier()
-    batches, eval_batches = build_data(config, datasets, dist, state, performance.unpad, eval_every)
-    metrics = MetricsLogger(run_dir, dist.is_main, config.optim.steps, config.log_every, state.step)
+    lock = on_main(dist, lambda: DirectoryLock(run_dir, "training").acquire())
+    try:
+        changes = on_main(dist, lambda: check_resume_settings(config)) if config.checkpoint.resume else []
+        performance = resolve_performance(config, dist)
+        precision = config.engine.precision_on(dist.device.type)
+        datasets = open_datasets(config)
+        student, teacher = build_models(config, datasets, dist.device)
+        eval_every = resolve_eval_every(config, datasets, dist.is_main)
+        on_main(dist, lambda: snapshot_run_inputs(config, datasets[0], student))
+        ckpt_root = run_dir / CHECKPOINTS_DIR
+        resume_from = checkpoint_to_resume(ckpt_root, dist) if config.checkpoint.resume else None
+        engine = build_engine(config, student, dist, performance, precision,
+                              load_universal=bool(resume_from and resume_from.endswith(checkpoint.UNIVERSAL)))
+        state = restore(engine.engine, ckpt_root, resume_from, config, dist.world_size)
+        on_main(dist, lambda: write_run_file(config, dist, datasets[0], student, performance, engine.ds_config,
+                                             state.step, changes or []))
+        batches, eval_batches = build_data(config, datasets, dist, state, performance.unpad, eval_every)
+        metrics = MetricsLogger(run_dir, dist.is_main, config.optim.steps, config.log_every, state.step)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
     peak = peak_flops(torch.cuda.get_device_name(dist.device)) if dist.device.type == "cuda" else None
     return RunParts(datasets, eval_every, student, teacher, engine, state, state.step if resume_from else -1,
-                    batches, eval_batches, metrics, performance, precision, peak)
+                    batches, eval_batches, metrics, performance, precision, peak, lock)
+
+
+def on_main(dist: Distributed, step: Callable[[], T]) -> T | None:
+    """Run ``step`` on rank 0 only (what writes the run directory); when it fails
+    there, every rank raises its one-line :class:`TrainError` instead of waiting in
+    the next collective. Returns rank 0's result (None on the other ranks)."""
+    result, error = None, None
+    if dist.is_main:
+        try:
+            result = step()
+        except (TrainError, ValueError, OSError, LockedError) as err:
+            error = str(err)
+    error = dist.broadcast_object(error)
+    if error is not None:
+        raise TrainError(error)
+    return result
+
+
+def check_resume_settings(config: TrainConfig) -> list[str]:
+    """Refuse to resume a run with other settings than its own (``run.json``)
+    that decide the data, the objectives, the model or the optimizer, naming each
+    difference; ``--allow-changes`` accepts them (returned, to be recorded)."""
+    recorded = Path(config.output) / RUN_FILE
+    if not recorded.is_file():
+        return []
+    saved = json.loads(recorded.read_text(encoding="utf-8"))
+    changes = settings_changes(saved.get("config", {}), config)
+    if changes and not config.checkpoint.allow_changes:
+        raise TrainError(f"{Path(config.output)}: --resume with other settings than the run's ({RUN_FILE}): "
+                         f"{'; '.join(changes)}. Resume with the run's settings, or add --allow-changes to "
+                         "continue with these (recorded in its history)")
+    return changes
 
 
 def resolve_performance(config: TrainConfig, dist: Distributed) -> ResolvedPerformance:
@@ -279,12 +356,12 @@ def resolve_eval_every(config: TrainConfig, datasets: list[PretrainDataset], is_
     return max(asked, 0)
 
 
-def snapshot_run_inputs(config: TrainConfig, dataset: PretrainDataset, student: Any, is_main: bool) -> None:
+def snapshot_run_inputs(config: TrainConfig, dataset: PretrainDataset, student: Any) -> None:
     """The run directory holds what an export needs: the tokenizer files, and a
-    random init's weights as ``RUN_DIR/initial`` (the reference for analyses)."""
-    if not is_main:
-        return
+    random init's weights as ``RUN_DIR/initial`` (the reference for analyses).
+    Also makes ``RUN_DIR/checkpoints``."""
     run_dir = Path(config.output)
+    (run_dir / CHECKPOINTS_DIR).mkdir(parents=True, exist_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run_dir)
     if Path(config.model).is_file() and not (run_dir / "initial").exists():
@@ -380,19 +457,32 @@ def restore(engine: Any, ckpt_root: Path, tag: str | None, config: TrainConfig, 
 
 
 def write_run_file(config: TrainConfig, dist: Distributed, dataset: PretrainDataset, student: Any,
-                   performance: ResolvedPerformance, ds_config: dict[str, Any]) -> None:
-    """``RUN_DIR/run.json``: the run's settings as this job resolved them."""
-    info = {
-        "config": config.to_dict(),
-        "world_size": dist.world_size,
-        "device": str(dist.device.type),
-        "unpad": performance.unpad,
-        "fused_optimizer": performance.fused_optimizer,
-        "student_config": student_config_dict(student),
-        "tokenizer_source": tokenizer_source(config.model, dataset),
-        "deepspeed_config": ds_config,
-    }
-    atomic_write(Path(config.output) / RUN_FILE, json.dumps(info, indent=2))
+                   performance: ResolvedPerformance, ds_config: dict[str, Any], step: int,
+                   changes: list[str]) -> None:
+    """``RUN_DIR/run.json``: the run's settings as its first job resolved them, and
+    its ``history``: one segment per job (the step it started at, its ranks and
+    device, the settings it changed with ``--allow-changes``)."""
+    path = Path(config.output) / RUN_FILE
+    segment = {"started_at_step": step, "world_size": dist.world_size, "device": str(dist.device.type),
+               "unpad": performance.unpad, "changes": changes}
+    if path.is_file():  # a resumed run keeps its record and adds this job to it
+        info = json.loads(path.read_text(encoding="utf-8"))
+        info.setdefault("history", []).append(segment)
+        if changes:
+            info["config"] = config.to_dict()  # the settings from now on; the segment says what changed
+    else:
+        info = {
+            "config": config.to_dict(),
+            "world_size": dist.world_size,
+            "device": str(dist.device.type),
+            "unpad": performance.unpad,
+            "fused_optimizer": performance.fused_optimizer,
+            "student_config": student_config_dict(student),
+            "tokenizer_source": tokenizer_source(config.model, dataset),
+            "deepspeed_config": ds_config,
+            "history": [segment],
+        }
+    atomic_write(path, json.dumps(info, indent=2))
 
 
 def build_data(config: TrainConfig, datasets: list[PretrainDataset], dist: Distributed, state: TrainState,

@@ -99,6 +99,9 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--save-every", type=int, default=CheckpointConfig.save_every, help="checkpoint every N steps")
     p.add_argument("--keep-last", type=int, default=CheckpointConfig.keep_last, help="checkpoints kept")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in RUN_DIR")
+    p.add_argument("--allow-changes", action="store_true",
+                   help="with --resume: continue with other data, objectives, model or optimizer settings than the "
+                   "run's (refused otherwise; the changes are recorded in run.json's history)")
     p.add_argument("--stop-after-steps", type=int, default=None, metavar="N",
                    help="end this job after N steps with a checkpoint (for jobs shorter than the run; "
                    "--resume continues)")
@@ -143,7 +146,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                         num_workers=args.num_workers, dynamic_masking=args.dynamic_masking),
         objective=objective,
         optim=OptimConfig(**{k: v for k, v in chosen.items() if v is not None}),
-        checkpoint=CheckpointConfig(args.save_every, args.keep_last, args.resume, args.stop_after_steps),
+        checkpoint=CheckpointConfig(args.save_every, args.keep_last, args.resume, args.stop_after_steps,
+                                    args.allow_changes),
         performance=PerformanceConfig(args.unpad, args.fused_optimizer, args.teacher_dtype),
         seed=args.seed,
         log_every=args.log_every,

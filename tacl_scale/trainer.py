@@ -105,6 +105,7 @@ class Trainer:
         self.first_step = parts.state.step
         self.skipped_in_a_row = 0
         self.stop_request = StopRequest()
+        self.lock = parts.lock
 
     @classmethod
     def build(cls, config: TrainConfig, dist: Distributed) -> Trainer:
@@ -260,4 +261,6 @@ class Trainer:
         self.batches = iter(())  # dropping the loader's iterator shuts its worker processes down
         self.metrics.close()
         self.engine.destroy()
+        if self.lock is not None:
+            self.lock.release()
         self.dist.close()

@@ -213,6 +213,9 @@ def test_killed_run_resumes_with_the_same_losses(setup: dict[str, Path], full_ru
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     straight, after = metrics(full_run), metrics(run)
     assert sorted(after) == [1, 2, 3, 4, 5, 6]
+    # Steps logged after the checkpoint by the killed job are not logged twice.
+    logged = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert logged == [1, 2, 3, 4, 5, 6]
     for step in range(1, 7):
         assert after[step]["loss"] == pytest.approx(straight[step]["loss"], rel=1e-6, abs=1e-7), step
 

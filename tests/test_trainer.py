@@ -620,3 +620,84 @@ def test_export_verifies_the_checkpoint_it_reads(join: Callable[[], Distributed]
     assert "exporting step00000002, an older checkpoint than the newest" in caplog.text
     weights, config = tmp_path / "older" / "model.safetensors", tmp_path / "older" / "config.json"
     assert weights.stat().st_mode & 0o777 == config.stat().st_mode & 0o777  # not owner-only
+
+
+def test_a_resumed_job_logs_no_step_twice(tmp_path: Path) -> None:
+    """Steps (and skipped updates) logged after the checkpoint a job resumes from
+    are trained again: the earlier job's records of them are dropped."""
+    from tacl_scale.metrics import MetricsLogger
+
+    lines = [{"step": k, "loss": float(k)} for k in (1, 2, 3)] + [
+        {"event": "skipped_update", "after_step": 3, "skipped_steps": 1}, {"step": 4, "loss": 4.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"step": 5, "lo')
+    logger = MetricsLogger(tmp_path, True, total_steps=6, log_every=10, first_step=3)
+    logger.log_step(4, {"loss": 4.5, "lr": 0.1, "samples_per_s": 1.0})
+    logger.close()
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r.get("step") for r in records] == [1, 2, 3, 4] and records[-1]["loss"] == 4.5
+
+
+def test_the_models_tokenizer_is_compared_token_by_token_whatever_its_files(dataset: Path, tmp_path: Path) -> None:
+    """A model directory whose tokenizer is a tokenizer.json (no vocab.txt, as
+    save_pretrained of a fast tokenizer writes it) with two tokens swapped is
+    refused, naming a token and its two ids; the same vocabulary passes."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertForPreTraining
+
+    from tacl_scale.data import PretrainDataset
+    from tacl_scale.parts import check_data_and_model
+
+    ds = PretrainDataset(dataset)
+    lines = ds.manifest.tokenizer.location(dataset).read_text(encoding="utf-8").splitlines()
+    student = BertForPreTraining(BertConfig(**TINY_BERT))
+    for name, vocab in (("same", lines), ("swapped", [lines[1], lines[0], *lines[2:]])):
+        model = tmp_path / name
+        student.save_pretrained(model)
+        (tmp_path / f"{name}.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+        BertWordPieceTokenizer(str(tmp_path / f"{name}.txt")).save(str(model / "tokenizer.json"))
+        assert not (model / "vocab.txt").exists()
+    check_data_and_model([ds], student, str(tmp_path / "same"))
+    with pytest.raises(TrainError, match=r"gives other ids \('\[PAD\]': 0 in the dataset, 1 in the model\)"):
+        check_data_and_model([ds], student, str(tmp_path / "swapped"))
+
+
+def test_resume_refuses_other_settings_unless_allowed_and_records_them(join: Callable[[], Distributed], dataset: Path,
+                                                                       model_file: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    config = make_config(dataset, model_file, run, steps=4, export=False,
+                         checkpoint=CheckpointConfig(save_every=2, stop_after_steps=2))
+    first = Trainer.build(config, join())
+    try:
+        first.train()
+    finally:
+        first.close()
+    recorded = json.loads((run / "run.json").read_text())
+    resume = CheckpointConfig(save_every=2, resume=True)
+    changed = replace(config, checkpoint=resume, optim=replace(config.optim, lr=5e-3),
+                      objective=ObjectiveConfig(("mlm", "nsp")))
+    with pytest.raises(TrainError, match=r"other settings.*objective.objectives.*optim.lr: 0.001 -> 0.005.*allow-changes"):
+        Trainer.build(changed, join())
+    assert json.loads((run / "run.json").read_text()) == recorded  # the record is not rewritten
+    allowed = replace(changed, checkpoint=replace(resume, allow_changes=True))
+    trainer = Trainer.build(allowed, join())
+    try:
+        assert trainer.state.step == 2 and trainer.scheduler.get_last_lr()[0] > 0
+    finally:
+        trainer.close()
+    history = json.loads((run / "run.json").read_text())["history"]
+    assert [h["started_at_step"] for h in history] == [0, 2]
+    assert history[0]["changes"] == [] and any(c.startswith("optim.lr: 0.001 -> 0.005") for c in history[1]["changes"])
+
+
+def test_a_second_job_on_a_live_run_is_refused_in_one_line(join: Callable[[], Distributed], dataset: Path,
+                                                           model_file: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    config = make_config(dataset, model_file, run, steps=4, export=False)
+    live = Trainer.build(config, join())
+    try:
+        with pytest.raises(TrainError, match=r"run: in use by training pid \d+ on "):
+            Trainer.build(replace(config, checkpoint=CheckpointConfig(resume=True)), join())
+    finally:
+        live.close()
+    again = Trainer.build(replace(config, checkpoint=CheckpointConfig(resume=True)), join())  # released on close
+    again.close()

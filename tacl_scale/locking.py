@@ -1,0 +1,58 @@
+"""An exclusive lock on a directory: a dataset being built, a run being trained.
+The holder keeps it for as long as it works there; a second job on the same
+directory is refused at once, in one line naming the holder (pid and host), and
+never deletes or rotates away the first one's files. An advisory ``flock`` on
+``DIR/.tacl-lock``, released by the kernel when the holder dies."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import time
+from pathlib import Path
+
+LOCK_NAME = ".tacl-lock"
+
+
+class LockedError(RuntimeError):
+    """Another process holds the directory's lock; the message names it."""
+
+
+class DirectoryLock:
+    """``with DirectoryLock(dir, "build"):`` or ``acquire()`` / ``release()``."""
+
+    def __init__(self, directory: str | os.PathLike, purpose: str) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / LOCK_NAME
+        self.purpose = purpose
+        self._fd: int | None = None
+
+    def acquire(self) -> DirectoryLock:
+        """Take the lock or raise :class:`LockedError` naming its holder."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 512).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise LockedError(f"{self.directory}: in use by {holder}; wait for it to end (or stop it), then "
+                              "run this again") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{self.purpose} pid {os.getpid()} on {socket.gethostname()} since "
+                     f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> DirectoryLock:
+        return self.acquire()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()

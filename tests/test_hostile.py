@@ -1,0 +1,114 @@
+"""Hostile probes, as a table: each case damages or races something, and says
+what a mature tool does then. The next hostile test starts from this file.
+
+| case | expected outcome |
+|---|---|
+| a build whose second input is corrupt | fails in one line naming the file; its completed work units stay in `_tmp/`, no shard file or tokenizer copy is left in the output |
+| `--resume` after the vocabulary was changed in place | refused in one line: the tokenizer changed, start over |
+| `--resume` after an input was regenerated (new size or mtime) | refused in one line naming the input |
+| a second build into an output that a build holds | refused at once, naming the holder's pid |
+| a build that makes no instance | fails in one line; no empty shard files are left |
+| Ctrl-C during a build | one line, "interrupted; rerun ... with --resume", exit status 130, no traceback |
+| a lost, empty or stale `checkpoints/latest` | `--resume` takes the newest checkpoint that verifies (tests/test_checkpoint.py) |
+| a checkpoint saved below newer ones | rotation keeps it (tests/test_checkpoint.py) |
+| a bit flipped in a checkpoint, then export | refused in one line; a run directory exports its older checkpoint and says so (tests/test_trainer.py) |
+| `--lr=-1e-3`, `--save-every 0`, `--steps -5`, `--warmup-ratio -1` | refused when parsed, one line (tests/test_trainer.py) |
+| a batch that does not divide, `--output` naming a file | refused before anything is written (tests/test_trainer.py) |
+| a model whose tokenizer.json gives other ids | refused naming a token and its two ids (tests/test_trainer.py) |
+| `--resume` with other data, objectives, model or optimizer settings | refused naming each change; `--allow-changes` continues and records them (tests/test_trainer.py) |
+| a second job on a live run directory | refused at once, naming the holder (tests/test_trainer.py) |
+| a job resumed after a kill | each step logged once (tests/test_trainer.py, tests/test_train.py) |
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import EN_DUMP, EN_VOCAB, ROOT, ZH_TEXT, ZH_VOCAB
+
+from data_prep.build import BuildError, parse_args, run_build
+from tacl_scale.locking import DirectoryLock
+
+pytestmark = pytest.mark.slow
+
+
+def build(output: Path, *args: str, resume: bool = False) -> Path:
+    command = parse_args(["--output", str(output), "--quiet", *args])
+    return run_build(command.config, command.beam_args, resume)
+
+
+def zh_args(vocab: Path, *inputs: Path) -> list[str]:
+    args = [item for path in inputs for item in ("--input", str(path))]
+    return [*args, "--format", "text", "--language", "zh", "--tokenizer", str(vocab), "--min-doc-chars", "10",
+            "--dupe-factor", "1", "--max-seq-len", "64"]
+
+
+@pytest.fixture
+def failed_build(tmp_path: Path) -> tuple[Path, list[str], Path, Path]:
+    """A build of a good dump and one cut short, failed: (output, args, vocab, good dump)."""
+    vocab, good, cut = tmp_path / "vocab.txt", tmp_path / "a-good.xml.bz2", tmp_path / "z-cut.xml.bz2"
+    vocab.write_bytes(EN_VOCAB.read_bytes())
+    good.write_bytes(EN_DUMP.read_bytes())
+    cut.write_bytes(EN_DUMP.read_bytes()[:300_000])
+    out = tmp_path / "ds"
+    args = ["--input", str(good), "--input", str(cut), "--tokenizer", str(vocab), "--dupe-factor", "1",
+            "--max-seq-len", "64"]
+    with pytest.raises(BuildError, match="z-cut.xml.bz2: corrupt or truncated"):
+        build(out, *args)
+    return out, args, vocab, good
+
+
+def test_a_failed_build_keeps_its_completed_units_and_leaves_no_dataset_files(failed_build) -> None:
+    out, _, _, _ = failed_build
+    assert (out / "_tmp").is_dir() and list((out / "_tmp").glob("part-*.done.json"))
+    assert sorted(p.name for p in out.iterdir()) == [".tacl-lock", "_tmp"]
+
+
+def test_resume_refuses_a_vocabulary_changed_in_place(failed_build) -> None:
+    out, args, vocab, _ = failed_build
+    lines = vocab.read_text(encoding="utf-8").splitlines()
+    vocab.write_text("\n".join([lines[1], lines[0], *lines[2:]]) + "\n", encoding="utf-8")
+    with pytest.raises(BuildError, match="--resume: the tokenizer's file changed since the interrupted build"):
+        build(out, *args, resume=True)
+
+
+def test_resume_refuses_a_regenerated_input(failed_build) -> None:
+    out, args, _, good = failed_build
+    os.utime(good, ns=(good.stat().st_atime_ns, good.stat().st_mtime_ns + 10**9))  # rewritten, same size
+    with pytest.raises(BuildError, match="--resume: .*a-good.xml.bz2 changed since the interrupted build"):
+        build(out, *args, resume=True)
+
+
+def test_a_second_build_into_a_held_output_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    with DirectoryLock(out, "data_prep.build"), pytest.raises(BuildError, match=r"ds: in use by data_prep.build pid"):
+        build(out, *zh_args(ZH_VOCAB, ZH_TEXT))
+    assert len(list(build(out, *zh_args(ZH_VOCAB, ZH_TEXT)).parent.glob("shard-*"))) > 0  # free again
+
+
+def test_a_build_that_makes_no_instance_leaves_no_empty_shards(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    with pytest.raises(BuildError, match="no instance was built"):
+        build(out, *zh_args(ZH_VOCAB, ZH_TEXT), "--min-doc-chars", "100000000")
+    assert not [p for p in out.iterdir() if p.name.startswith(("shard-", "validation-", "tokenizer"))]
+
+
+def test_ctrl_c_is_one_line_that_says_resume(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    cmd = [sys.executable, "-m", "data_prep.build", "--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB),
+           "--output", str(out), "--dupe-factor", "1", "--max-seq-len", "64", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list((out / "_tmp").glob("*")):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "interrupted; rerun the same command with --resume to continue" in stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
