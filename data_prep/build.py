@@ -15,7 +15,7 @@ import re
 import shutil
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +240,11 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
 
     from .pipeline import build_pipeline, finalize
 
+    final = Path(config.output.directory)
+    replacing = config.output.overwrite and (final / MANIFEST_NAME).exists()
+    if replacing:
+        # Built beside the old dataset, which stays whole until the new one is.
+        config = replace(config, output=replace(config.output, directory=str(staging_directory(final))))
     _prepare_output(config, units, resume, tokenizer_sha256)
 
     options = PipelineOptions(_dask_defaults(beam_args))
@@ -261,7 +266,7 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
             client = getattr(result, "client", None)  # the DaskRunner leaves its client open
             if client is not None:
                 client.close()
-        manifest = finalize(config, facts, context)
+        manifest = finalize(config, facts, context, recorded_directory=str(final))
     except Exception as err:
         # The completed work units stay for --resume; no shard file of a dataset that
         # does not exist is left in the output.
@@ -269,9 +274,33 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
         for path in directory.iterdir():
             if is_build_file(path) and path.name not in (TMP_DIR_NAME, LOCK_NAME):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
-        raise BuildError(f"build failed, no dataset written: {_root_message(err)} (the completed work units are "
-                         "kept: once the cause is fixed, rerun the same command with --resume)") from err
+        kept = " (the old dataset is unchanged)" if replacing else ""
+        raise BuildError(f"build failed, no dataset written{kept}: {_root_message(err)} (the completed work "
+                         "units are kept: once the cause is fixed, rerun the same command with --resume)") from err
+    if replacing:
+        swap_in(manifest.parent, final)
+        return final / MANIFEST_NAME
     return manifest
+
+
+def staging_directory(output: Path) -> Path:
+    """Where ``--overwrite`` builds the new dataset: a hidden sibling of the old one
+    (the same filesystem, so the swap is two renames)."""
+    return output.parent / f".{output.name}.overwrite"
+
+
+def swap_in(staging: Path, output: Path) -> None:
+    """Put the finished dataset in ``staging`` in the place of the old one in
+    ``output``: two renames, then the user's own files of the old directory are
+    carried over and the rest of it removed."""
+    old = output.parent / f".{output.name}.replaced-{os.getpid()}"
+    os.rename(output, old)
+    os.rename(staging, output)
+    for path in old.iterdir():
+        if path.name != MANIFEST_NAME and not is_build_file(path):  # a file of the user's
+            shutil.move(str(path), output / path.name)
+    shutil.rmtree(old, ignore_errors=True)
+    log.info("replaced the dataset in %s", output)
 
 
 DASK_RUNNER_NAMES = ("DaskRunner", "dask", "apache_beam.runners.dask.dask_runner.DaskRunner")

@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -150,10 +151,12 @@ class BuildShard(beam.DoFn):
         yield shard
 
 
-def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]) -> Path:
+def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any],
+             recorded_directory: str | None = None) -> Path:
     """Complete the dataset after the pipeline: gather the shard entries and the
     units' skip counts, fill in empty shards, drop the temporary files and write
-    the manifest (last)."""
+    the manifest (last). ``recorded_directory``: the output the manifest records,
+    when the dataset is built elsewhere first (``--overwrite``)."""
     directory = Path(config.output.directory)
     workspace = Workspace(directory)
     shards = workspace.entries()
@@ -171,7 +174,9 @@ def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]
             f"skipped: {skip_counts}"
         )
     tokenizer = context["tokenizer"].copy_into(directory, context["tokenizer_sha256"])
-    manifest = make_manifest(config, tokenizer, shards, skip_counts, context["sources"],
+    recorded = config if recorded_directory is None else replace(
+        config, output=replace(config.output, directory=recorded_directory))
+    manifest = make_manifest(recorded, tokenizer, shards, skip_counts, context["sources"],
                              context["pipeline_options"], facts)
     for warning in manifest.warnings:
         log.warning("%s", warning)

@@ -8,6 +8,7 @@ what a mature tool does then. The next hostile test starts from this file.
 | `--resume` after an input was regenerated (new size or mtime) | refused in one line naming the input |
 | a second build into an output that a build holds | refused at once, naming the holder's pid |
 | a build that makes no instance | fails in one line; no empty shard files are left |
+| `--overwrite` with a corrupt input among good ones | fails; the old dataset is whole and readable; a good `--overwrite` then replaces it, keeping the user's own files |
 | Ctrl-C during a build | one line, "interrupted; rerun ... with --resume", exit status 130, no traceback |
 | a lost, empty or stale `checkpoints/latest` | `--resume` takes the newest checkpoint that verifies (tests/test_checkpoint.py) |
 | a checkpoint saved below newer ones | rotation keeps it (tests/test_checkpoint.py) |
@@ -112,3 +113,24 @@ def test_ctrl_c_is_one_line_that_says_resume(tmp_path: Path) -> None:
     assert proc.returncode == 130, stderr[-2000:]
     assert "interrupted; rerun the same command with --resume to continue" in stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+
+
+def test_overwrite_replaces_a_dataset_only_once_the_new_one_is_complete(tmp_path: Path) -> None:
+    from tacl_scale.data import PretrainDataset
+
+    out = tmp_path / "ds"
+    build(out, *zh_args(ZH_VOCAB, ZH_TEXT))
+    (out / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != ".tacl-lock"}
+    cut = tmp_path / "z-cut.xml.bz2"
+    cut.write_bytes(EN_DUMP.read_bytes()[:300_000])
+    with pytest.raises(BuildError, match="the old dataset is unchanged.*z-cut.xml.bz2"):
+        build(out, "--input", str(EN_DUMP), "--input", str(cut), "--tokenizer", str(EN_VOCAB), "--overwrite")
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != ".tacl-lock"} == before
+    assert len(PretrainDataset(out)) > 0
+    build(out, "--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--dupe-factor", "1", "--max-seq-len", "64",
+          "--overwrite")
+    replaced = PretrainDataset(out)
+    assert replaced.manifest.language == "en" and replaced.manifest.build_config["output"]["directory"] == str(out)
+    assert (out / "notes.txt").read_text() == "mine"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".ds.")]  # no staging or old copy left
