@@ -8,13 +8,11 @@ unchanged (``--runner FlinkRunner --flink_master ...``, ``--direct_num_workers 4
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import re
 import shutil
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,13 +23,23 @@ from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Ma
 from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError
 
+from .build_log import build_logging
 from .config import BuildConfig, CleaningConfig, InputConfig, OutputConfig
 from .instances import InstanceConfig
 from .sentences import SentenceConfig
 from .shards import EmptyDatasetError, TokenizerFacts
 from .sources import FORMATS, InputError, expand_inputs, plan_work_units
 from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
-from .workspace import TMP_DIR_NAME, Workspace, fingerprint, input_stats, is_build_file
+from .workspace import (
+    TMP_DIR_NAME,
+    OutputError,
+    Workspace,
+    describe_os_error,
+    fingerprint,
+    input_stats,
+    is_build_file,
+    writing,
+)
 
 log = logging.getLogger("data_prep.build")
 
@@ -225,7 +233,8 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     except LockedError as err:
         raise BuildError(str(err)) from err
     except OSError as err:  # not a directory, not writable, a full disk
-        raise BuildError(f"{config.output.directory}: cannot use it as the output directory: {err}") from err
+        raise BuildError(f"{config.output.directory}: cannot use it as the output directory: "
+                         f"{describe_os_error(err)}") from err
     try:
         return _build(config, beam_args, resume, units, paths, tokenizer, tokenizer_sha256)
     finally:
@@ -266,7 +275,8 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
             client = getattr(result, "client", None)  # the DaskRunner leaves its client open
             if client is not None:
                 client.close()
-        manifest = finalize(config, facts, context, recorded_directory=str(final))
+        with writing(config.output.directory):
+            manifest = finalize(config, facts, context, recorded_directory=str(final))
     except Exception as err:
         # The completed work units stay for --resume; no shard file of a dataset that
         # does not exist is left in the output.
@@ -345,7 +355,7 @@ def _runner(options: Any) -> Any:
 
 # The errors whose message names the input file and the problem.
 _OUR_ERRORS: tuple[type[Exception], ...] = (InputError, EmptyDatasetError, TokenizerError, DatasetError,
-                                            IndexedFormatError)
+                                            IndexedFormatError, OutputError)
 
 
 def _root_message(err: BaseException) -> str:
@@ -365,71 +375,6 @@ def _root_message(err: BaseException) -> str:
     return text.splitlines()[-1] if text else type(err).__name__
 
 
-_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-# How Beam's local runner relays a worker process's log record to the driver.
-_RELAYED = re.compile(r'message: "(?P<message>(?:[^"\\]|\\.)*)".*log_location: "[^"]*/data_prep/', re.DOTALL)
-
-
-class _ProjectRecords(logging.Filter):
-    """On the console, only the build's own records: those of ``data_prep`` loggers,
-    and the ones Beam relays from worker processes (shown as their message alone)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.name.startswith("data_prep"):
-            return True
-        relayed = _RELAYED.search(record.getMessage()) if record.name.startswith("apache_beam") else None
-        if relayed is None:
-            return False
-        record.msg, record.args, record.name = relayed.group("message"), None, "data_prep.worker"
-        return True
-
-
-def log_file_for(output: str) -> Path:
-    """Where the runner's and workers' own logs go: ``OUTPUT.build.log`` beside the output."""
-    out = Path(output)
-    return out.parent / f"{out.name}.build.log"
-
-
-@contextlib.contextmanager
-def _logging_for(command: CommandLine) -> Iterator[Path]:
-    """The build's own progress on the console; everything (Beam, its worker
-    processes, Dask) in the log file. ``--verbose`` shows everything on the
-    console too; ``--quiet`` only warnings and errors. Worker processes inherit the
-    output descriptors, so during the build they point at the log file while the
-    console keeps a duplicate of the original stderr."""
-    log_file = log_file_for(command.config.output.directory)
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    console_fd = os.dup(2)
-    console = logging.StreamHandler(os.fdopen(console_fd, "w", buffering=1))
-    console.setFormatter(logging.Formatter(_FORMAT))
-    console.setLevel(logging.WARNING if command.quiet else logging.INFO)
-    if not command.verbose:
-        console.addFilter(_ProjectRecords())
-    to_file = logging.FileHandler(log_file, encoding="utf-8")
-    to_file.setFormatter(logging.Formatter(_FORMAT))
-    root = logging.getLogger()
-    saved = (root.level, list(root.handlers))
-    root.setLevel(logging.INFO)
-    root.handlers = [to_file, console]
-    saved_fds = (os.dup(1), os.dup(2))
-    try:
-        if not command.verbose:
-            with open(log_file, "ab") as sink:
-                os.dup2(sink.fileno(), 1)
-                os.dup2(sink.fileno(), 2)
-        yield log_file
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved_fds[0], 1)
-        os.dup2(saved_fds[1], 2)
-        for fd in saved_fds:
-            os.close(fd)
-        root.handlers = saved[1]
-        root.setLevel(saved[0])
-        to_file.close()
-        console.close()
-
-
 EXIT_INTERRUPTED = 130  # as a shell reports a process ended by SIGINT
 
 
@@ -438,15 +383,17 @@ def main(argv: list[str] | None = None) -> int:
 
     command = parse_args(argv)
     interrupted = False
-    with _logging_for(command) as log_file:
+    with build_logging(command.config.output.directory, command.quiet, command.verbose) as runner_log:
         try:
             manifest_path = run_build(command.config, command.beam_args, command.resume)
         except BuildError as err:
-            error = f"error: {err} (runner log: {log_file})"
+            error = f"error: {err}"
         except KeyboardInterrupt:
             interrupted, error = True, None
         else:
             error = None
+    if error is not None:  # the runner log is complete (or known not to be) once its block has ended
+        error = f"{error} ({runner_log.describe()})"
     if interrupted:  # outside the logging block, which holds the console
         print("interrupted; rerun the same command with --resume to continue", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -454,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         print(error, file=sys.stderr)
         return EXIT_ERROR
     print(format_summary(Manifest.load(manifest_path.parent), str(manifest_path.parent)))
-    print(f"runner log: {log_file}")
+    print(runner_log.describe())
     return 0
 
 

@@ -31,11 +31,13 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from tacl_scale.data.manifest import shard_name
+
 from .config import BuildConfig
 from .documents import SKIP_KINDS, DocumentProcessor, shard_key
 from .shards import EmptyDatasetError, SpillWriter, TokenizerFacts, build_shard, make_manifest
 from .sources import ReadProgress, WorkUnit, read_records
-from .workspace import Workspace, unit_bytes
+from .workspace import Workspace, unit_bytes, writing
 
 log = logging.getLogger(__name__)
 METRICS_NAMESPACE = "data_prep"
@@ -87,7 +89,8 @@ class PrepareDocuments(beam.DoFn):
             return
         progress = ReadProgress(unit)
         records = read_records(unit, count_skip, progress)
-        spill = SpillWriter(workspace.root, self.facts.token_dtype, prefix)
+        with writing(prefix):
+            spill = SpillWriter(workspace.root, self.facts.token_dtype, prefix)
         documents = chars = 0
         last_report = started
         try:
@@ -105,16 +108,18 @@ class PrepareDocuments(beam.DoFn):
                 document = self.processor(record, count_skip)
                 if document is None:
                     continue
-                spill.add(shard_key(document.doc_id, self.config.output), document)
+                with writing(prefix):
+                    spill.add(shard_key(document.doc_id, self.config.output), document)
                 documents += 1
                 chars += document.num_chars
         except BaseException:
             spill.abort()
             raise
-        spill.close()
         shards = sorted(spill.shards)
-        workspace.mark_done(prefix, spill.files, {"unit": unit.describe(), "bytes": unit_bytes(unit),
-                                                  "shards": shards, "skips": skips, "documents": documents})
+        with writing(prefix):
+            spill.close()
+            workspace.mark_done(prefix, spill.files, {"unit": unit.describe(), "bytes": unit_bytes(unit),
+                                                      "shards": shards, "skips": skips, "documents": documents})
         elapsed = time.monotonic() - started
         log.info(
             "read %s: %d documents, %.1f MB of text in %.1f s (%.2f MB/s)",
@@ -143,8 +148,11 @@ class BuildShard(beam.DoFn):
     def process(self, element: tuple[int, Any]) -> Iterator[int]:
         shard, prefixes = element
         started = time.monotonic()
-        entry = build_shard(shard, list(prefixes), self.config, self.facts)
-        Workspace(self.config.output.directory).write_entry(entry)
+        workspace = Workspace(self.config.output.directory)
+        split, index = self.config.output.split_of_key(shard)
+        with writing(Path(self.config.output.directory) / shard_name(index, split)):
+            entry = build_shard(shard, list(prefixes), self.config, self.facts)
+            workspace.write_entry(entry)
         Metrics.counter(METRICS_NAMESPACE, "instances").inc(entry.counts.instances)
         log.info("built %s: %d documents, %d instances in %.1f s", entry.name, entry.counts.documents,
                  entry.counts.instances, time.monotonic() - started)

@@ -21,6 +21,8 @@ the progress line counts markers there, so it spans worker processes and runners
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -28,7 +30,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,30 @@ ENTRIES_DIR = "entries"
 # A dataset's own files: its shards' (shard-NNNNN.*, validation-NNNNN.*), as shard_name names them.
 _SHARD_FILE = re.compile("|".join(re.escape(shard_name(0, split)).replace("00000", r"\d{5}") + r"\..+"
                                   for split in SPLITS))
+
+
+class OutputError(RuntimeError):
+    """Writing the build's files failed; the message names the file or directory
+    and the cause (a full disk says so)."""
+
+
+def describe_os_error(err: OSError) -> str:
+    """An OSError's cause in words, saying so when the disk is full."""
+    cause = err.strerror or str(err)
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        cause += " (the disk is full)"
+    return cause
+
+
+@contextlib.contextmanager
+def writing(where: str | os.PathLike) -> Iterator[None]:
+    """Turn an OSError of the block (the build writing its files) into an
+    :class:`OutputError` naming the file, or ``where`` when the error names none (a
+    write to an open file that fails names nothing)."""
+    try:
+        yield
+    except OSError as err:
+        raise OutputError(f"{err.filename or where}: {describe_os_error(err)}") from err
 
 
 def unit_key(unit: WorkUnit) -> str:

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -85,18 +86,39 @@ def verify(directory: Path) -> str | None:
     return None
 
 
+def verify_unrecorded(directory: Path) -> str | None:
+    """What can be checked of a checkpoint saved without a record (by a version
+    that kept none): every torch file is a whole zip archive whose members match
+    their CRC-32 (a truncated or bit-flipped file fails). ``None`` when it passes,
+    else what is wrong, naming the file."""
+    for path in sorted(directory.rglob("*.pt")):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                bad = archive.testzip()
+        except (OSError, zipfile.BadZipFile) as err:
+            return f"{path}: not a whole torch file (truncated?): {err}"
+        if bad is not None:
+            return f"{path}: its member {bad} fails its CRC-32 check (corrupt)"
+    return None
+
+
 def newest_verified_tag(root: Path) -> tuple[str | None, list[str]]:
     """The newest checkpoint by step whose files verify, whatever ``latest`` says
     (a lost or stale pointer must not restart a run from an older step), and the
     problems of the newer ones (each names its file). A checkpoint with no record
     at all (saved by a version that kept none) is taken unchecked only when
-    ``latest`` names it; otherwise it is a save that did not finish."""
+    ``latest`` names it, and checked as far as it can be (:func:`verify_unrecorded`);
+    otherwise it is a save that did not finish."""
     latest = latest_tag(root)
     problems = []
     for tag in reversed(tags(root)):
         directory = root / tag
         if not (directory / FILES).exists():
             if tag == latest and not any(directory.glob(f".{FILES}.*")):
+                problem = verify_unrecorded(directory)
+                if problem is not None:
+                    problems.append(problem)
+                    continue
                 log.warning("%s has no %s (saved before checkpoints were verified): loading it unchecked",
                             directory, FILES)
                 return tag, problems

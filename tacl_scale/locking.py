@@ -2,7 +2,8 @@
 The holder keeps it for as long as it works there; a second job on the same
 directory is refused at once, in one line naming the holder (pid and host), and
 never deletes or rotates away the first one's files. An advisory ``flock`` on
-``DIR/.tacl-lock``, released by the kernel when the holder dies."""
+``DIR/.tacl-lock``, released by the kernel when the holder dies; the holder
+removes the file when it is done, so a finished directory holds nothing of it."""
 
 from __future__ import annotations
 
@@ -31,14 +32,21 @@ class DirectoryLock:
     def acquire(self) -> DirectoryLock:
         """Take the lock or raise :class:`LockedError` naming its holder."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 512).decode("utf-8", "replace").strip() or "another process"
-            os.close(fd)
-            raise LockedError(f"{self.directory}: in use by {holder}; wait for it to end (or stop it), then "
-                              "run this again") from None
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 512).decode("utf-8", "replace").strip() or "another process"
+                os.close(fd)
+                raise LockedError(f"{self.directory}: in use by {holder}; wait for it to end (or stop it), then "
+                                  "run this again") from None
+            try:
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)  # locked a file its holder removed on release: lock the one there now
         os.ftruncate(fd, 0)
         os.write(fd, f"{self.purpose} pid {os.getpid()} on {socket.gethostname()} since "
                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
@@ -47,6 +55,9 @@ class DirectoryLock:
 
     def release(self) -> None:
         if self._fd is not None:
+            # While still held: a job that opened it meanwhile sees it gone and retries. It may be
+            # gone already, with its directory (a dataset swapped in place of the old one).
+            self.path.unlink(missing_ok=True)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

@@ -40,10 +40,16 @@ def vocabulary(location: str | Path) -> dict[str, int] | None:
 
 
 def first_difference(a: dict[str, int], b: dict[str, int]) -> tuple[str, int | None, int | None] | None:
-    """A token the two vocabularies disagree on (the one with the smallest id),
-    with its id in each (None where it is missing), or None when they are equal."""
+    """A token the two vocabularies disagree on (the one with the smallest id; of
+    two with the same, the one with the smaller id in ``a``, then by text: the same
+    one every time), with its id in each (None where it is missing), or None when
+    they are equal."""
     if a == b:
         return None
-    differing = [t for t in a.keys() | b.keys() if a.get(t) != b.get(t)]
-    token = min(differing, key=lambda t: min(i for i in (a.get(t), b.get(t)) if i is not None))
+    missing = max(len(a), len(b))  # sorts after every id
+
+    def order(t: str) -> tuple[int, int, str]:
+        return min(i for i in (a.get(t), b.get(t)) if i is not None), a.get(t, missing), t
+
+    token = min((t for t in a.keys() | b.keys() if a.get(t) != b.get(t)), key=order)
     return token, a.get(token), b.get(token)

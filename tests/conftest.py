@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,32 @@ def _has_cuda() -> bool:
 if not _has_cuda():
     os.environ.setdefault("TRITON_INTERPRET", "1")
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A project-made corpus: a generated MediaWiki dump (``data_prep.sample_corpus``;
+    no Wikipedia text) and a WordPiece vocabulary trained on it."""
+
+    dump: Path
+    vocab: Path
+
+
+def make_corpus(directory: Path, language: str, articles: int, vocab_size: int = 4000) -> Corpus:
+    from data_prep.sample_corpus import write_sample_dump
+    from data_prep.train_vocab import iter_sentences, train_wordpiece
+
+    dump = write_sample_dump(directory / f"{language}wiki-generated-pages-articles.xml.bz2", articles,
+                             language=language)
+    vocab = train_wordpiece(iter_sentences([str(dump)], "wiki-xml", language), vocab_size, True,
+                            directory / "vocab.txt")
+    return Corpus(dump, vocab)
+
+
+@pytest.fixture(scope="session")
+def made_en(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+    """An English generated dump of 200 articles and its 4k WordPiece vocabulary."""
+    return make_corpus(tmp_path_factory.mktemp("made_en"), "en", 200)
 
 
 def build_dataset(output: Path, *args: str) -> Path:

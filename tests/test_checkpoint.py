@@ -154,3 +154,26 @@ def test_the_newest_verified_checkpoint_is_found_whatever_latest_says(tmp_path: 
     (root / "step00000006").mkdir()
     tag, problems = checkpoint.newest_verified_tag(root)
     assert tag == "step00000004" and "step00000006/files.json: missing" in problems[0]
+
+
+def test_a_checkpoint_without_a_record_is_checked_as_far_as_it_can_be(tmp_path: Path) -> None:
+    """A checkpoint saved before records were kept (no files.json) and named by
+    ``latest`` loads unchecked only while its torch files are whole: a truncated or
+    bit-flipped one falls back to the older verified checkpoint, naming the file."""
+    root = tmp_path / "checkpoints"
+    checkpoint.save(FakeSavingEngine(), root, 2, {"step": 2}, keep_last=3, barrier=lambda: None)
+    legacy = root / "step00000004"
+    legacy.mkdir()
+    torch.save({"weight": torch.arange(1000.0)}, legacy / "mp_rank_00_model_states.pt")
+    (root / checkpoint.LATEST).write_text("step00000004")
+    assert checkpoint.newest_verified_tag(root) == ("step00000004", [])
+
+    whole = (legacy / "mp_rank_00_model_states.pt").read_bytes()
+    flipped = bytearray(whole)
+    flipped[len(whole) // 2] ^= 1
+    for broken, says in ((bytes(flipped), "fails its CRC-32 check"), (whole[: len(whole) // 2], "truncated")):
+        (legacy / "mp_rank_00_model_states.pt").write_bytes(broken)
+        tag, problems = checkpoint.newest_verified_tag(root)
+        assert tag == "step00000002", says
+        assert len(problems) == 1 and "step00000004/mp_rank_00_model_states.pt" in problems[0]
+        assert says in problems[0]

@@ -13,6 +13,10 @@ what a mature tool does then. The next hostile test starts from this file.
 | a lost, empty or stale `checkpoints/latest` | `--resume` takes the newest checkpoint that verifies (tests/test_checkpoint.py) |
 | a checkpoint saved below newer ones | rotation keeps it (tests/test_checkpoint.py) |
 | a bit flipped in a checkpoint, then export | refused in one line; a run directory exports its older checkpoint and says so (tests/test_trainer.py) |
+| the disk fills while a worker writes its part | fails in one line naming the part and "the disk is full"; the completed work units stay; `--resume` once there is space finishes a dataset byte-identical to an uninterrupted build |
+| a worker process cannot write (2 worker processes) | the build ends promptly, one line naming the file and the cause, no traceback |
+| the runner log's disk is full (2 worker processes) | the build finishes; the console says once that the log's lines are dropped, and the last line calls the log incomplete |
+| a checkpoint with no `files.json` (an old version's) that is truncated or corrupt | `--resume` falls back to the older verified one, naming the file (tests/test_checkpoint.py) |
 | `--lr=-1e-3`, `--save-every 0`, `--steps -5`, `--warmup-ratio -1` | refused when parsed, one line (tests/test_trainer.py) |
 | a batch that does not divide, `--output` naming a file | refused before anything is written (tests/test_trainer.py) |
 | a model whose tokenizer.json gives other ids | refused naming a token and its two ids (tests/test_trainer.py) |
@@ -23,7 +27,10 @@ what a mature tool does then. The next hostile test starts from this file.
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +38,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EN_DUMP, EN_VOCAB, ROOT, ZH_TEXT, ZH_VOCAB
+from conftest import EN_DUMP, EN_VOCAB, ROOT, ZH_TEXT, ZH_VOCAB, Corpus
 
 from data_prep.build import BuildError, parse_args, run_build
 from tacl_scale.locking import DirectoryLock
@@ -68,7 +75,83 @@ def failed_build(tmp_path: Path) -> tuple[Path, list[str], Path, Path]:
 def test_a_failed_build_keeps_its_completed_units_and_leaves_no_dataset_files(failed_build) -> None:
     out, _, _, _ = failed_build
     assert (out / "_tmp").is_dir() and list((out / "_tmp").glob("part-*.done.json"))
-    assert sorted(p.name for p in out.iterdir()) == [".tacl-lock", "_tmp"]
+    assert sorted(p.name for p in out.iterdir()) == ["_tmp"]  # the lock too is gone with its holder
+
+
+def three_inputs(corpus: Corpus, directory: Path) -> list[str]:
+    """The corpus's dump under three names: three work units."""
+    directory.mkdir()
+    args = []
+    for name in ("a", "b", "c"):
+        shutil.copy(corpus.dump, directory / f"{name}.xml.bz2")
+        args += ["--input", str(directory / f"{name}.xml.bz2")]
+    return [*args, "--tokenizer", str(corpus.vocab), "--num-shards", "2", "--dupe-factor", "1",
+            "--max-seq-len", "64"]
+
+
+def dataset_files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in directory.glob("shard-*")}
+
+
+def test_a_full_disk_keeps_the_completed_units_and_resume_finishes_the_same_dataset(
+        made_en: Corpus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from data_prep.shards import SpillWriter
+
+    args = three_inputs(made_en, tmp_path / "in")
+    add, writers = SpillWriter.add, set()
+
+    def add_until_the_disk_fills(self, shard, document):  # the third unit's part finds the disk full
+        writers.add(id(self))
+        if len(writers) == 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # a write to an open file names none
+        return add(self, shard, document)
+
+    monkeypatch.setattr(SpillWriter, "add", add_until_the_disk_fills)
+    out = tmp_path / "ds"
+    with pytest.raises(BuildError, match=r"ds/_tmp/part-[0-9a-f]+: No space left on device \(the disk is full\)"
+                                         r".*rerun the same command with --resume"):
+        build(out, *args)
+    assert len(list((out / "_tmp").glob("part-*.done.json"))) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["_tmp"]
+    monkeypatch.setattr(SpillWriter, "add", add)
+    build(out, *args, resume=True)
+    assert dataset_files(out) == dataset_files(build(tmp_path / "whole", *args).parent)
+
+
+def run_cli(args: list[str], limit_file_bytes: int | None = None) -> subprocess.CompletedProcess[str]:
+    """``data_prep.build`` on 2 worker processes; ``limit_file_bytes``: no process of
+    it can write a file past that size (EFBIG, as a disk that refuses writes)."""
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # inherited: a write past the limit fails instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_bytes, limit_file_bytes))
+
+    cmd = [sys.executable, "-m", "data_prep.build", *args, "--direct_num_workers", "2",
+           "--direct_running_mode", "multi_processing"]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240,
+                          preexec_fn=limit if limit_file_bytes else None)
+
+
+def test_a_worker_process_that_cannot_write_ends_the_build_in_one_line(made_en: Corpus, tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    res = run_cli([*three_inputs(made_en, tmp_path / "in"), "--output", str(out), "--quiet"],
+                  limit_file_bytes=20_000)
+    assert res.returncode == 2, res.stderr[-3000:]
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert f"{out}/" in errors[0] and "File too large" in errors[0]
+    assert not list(out.glob("shard-*"))
+
+
+def test_a_full_disk_under_the_runner_log_does_not_stop_the_build(made_en: Corpus, tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    (tmp_path / "ds.build.log").symlink_to("/dev/full")  # every write: ENOSPC
+    res = run_cli([*three_inputs(made_en, tmp_path / "in"), "--output", str(out)])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stderr.count("cannot write the runner log") == 1
+    assert "the disk is full" in res.stderr
+    assert "runner log:" in res.stdout and "(incomplete: No space left on device" in res.stdout
+    assert (out / "manifest.json").is_file()
 
 
 def test_resume_refuses_a_vocabulary_changed_in_place(failed_build) -> None:
@@ -91,6 +174,7 @@ def test_a_second_build_into_a_held_output_is_refused(tmp_path: Path) -> None:
     with DirectoryLock(out, "data_prep.build"), pytest.raises(BuildError, match=r"ds: in use by data_prep.build pid"):
         build(out, *zh_args(ZH_VOCAB, ZH_TEXT))
     assert len(list(build(out, *zh_args(ZH_VOCAB, ZH_TEXT)).parent.glob("shard-*"))) > 0  # free again
+    assert not (out / ".tacl-lock").exists()  # removed by its holder when done
 
 
 def test_a_build_that_makes_no_instance_leaves_no_empty_shards(tmp_path: Path) -> None:

@@ -598,7 +598,7 @@ def test_a_units_marker_names_every_file_its_part_wrote_and_resume_keeps_exactly
     from data_prep.workspace import Workspace, is_build_file
 
     workspace = Workspace(tmp_path)
-    workspace.start_run("digest", [])
+    workspace.start_run("digest", [], inputs={}, tokenizer_sha256="0" * 64)
     prefix = workspace.root / "part-done"
     writer = SpillWriter(workspace.root, FACTS.token_dtype, prefix)
     writer.add(0, DOCUMENTS[0])

@@ -197,7 +197,7 @@ def test_fused_optimizer_same_updates_and_state(join: Callable[[], Distributed],
     assert all({"exp_avg", "exp_avg_sq", "step"} == set(group) for group in states[True].values())
     # A fused run's checkpoint resumes with the default optimizer, and goes on.
     config = make_config(dataset, model_file, tmp_path / "runTrue", steps=4, export=False,
-                         checkpoint=CheckpointConfig(save_every=100, resume=True),
+                         checkpoint=CheckpointConfig(save_every=100, resume=True, allow_changes=True),
                          performance=PerformanceConfig(fused_optimizer=False))
     trainer = Trainer.build(config, join())
     try:
@@ -699,5 +699,6 @@ def test_a_second_job_on_a_live_run_is_refused_in_one_line(join: Callable[[], Di
             Trainer.build(replace(config, checkpoint=CheckpointConfig(resume=True)), join())
     finally:
         live.close()
+    assert not (run / ".tacl-lock").exists()  # removed by its holder on close
     again = Trainer.build(replace(config, checkpoint=CheckpointConfig(resume=True)), join())  # released on close
     again.close()
