@@ -2,7 +2,7 @@
 
 Builds Wikimedia-style multistream dumps (with their index) of about
 ``--target-mb`` MB of uncompressed XML from the real English sample
-``../shared/data/enwiki-sample.xml.bz2`` (its pages repeated, each copy with new
+``enwiki-sample.xml.bz2`` of the test data (its pages repeated, each copy with new
 page ids and titles so the pipeline treats them as distinct documents), runs the
 real CLI on them as a subprocess for each (runner, scale, workers) triple, and
 prints wall time, throughput and the peak RSS of the whole process tree.
@@ -15,7 +15,7 @@ it; their memory counts with the build's).
     .venv/bin/python benchmarks/bench_data_prep.py [--target-mb 50] [--workers 1 2]
         [--scales 1 4] [--runners direct dask] [--keep DIR]
 
-See benchmarks/README.md for what each column means.
+See docs/benchmarks.md for what each column means.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     python experiments/miniature_selfsim.py [--steps 40] [--work DIR]
 
 Starting from all-MiniLM-L6-v2 and the real English dump sample
-(../shared/data/enwiki-sample.xml.bz2), it builds:
+``enwiki-sample.xml.bz2`` (the test data; see README.md, "Tests"), it builds:
 
 - a pre-training dataset with the model's vocabulary and a document-level
   validation split (20% of the articles, by hash);

@@ -6,21 +6,32 @@
 #                                                      torch 2.11, triton 3.6, transformers 5.17) in
 #                                                      .venv-gpu-image, every test marked 'framework' (torch,
 #                                                      DeepSpeed, Triton, transformers APIs), on CPU
-#   bash scripts/test.sh --all [PYTEST_ARGS...]        both tiers, one after the other (.ci/run)
-# Each tier changes nothing outside the clone and its temporary directories.
+#   bash scripts/test.sh --cluster [PYTEST_ARGS...]    the Slurm tests (marked 'cluster'), in .venv: needs root;
+#                                                      installs munge and Slurm from Debian, writes
+#                                                      /etc/munge/munge.key, /etc/slurm/slurm.conf and host
+#                                                      lines in /etc/hosts, starts munged, slurmctld and slurmd
+#                                                      and stops them by PID (tests/slurm/)
+#   bash scripts/test.sh --all [PYTEST_ARGS...]        every tier, one after the other (.ci/run)
+# The default and GPU-image tiers change nothing outside the clone and its temporary directories.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TOKENIZERS_PARALLELISM=false
 TIER=default
 case "${1:-}" in
   --gpu-image) TIER=gpu-image; shift ;;
+  --cluster) TIER=cluster; shift ;;
   --all) TIER=all; shift ;;
 esac
 
 default_tier() {
   bash scripts/setup.sh
   .venv/bin/python -m ruff check .
-  .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+  .venv/bin/python -m pytest -q -p no:cacheprovider -m "not cluster" "$@"
+}
+
+cluster_tier() {
+  bash scripts/setup.sh
+  TACL_TIER=cluster .venv/bin/python -m pytest -q -p no:cacheprovider -m cluster "$@"
 }
 
 gpu_image_tier() {
@@ -35,9 +46,11 @@ transformers.__version__, '| deepspeed', deepspeed.__version__)"
 case "$TIER" in
   default) default_tier "$@" ;;
   gpu-image) gpu_image_tier "$@" ;;
+  cluster) cluster_tier "$@" ;;
   all)
     status=0
     default_tier "$@" || status=$?
+    cluster_tier "$@" || status=$?
     gpu_image_tier "$@" || status=$?
     exit "$status"
     ;;

@@ -11,8 +11,10 @@ moves CUDA tensors) and gloo are served by the same code.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,12 +32,15 @@ class LaunchEnv:
     rank: int = 0
     local_rank: int = 0
     world_size: int = 1
+    master_addr: str = ""
+    master_port: str = ""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> LaunchEnv:
         try:
             env = cls(int(environ.get("RANK", 0)), int(environ.get("LOCAL_RANK", 0)),
-                      int(environ.get("WORLD_SIZE", 1)))
+                      int(environ.get("WORLD_SIZE", 1)), environ.get("MASTER_ADDR", ""),
+                      environ.get("MASTER_PORT", ""))
         except ValueError as err:
             raise DistributedError(f"RANK/LOCAL_RANK/WORLD_SIZE must be integers: {err}") from err
         if not 0 <= env.rank < env.world_size or env.local_rank < 0:
@@ -44,14 +49,23 @@ class LaunchEnv:
         return env
 
 
+def deepspeed_shm_buffer(env: LaunchEnv, rank: int) -> Path:
+    """The shared-memory segment DeepSpeed's CPU all-reduce creates for ``rank``
+    (``ops/csrc/cpu/comm/shm.cpp``): it never removes it, so each CPU job would
+    leave one in /dev/shm."""
+    return Path("/dev/shm") / f"deepspeed_allreduce_buffer_{os.getuid()}_{env.master_addr}_{env.master_port}_{rank}"
+
+
 class Distributed:
     """This rank's device and its view of the process group."""
 
-    def __init__(self, rank: int, local_rank: int, world_size: int, device: torch.device) -> None:
+    def __init__(self, rank: int, local_rank: int, world_size: int, device: torch.device,
+                 shm_buffer: Path | None = None) -> None:
         self.rank = rank
         self.local_rank = local_rank
         self.world_size = world_size
         self.device = device
+        self.shm_buffer = shm_buffer  # DeepSpeed's CPU all-reduce buffer of this rank, removed on close
 
     @classmethod
     def setup(cls, env: LaunchEnv) -> Distributed:
@@ -71,7 +85,9 @@ class Distributed:
         else:
             raise DistributedError(f"DeepSpeed accelerator {kind!r}: tacl-scale trains on cuda or cpu")
         deepspeed.init_distributed(dist_backend=backend)
-        return cls(dist.get_rank(), env.local_rank, dist.get_world_size(), device)
+        rank = dist.get_rank()
+        return cls(rank, env.local_rank, dist.get_world_size(), device,
+                   deepspeed_shm_buffer(env, rank) if kind == "cpu" else None)
 
     @property
     def is_main(self) -> bool:
@@ -141,3 +157,5 @@ class Distributed:
             import deepspeed.comm
 
             deepspeed.comm.destroy_process_group()
+        if self.shm_buffer is not None:
+            self.shm_buffer.unlink(missing_ok=True)

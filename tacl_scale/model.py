@@ -1,4 +1,4 @@
-"""Student, teacher and the TaCL objective (DESIGN.md, "The method, exactly").
+"""Student, teacher and the TaCL objective (docs/design.md, "The method").
 
 - Student: ``BertForPreTraining`` (trained), on the masked input.
 - Teacher: a bare ``BertModel`` encoder (no pooler, no heads) with the student's

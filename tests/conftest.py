@@ -1,10 +1,15 @@
-"""Shared test fixtures: paths to the real data in ../shared/data and a helper that
-runs the dataset build in-process."""
+"""Shared test fixtures: paths to the real samples (Wikipedia text, BERT
+vocabularies) in the directory named by ``TACL_TEST_DATA``, project-made corpora,
+and a helper that runs the dataset build in-process.
+
+Without ``TACL_TEST_DATA`` every test of a module that reads the real samples is
+skipped, with one reason (``pytest -rs`` lists them)."""
 
 from __future__ import annotations
 
 import os
 import random
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +18,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+TEST_DATA_VARIABLE = "TACL_TEST_DATA"
+# Read once, here at the edge of the test suite; unset, the paths below name nothing.
+DATA = Path(os.environ.get(TEST_DATA_VARIABLE) or "/nonexistent/TACL_TEST_DATA-is-unset").resolve()
 EN_DUMP = DATA / "enwiki-sample.xml.bz2"
 ZH_TEXT = DATA / "zhwiki-sample.txt"
 ZH_SEGMENTED = DATA / "zhwiki-sample-segmented.txt"
@@ -36,6 +43,26 @@ def _has_cuda() -> bool:
 if not _has_cuda():
     os.environ.setdefault("TRITON_INTERPRET", "1")
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
+# The names through which a test module reads the real samples.
+_READS_REAL_DATA = re.compile(r"\b(EN_DUMP|EN_VOCAB|ZH_TEXT|ZH_VOCAB|ZH_SEGMENTED|ENWIKI_SAMPLE|ZHWIKI_SAMPLE|"
+                              r"ZHWIKI_SEGMENTED|VOCAB_EN|VOCAB_ZH|enwiki_raw_xml|enwiki_pages|enwiki_articles)\b")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the real samples, skip the modules that read them, saying why."""
+    if (DATA / "enwiki-sample.xml.bz2").is_file():
+        return
+    reason = (f"needs the real samples (Wikipedia text, BERT vocabularies): set {TEST_DATA_VARIABLE} to their "
+              f"directory (see the README's Tests section); now {'unset' if TEST_DATA_VARIABLE not in os.environ else DATA}")
+    reads: dict[str, bool] = {}
+    for item in items:
+        module = item.path
+        if str(module) not in reads:
+            reads[str(module)] = bool(_READS_REAL_DATA.search(module.read_text(encoding="utf-8")))
+        if reads[str(module)]:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,11 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from conftest import DATA
+
 from data_prep.sources import WikiPage, WorkUnit, read_wiki_pages
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA_DIR = DATA  # TACL_TEST_DATA (conftest)
 ENWIKI_SAMPLE = DATA_DIR / "enwiki-sample.xml.bz2"
 ZHWIKI_SAMPLE = DATA_DIR / "zhwiki-sample.txt"
 ZHWIKI_SEGMENTED = DATA_DIR / "zhwiki-sample-segmented.txt"

@@ -37,3 +37,24 @@ def test_a_refusal_is_one_error_line_and_exit_status_2(name: str, tmp_path: Path
     assert main(argv) == EXIT_ERROR == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and named in errors[0], errors
+
+
+def test_every_console_script_is_a_command_with_help_and_in_the_readme(capsys: pytest.CaptureFixture[str]) -> None:
+    """pyproject's console scripts name real ``main(argv)`` functions that answer
+    ``--help``, and the README's table of commands lists each one."""
+    import importlib
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    root = Path(__file__).resolve().parents[1]
+    scripts = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert {"tacl-build-dataset", "tacl-train", "tacl-export", "tacl-analyze"} <= scripts.keys()
+    for name, target in scripts.items():
+        module, function = target.split(":")
+        main = getattr(importlib.import_module(module), function)
+        with pytest.raises(SystemExit) as exit_:
+            main(["--help"])
+        assert exit_.value.code == 0, name
+        assert "usage:" in capsys.readouterr().out, name
+        assert f"`{name}`" in readme, name

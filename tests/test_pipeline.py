@@ -1,4 +1,4 @@
-"""End-to-end tests of the Beam dataset build on the real samples in ../shared/data."""
+"""End-to-end tests of the Beam dataset build on the real samples (TACL_TEST_DATA)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The PyTorch reference of the TaCL loss against a direct, row-by-row reading of
-DESIGN.md's formula."""
+docs/design.md's formula."""
 
 from __future__ import annotations
 

@@ -30,7 +30,11 @@ def launch(args: list[str], ranks: int = 2) -> subprocess.CompletedProcess[str]:
     """``deepspeed --num_gpus RANKS tacl_scale/train.py ARGS`` on CPU."""
     port = str(random.randint(20000, 40000))
     cmd = [str(DEEPSPEED), "--num_gpus", str(ranks), "--master_port", port, "tacl_scale/train.py", *args]
-    return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    res = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    # DeepSpeed's CPU all-reduce leaves a shared-memory segment per rank; each rank removes its own.
+    left = list(Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*"))
+    assert res.returncode != 0 or not left, left
+    return res
 
 
 def single_process(args: list[str]) -> subprocess.CompletedProcess[str]:

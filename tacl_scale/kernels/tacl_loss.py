@@ -1,4 +1,4 @@
-"""The TaCL token-level contrastive loss (paper Eq. 1, as stated in DESIGN.md).
+"""The TaCL token-level contrastive loss (paper Eq. 1; docs/design.md, "The TaCL loss").
 
 With ``ŝ = s/‖s‖`` (student last hidden states) and ``t̂ = t/‖t‖`` (teacher, on
 the unmasked input), for every masked position ``i`` of a sequence::

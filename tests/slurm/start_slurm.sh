@@ -18,8 +18,14 @@ if [[ ! -f /etc/munge/munge.key ]]; then
 fi
 chown -R munge:munge /etc/munge /run/munge /var/log/munge /var/lib/munge 2>/dev/null || true
 chmod 0700 /etc/munge; chmod 0400 /etc/munge/munge.key
+# A munged already running is the machine's own and is left alone; one started here
+# writes its PID to the state directory, and stop_slurm.sh stops it by that PID.
 if ! pgrep -x munged >/dev/null; then
-  if id munge >/dev/null 2>&1; then su -s /bin/sh munge -c munged || munged --force; else munged --force; fi
+  if id munge >/dev/null 2>&1; then
+    su -s /bin/sh munge -c "munged --pid-file=$STATE/munged.pid" || munged --force --pid-file="$STATE/munged.pid"
+  else
+    munged --force --pid-file="$STATE/munged.pid"
+  fi
 fi
 HOST=$(hostname -s)
 CPUS=$(nproc)
