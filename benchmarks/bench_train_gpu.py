@@ -104,10 +104,8 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int, warmup: int,
-               workers: int = 6) -> dict:
-    """Build a Trainer for ``setup``, time ``steps`` steps after ``warmup``, then
-    the teacher alone on the next micro-batches; close the Trainer."""
+def build_trainer(data: Path, model: Path, workdir: Path, setup: Setup, workers: int = 6):
+    """The real ``Trainer`` for ``setup`` on one device (rank 0 of 1)."""
     from tacl_scale.config import (
         CheckpointConfig,
         DataConfig,
@@ -117,7 +115,6 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
         TrainConfig,
     )
     from tacl_scale.distributed import Distributed, LaunchEnv
-    from tacl_scale.model import teacher_states
     from tacl_scale.trainer import Trainer
 
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
@@ -130,9 +127,18 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
         checkpoint=CheckpointConfig(save_every=10**9), performance=PerformanceConfig(unpad=setup.unpad),
         eval_every=0, export=False, log_every=10**9,
     )
+    return Trainer.build(config, Distributed.setup(LaunchEnv.from_environ(os.environ)))
+
+
+def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int, warmup: int,
+               workers: int = 6) -> dict:
+    """Build a Trainer for ``setup``, time ``steps`` steps after ``warmup``, then
+    the teacher alone on the next micro-batches; close the Trainer."""
+    from tacl_scale.model import teacher_states
+
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
-    trainer = Trainer.build(config, Distributed.setup(LaunchEnv.from_environ(os.environ)))
+    trainer = build_trainer(data, model, workdir, setup, workers)
     try:
         device = trainer.device
         for _ in range(warmup):
