@@ -3,7 +3,7 @@ engine, bf16, fused AdamW, frozen teacher, TaCL + MLM + NSP) at BERT-base shape 
 real instances (length 256), padded and unpadded, ZeRO-2 and ZeRO-1, over
 micro-batch sizes at the paper's global batch of 256.
 
-    python benchmarks/bench_train_gpu.py --data DATASET [--micro 32 64] [--steps 8] [--out rows.jsonl]
+    python benchmarks/bench_train_gpu.py --data DATASET [--micro 256 64] [--steps 8] [--out rows.jsonl]
 
 Each configuration reports real tokens/s, step time, the teacher's share of the
 step (its forward timed alone on the same micro-batches), peak memory, and model
@@ -213,7 +213,7 @@ def best(rows: list[dict], unpad: bool, ds_config: str = "zero2_bf16.json") -> d
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, required=True, help="dataset directory (max length 256, BERT vocabulary)")
-    p.add_argument("--micro", type=int, nargs="+", default=[32, 64])
+    p.add_argument("--micro", type=int, nargs="+", default=[256, 64])
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--no-zero1", action="store_true", help="ZeRO-2 only")

@@ -169,3 +169,19 @@ def test_the_driver_exits_2_without_cuda(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--results", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "no CUDA device" in res.stderr
+
+
+def test_the_mfu_target_is_judged_on_the_best_configuration_named() -> None:
+    """The sweep's best row (ZeRO-1 here), not the first ZeRO-2 one, and which it was."""
+    rows = [{"name": "ZeRO-2 unpadded micro 256", "ds_config": "zero2_bf16.json", "unpad": True, "mfu": 0.22,
+             "tokens_per_s": 2.9e5},
+            {"name": "ZeRO-2 padded micro 256", "ds_config": "zero2_bf16.json", "unpad": False, "mfu": 0.20,
+             "tokens_per_s": 2.7e5},
+            {"name": "ZeRO-1 unpadded micro 256", "ds_config": "zero1_bf16.json", "unpad": True, "mfu": 0.47,
+             "tokens_per_s": 3.6e5},
+            {"name": "ZeRO-2 unpadded micro 64", "ds_config": "zero2_bf16.json", "unpad": True,
+             "error": "OutOfMemoryError"}]
+    found = gpu_check.targets({"phases": {"training": {"data": rows}}})
+    assert found["TaCL-base end-to-end MFU (best: ZeRO-1 unpadded micro 256)"] == {
+        "wanted": ">= 45%", "measured": "47.0%", "met": True}
+    assert found["unpadded / padded tokens/s"]["measured"] == "1.07x"
