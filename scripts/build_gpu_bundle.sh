@@ -8,17 +8,18 @@
 #   GPU_PYTHON_VERSION   the GPU machine's Python (default 3.12): binary wheels are for it
 #                        and for this machine's Python (so the CPU dry run installs them too)
 #   EN_DUMP, EN_VOCAB    the English dump sample and bert-base-uncased vocabulary
-#                        (default ../shared/data/...)
+#                        (default: enwiki-sample.xml.bz2 and vocab/bert-base-uncased.txt
+#                        in the directory named by TACL_TEST_DATA, the real samples)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE=${1:-.gpu_bundle}
 PY=${PY:-.venv/bin/python}
 GPU_PY=${GPU_PYTHON_VERSION:-3.12}
-DATA=${SHARED_DATA:-../shared/data}
+DATA=${TACL_TEST_DATA:-/nonexistent/TACL_TEST_DATA-is-unset}
 EN_DUMP=${EN_DUMP:-$DATA/enwiki-sample.xml.bz2}
 EN_VOCAB=${EN_VOCAB:-$DATA/vocab/bert-base-uncased.txt}
 for f in "$EN_DUMP" "$EN_VOCAB"; do
-  [[ -f "$f" ]] || { echo "error: $f not found (set EN_DUMP / EN_VOCAB)" >&2; exit 2; }
+  [[ -f "$f" ]] || { echo "error: $f not found (set TACL_TEST_DATA to the real samples' directory, or EN_DUMP and EN_VOCAB)" >&2; exit 2; }
 done
 "$PY" -c "import deepspeed" 2>/dev/null || { echo "error: $PY cannot import deepspeed: run scripts/setup.sh first" >&2; exit 2; }
 

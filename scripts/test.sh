@@ -29,9 +29,19 @@ default_tier() {
   .venv/bin/python -m pytest -q -p no:cacheprovider -m "not cluster" "$@"
 }
 
+DAEMONS='munged|slurmctld|slurmd'
 cluster_tier() {
   bash scripts/setup.sh
-  TACL_TIER=cluster .venv/bin/python -m pytest -q -p no:cacheprovider -m cluster "$@"
+  local before status=0 left
+  before=$(pgrep -x "$DAEMONS" | sort || true)
+  TACL_TIER=cluster .venv/bin/python -m pytest -q -p no:cacheprovider -m cluster "$@" || status=$?
+  # Whatever the tests did, the tier leaves no daemon of its own behind.
+  left=$(comm -13 <(echo "$before") <(pgrep -x "$DAEMONS" | sort || true))
+  if [[ -n "$left" ]]; then
+    echo "error: the cluster tier left daemons running: $(ps -o pid=,comm= -p "$(echo $left | tr ' ' ',')" | xargs)" >&2
+    status=1
+  fi
+  return "$status"
 }
 
 gpu_image_tier() {

@@ -1,16 +1,30 @@
-"""Shared test fixtures: paths to the real samples (Wikipedia text, BERT
-vocabularies) in the directory named by ``TACL_TEST_DATA``, project-made corpora,
-and a helper that runs the dataset build in-process.
+"""Shared test fixtures: the corpora the tests read, project-made or real, and a
+helper that runs the dataset build in-process.
 
-Without ``TACL_TEST_DATA`` every test of a module that reads the real samples is
-skipped, with one reason (``pytest -rs`` lists them)."""
+Two kinds of input, chosen by name:
+
+* ``EN_DUMP``, ``EN_VOCAB``, ``ZH_TEXT``, ``ZH_SEGMENTED``, ``ZH_VOCAB``: project-made
+  stand-ins in the real samples' formats (a generated English dump, generated Chinese
+  text one sentence a line with characters, or words, separated by spaces, and
+  WordPiece vocabularies trained on them). They are written once per session into a
+  temporary directory, when a collected test module names them, and removed at the
+  end. No download, nothing beside the clone.
+* ``REAL_EN_DUMP``, ``REAL_EN_VOCAB``, ``REAL_ZH_TEXT``, ``REAL_ZH_SEGMENTED``,
+  ``REAL_ZH_VOCAB`` (and the readers of ``conftest_sources_helpers``): the real samples
+  (Wikipedia text, the BERT vocabularies) in the directory named by
+  ``TACL_TEST_DATA`` (``.ci/run`` points it at the samples). A test whose own source
+  or whose fixtures' source names one of them, or that is marked ``real_data``, is
+  skipped without it, with one reason (``pytest -rs``)."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import re
-from collections.abc import Callable, Iterator
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,11 +35,22 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST_DATA_VARIABLE = "TACL_TEST_DATA"
 # Read once, here at the edge of the test suite; unset, the paths below name nothing.
 DATA = Path(os.environ.get(TEST_DATA_VARIABLE) or "/nonexistent/TACL_TEST_DATA-is-unset").resolve()
-EN_DUMP = DATA / "enwiki-sample.xml.bz2"
-ZH_TEXT = DATA / "zhwiki-sample.txt"
-ZH_SEGMENTED = DATA / "zhwiki-sample-segmented.txt"
-EN_VOCAB = DATA / "vocab" / "bert-base-uncased.txt"
-ZH_VOCAB = DATA / "vocab" / "bert-base-chinese.txt"
+REAL_EN_DUMP = DATA / "enwiki-sample.xml.bz2"
+REAL_ZH_TEXT = DATA / "zhwiki-sample.txt"
+REAL_ZH_SEGMENTED = DATA / "zhwiki-sample-segmented.txt"
+REAL_EN_VOCAB = DATA / "vocab" / "bert-base-uncased.txt"
+REAL_ZH_VOCAB = DATA / "vocab" / "bert-base-chinese.txt"
+
+# The project-made stand-ins (see the module docstring), one directory per session.
+MADE = Path(tempfile.gettempdir()) / f"tacl-made-data-{os.getpid()}"
+EN_DUMP = MADE / "enwiki-generated.xml.bz2"
+EN_VOCAB = MADE / "vocab" / "en-wordpiece.txt"
+ZH_TEXT = MADE / "zhwiki-generated.txt"
+ZH_SEGMENTED = MADE / "zhwiki-generated-segmented.txt"
+ZH_VOCAB = MADE / "vocab" / "zh-wordpiece.txt"
+# Enough text for 3 shards plus a validation split; vocabularies trained to about the
+# size a build sees in practice (the English one keeps every word of the corpus).
+MADE_ARTICLES = {"en": 300, "zh": 16}
 
 # Keep HF tokenizers from spawning threads that fight pytest for 2 cores.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -45,24 +70,115 @@ if not _has_cuda():
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
-# The names through which a test module reads the real samples.
-_READS_REAL_DATA = re.compile(r"\b(EN_DUMP|EN_VOCAB|ZH_TEXT|ZH_VOCAB|ZH_SEGMENTED|ENWIKI_SAMPLE|ZHWIKI_SAMPLE|"
-                              r"ZHWIKI_SEGMENTED|VOCAB_EN|VOCAB_ZH|enwiki_raw_xml|enwiki_pages|enwiki_articles)\b")
+_NAMES_MADE = re.compile(r"(?<!REAL_)\b(EN_DUMP|EN_VOCAB|ZH_TEXT|ZH_VOCAB|ZH_SEGMENTED)\b")
+# The names that reach the real samples: this module's REAL_* and the readers of
+# conftest_sources_helpers.
+_NAMES_REAL = re.compile(r"\b(REAL_(EN_DUMP|EN_VOCAB|ZH_TEXT|ZH_VOCAB|ZH_SEGMENTED)|ENWIKI_SAMPLE|ZHWIKI_SAMPLE|"
+                         r"ZHWIKI_SEGMENTED|VOCAB_EN|VOCAB_ZH|enwiki_raw_xml|enwiki_pages|enwiki_articles)\b")
+
+
+def _source(obj: Any) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return ""
+
+
+def reads_real_data(item: pytest.Item) -> bool:
+    """Marked ``real_data``, or its own source or that of a fixture it uses names a
+    real sample."""
+    if item.get_closest_marker("real_data"):
+        return True
+    sources = [_source(getattr(item, "function", None))]
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        for definition in (info.name2fixturedefs.get(name, ()) if info is not None else ()):
+            sources.append(_source(definition.func))
+    return any(_NAMES_REAL.search(source) for source in sources)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without the real samples, skip the modules that read them, saying why."""
-    if (DATA / "enwiki-sample.xml.bz2").is_file():
+    """Write the made stand-ins if a collected module names them; without the real
+    samples, skip the tests that read them, saying why."""
+    modules = {str(item.path): item.path for item in items}
+    if any(_NAMES_MADE.search(path.read_text(encoding="utf-8")) for path in modules.values()):
+        write_made_data(MADE)
+    if REAL_EN_DUMP.is_file():
         return
     reason = (f"needs the real samples (Wikipedia text, BERT vocabularies): set {TEST_DATA_VARIABLE} to their "
               f"directory (see the README's Tests section); now {'unset' if TEST_DATA_VARIABLE not in os.environ else DATA}")
-    reads: dict[str, bool] = {}
     for item in items:
-        module = item.path
-        if str(module) not in reads:
-            reads[str(module)] = bool(_READS_REAL_DATA.search(module.read_text(encoding="utf-8")))
-        if reads[str(module)]:
+        if reads_real_data(item):
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(MADE, ignore_errors=True)
+
+
+def write_made_data(directory: Path) -> None:
+    """The stand-ins of the module docstring, written once into ``directory``."""
+    if (directory / "done").is_file():
+        return
+    from data_prep.sample_corpus import write_sample_dump
+    from data_prep.train_vocab import iter_sentences, train_wordpiece
+
+    directory.mkdir(parents=True, exist_ok=True)
+    dump = write_sample_dump(EN_DUMP, MADE_ARTICLES["en"], language="en")
+    train_wordpiece(iter_sentences([str(dump)], "wiki-xml", "en"), 30522, True, EN_VOCAB)
+    bert_layout(EN_VOCAB, 30522)
+    zh_dump = write_sample_dump(directory / "zhwiki-generated.xml", MADE_ARTICLES["zh"], language="zh")
+    documents = zh_documents(zh_dump)
+    ZH_TEXT.write_text(_lines(documents, list), encoding="utf-8")
+    ZH_SEGMENTED.write_text(_lines(documents, _words), encoding="utf-8")
+    train_wordpiece(iter_sentences([str(ZH_TEXT)], "text", "zh"), 21128, True, ZH_VOCAB)
+    # Like bert-base-chinese, every CJK character (not only those of the generated text).
+    bert_layout(ZH_VOCAB, 21128, map(chr, range(0x4E00, 0xA000)))
+    (directory / "done").write_text("")
+
+
+def bert_layout(vocab: Path, size: int, fill: Iterable[str] = ()) -> None:
+    """Rewrite a trained vocab.txt in the layout of Google's BERT vocabularies:
+    [PAD] 0, [unused0..98] 1–99, [UNK] [CLS] [SEP] [MASK] 100–103, the trained
+    tokens, then tokens of ``fill`` not yet present and [unusedN] up to ``size``
+    tokens; so ids and sizes are those of bert-base-uncased (30,522) and
+    bert-base-chinese (21,128)."""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokens = [t for t in vocab.read_text(encoding="utf-8").split("\n") if t and t not in specials]
+    tokens = ["[PAD]", *(f"[unused{i}]" for i in range(99)), *specials[1:], *tokens]
+    present = set(tokens)
+    tokens += [t for t in fill if t not in present][: max(0, size - len(tokens))]
+    tokens += [f"[unused{i}]" for i in range(99, 99 + size - len(tokens))]
+    vocab.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+
+
+def zh_documents(dump: Path) -> list[list[str]]:
+    """The sentences of each article of a generated Chinese dump, as the build cleans them."""
+    from data_prep.documents import extract_sentences
+    from data_prep.sentences import SentenceConfig, SentenceSplitter
+    from data_prep.sources import expand_inputs, plan_work_units, read_records
+
+    splitter = SentenceSplitter(SentenceConfig("zh"))
+    documents = []
+    for unit in plan_work_units(expand_inputs([str(dump)]), "wiki-xml", use_index=False):
+        for record in read_records(unit, lambda kind: None):
+            sentences = extract_sentences(record, splitter, 0, lambda kind: None)
+            if sentences:
+                documents.append(sentences)
+    return documents
+
+
+def _words(sentence: str) -> list[str]:
+    import jieba
+
+    return [w for w in jieba.lcut(sentence) if w.strip()]
+
+
+def _lines(documents: list[list[str]], split: Callable[[str], list[str]]) -> str:
+    """One sentence a line, its pieces separated by spaces, a blank line between
+    documents: the real Chinese samples' layout."""
+    return "\n".join("".join(" ".join(p for p in split(s) if not p.isspace()) + "\n" for s in doc)
+                     for doc in documents)
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,7 @@ def test_a_moved_dataset_trains_exports_and_inspects_without_its_original_tokeni
     exported = tmp_path / "run" / "export"
     assert BertForPreTraining.from_pretrained(exported).config.vocab_size == 21128
     tokenizer = BertTokenizerFast.from_pretrained(exported)
-    assert tokenizer.convert_tokens_to_ids("[MASK]") == 103 and tokenizer.tokenize("锶是") == ["锶", "是"]
+    assert tokenizer.convert_tokens_to_ids("[MASK]") == 103 and tokenizer.tokenize("的是") == ["的", "是"]
 
     capsys.readouterr()
     assert inspect_main([str(moved), "-n", "1"]) == 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EN_DUMP, EN_VOCAB, ROOT, ZH_SEGMENTED, ZH_TEXT, ZH_VOCAB, build_dataset
+from conftest import EN_DUMP, EN_VOCAB, REAL_ZH_VOCAB, ROOT, ZH_SEGMENTED, ZH_TEXT, ZH_VOCAB, build_dataset
 
 from data_prep.build import BuildError, parse_args
 from data_prep.multistream import write_multistream
@@ -45,11 +45,13 @@ def test_english_dataset_is_well_formed(en_dataset: PretrainDataset) -> None:
     assert m.train.num_shards == 2 and len(ds) == m.train.totals.instances > 1000
     assert m.tokenizer.vocab_size == 30522 and m.token_dtype == "uint16"
     assert m.tokenizer.special_ids == SpecialIds(pad=0, unk=100, cls=101, sep=102, mask=103)
-    # The sample: 206 pages, 1 outside namespace 0, about 100 redirects.
+    # Every page of the dump is a document or a counted skip (other namespaces, redirects).
+    xml = bz2.decompress(EN_DUMP.read_bytes()).decode()
+    pages, articles = xml.count("<page>"), xml.count("<ns>0</ns>")
     skips = m.skips
-    assert skips["not_article_namespace"] == 1
-    assert 90 <= skips["redirect"] <= 100
-    assert m.train.totals.documents + sum(skips.values()) == 206
+    assert skips["not_article_namespace"] == pages - articles > 0
+    assert skips["redirect"] == xml.count("<redirect ") > 0
+    assert m.train.totals.documents + sum(skips.values()) == pages
     rng = np.random.default_rng(0)
     for i in rng.choice(len(ds), 400, replace=False).tolist():
         item = ds[i]
@@ -122,13 +124,13 @@ def test_determinism_across_workers_and_seeds(tmp_path: Path, caplog: pytest.Log
 
 def test_multistream_index_splits_one_dump_with_identical_output(tmp_path: Path, en_dataset: PretrainDataset) -> None:
     dump, _ = write_multistream(str(EN_DUMP), str(tmp_path / "enwiki-x-multistream.xml.bz2"), 10)
-    config = parse_args(["--input", str(dump), "--tokenizer", "t", "--output", "o", "--unit-mb", "0.2"]).config
+    config = parse_args(["--input", str(dump), "--tokenizer", "t", "--output", "o", "--unit-mb", "0.05"]).config
     from data_prep.sources import plan_work_units
 
     assert len(plan_work_units([str(dump)], "wiki-xml", True, config.input.unit_bytes)) >= 5
     out = build_dataset(tmp_path / "ms", "--input", str(dump), "--tokenizer", str(EN_VOCAB),
                         "--num-shards", "2", "--dupe-factor", "2", "--max-seq-len", "128",
-                        "--unit-mb", "0.2")
+                        "--unit-mb", "0.05")
     assert shard_bytes(out) == shard_bytes(en_dataset.path)
 
 
@@ -142,12 +144,12 @@ def test_a_token_past_the_repeated_lines_of_bert_base_chinese(tmp_path: Path) ->
     text.write_text("锶是一种化学元素，符号为Sr。锶的原子序数为38。\n锶化合物可以用于制造烟花。\n\n"
                     "钙是一种化学元素，符号为Ca。\n钙在自然界中广泛分布。\n", encoding="utf-8")
     out = build_dataset(tmp_path / "ds", "--input", str(text), "--format", "text", "--language", "zh",
-                        "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10")
+                        "--tokenizer", str(REAL_ZH_VOCAB), "--min-doc-chars", "10")
     ds = PretrainDataset(out)
     assert ds.manifest.tokenizer.vocab_size == 21128
     assert any(21127 in ds[i]["original_ids"] for i in range(len(ds)))
     excluded = set(ds.manifest.masking.replacement_excluded_ids)
-    lines = ZH_VOCAB.read_text(encoding="utf-8").split("\n")[:21128]
+    lines = REAL_ZH_VOCAB.read_text(encoding="utf-8").split("\n")[:21128]
     last_line_of = {token: i for i, token in enumerate(lines)}
     shadowed = {i for i, token in enumerate(lines) if last_line_of[token] != i}
     assert len(shadowed) == 53 and shadowed <= excluded and 21127 not in excluded
@@ -173,8 +175,9 @@ def test_chinese_whole_word_masking_pre_segmented(tmp_path: Path) -> None:
             if run and pos != run[-1] + 1:
                 piece = "".join(chars[p].removeprefix("##") for p in run)
                 multi_char_masked += len(run) > 1
-                # Truncation may cut a word at a segment's edge.
-                at_edge = chars[run[0] - 1] in ("[CLS]", "[SEP]") or chars[run[-1] + 1] == "[SEP]"
+                # Truncation may cut a word at a segment's edge, and a word's [UNK] (never
+                # masked) leaves the rest of the word to be masked without it.
+                at_edge = chars[run[0] - 1] in ("[CLS]", "[SEP]", "[UNK]") or chars[run[-1] + 1] in ("[SEP]", "[UNK]")
                 assert at_edge or _is_word_sequence(piece, words), (piece, " ".join(chars))
                 run = []
             run.append(pos)
@@ -284,7 +287,7 @@ def test_max_seq_len_too_large(tmp_path: Path) -> None:
 
 def test_truncated_bz2_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "cut.xml.bz2"
-    bad.write_bytes(EN_DUMP.read_bytes()[:300_000])
+    bad.write_bytes(EN_DUMP.read_bytes()[: EN_DUMP.stat().st_size // 2])
     _expect_build_error(tmp_path, r"cut\.xml\.bz2: corrupt or truncated",
                         "--input", str(bad), "--tokenizer", str(EN_VOCAB))
 
@@ -301,7 +304,7 @@ def test_malformed_xml_names_file_and_line(tmp_path: Path) -> None:
 def test_non_utf8_in_xml_is_an_error_and_in_text_a_counted_skip(tmp_path: Path) -> None:
     xml = bz2.decompress(EN_DUMP.read_bytes())
     bad = tmp_path / "latin.xml"
-    at = xml.index(b"Anarchism is")
+    at = xml.index(b'xml:space="preserve">', xml.index(b"<ns>0</ns>")) + 30  # inside an article's text
     bad.write_bytes(xml[:at] + b"caf\xe9 " + xml[at:])
     _expect_build_error(tmp_path, r"latin\.xml: malformed XML",
                         "--input", str(bad), "--tokenizer", str(EN_VOCAB))
@@ -341,7 +344,7 @@ def test_failure_mid_run_leaves_no_readable_dataset(tmp_path: Path) -> None:
     """A good file and a corrupt one: the good one's shard work may be done, but no
     manifest is written, so nothing can read the directory as a dataset."""
     bad = tmp_path / "z-cut.xml.bz2"
-    bad.write_bytes(EN_DUMP.read_bytes()[:300_000])
+    bad.write_bytes(EN_DUMP.read_bytes()[: EN_DUMP.stat().st_size // 2])
     out = _expect_build_error(tmp_path, "corrupt or truncated", "--input", str(EN_DUMP),
                               "--input", str(bad), "--tokenizer", str(EN_VOCAB))
     assert not (out / "manifest.json").exists()

@@ -3,6 +3,7 @@ commands it uses."""
 
 from __future__ import annotations
 
+import bz2
 import json
 import os
 import subprocess
@@ -72,5 +73,5 @@ def test_multistream_cli_round_trips_pages(tmp_path: Path) -> None:
 
     whole = [(p.doc_id, p.text) for p in read_wiki_pages(WorkUnit(str(EN_DUMP), "wiki-xml"))]
     split = [(p.doc_id, p.text) for u in units for p in read_wiki_pages(u)]
-    assert split == whole and len(whole) == 206
+    assert split == whole and len(whole) == bz2.decompress(EN_DUMP.read_bytes()).count(b"<page>") > 100
     assert multistream_main([str(EN_DUMP), str(tmp_path / "bad-name.xml.bz2")]) == 2

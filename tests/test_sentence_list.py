@@ -22,16 +22,22 @@ def test_held_out_and_training_lists_come_from_disjoint_documents(tmp_path: Path
     held = run(tmp_path, "held.txt", "--count", "300", "--validation-fraction", "0.2", "--split", "validation")
     train = run(tmp_path, "train.txt", "--count", "300", "--validation-fraction", "0.2", "--split", "train")
     assert len(held) == len(train) == 300
-    assert not set(held) & set(train)
     assert all(5 <= len(s.split()) <= 40 for s in held + train)
     assert run(tmp_path, "again.txt", "--count", "300", "--validation-fraction", "0.2", "--split", "validation") == held
 
     import argparse
 
     args = argparse.Namespace(input=[str(EN_DUMP)], format="wiki-xml", language="en", validation_fraction=0.2,
-                              split="validation")
-    by_document = {s: doc for doc, s in corpus_sentences(args)}
-    assert all(is_validation(by_document[s], 0.2) for s in held)
+                              split="all")
+    documents: dict[str, set[str]] = {}  # sentence -> the documents that contain it
+    for doc, sentence in corpus_sentences(args):
+        documents.setdefault(sentence, set()).add(doc)
+    assert all(any(is_validation(d, 0.2) for d in documents[s]) for s in held)
+    assert all(any(not is_validation(d, 0.2) for d in documents[s]) for s in train)
+    # A sentence on both lists is one that a held-out and a training document both
+    # contain (generated text, like Wikipedia, repeats some sentences verbatim).
+    for sentence in set(held) & set(train):
+        assert {is_validation(d, 0.2) for d in documents[sentence]} == {True, False}
 
 
 def test_sample_is_the_smallest_hashes_in_corpus_order() -> None:

@@ -29,11 +29,13 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
     if os.geteuid() != 0 and shutil.which("slurmctld") is None:
         pytest.skip("installing Slurm needs root")
     state = tmp_path_factory.mktemp("slurm-state")
-    start = subprocess.run(["bash", "tests/slurm/start_slurm.sh", str(state)], cwd=ROOT, env=dict(os.environ, NODES="2"),
-                           capture_output=True, text=True, timeout=600)
-    assert start.returncode == 0, start.stderr[-3000:]
-    yield state
-    subprocess.run(["bash", "tests/slurm/stop_slurm.sh", str(state)], cwd=ROOT, timeout=60)
+    try:  # stopped by PID whatever happens, a start that fails half-way included
+        start = subprocess.run(["bash", "tests/slurm/start_slurm.sh", str(state)], cwd=ROOT,
+                               env=dict(os.environ, NODES="2"), capture_output=True, text=True, timeout=600)
+        assert start.returncode == 0, start.stderr[-3000:]
+        yield state
+    finally:
+        subprocess.run(["bash", "tests/slurm/stop_slurm.sh", str(state)], cwd=ROOT, timeout=60)
 
 
 def job_env() -> dict[str, str]:

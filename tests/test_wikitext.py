@@ -467,7 +467,7 @@ def test_pre_passes_change_the_cost_not_the_output() -> None:
     paragraphs equal those of parsing everything."""
     import tempfile
 
-    from conftest import EN_DUMP
+    from conftest import REAL_EN_DUMP
 
     from data_prep.sample_corpus import write_sample_dump
     from data_prep.sources import plan_work_units, read_records
@@ -475,7 +475,7 @@ def test_pre_passes_change_the_cost_not_the_output() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         generated = Path(tmp) / "enwiki-generated.xml.bz2"
         write_sample_dump(str(generated), num_articles=120)
-        pages = [record.text for path in (EN_DUMP, generated)
+        pages = [record.text for path in (REAL_EN_DUMP, generated)
                  for unit in plan_work_units([str(path)], "wiki-xml", True, 8 << 20)
                  for record in read_records(unit, lambda kind: None, None)
                  if record.namespace == 0 and not record.redirect]
