@@ -17,7 +17,8 @@ steps, on 2 CPU ranks through the deepspeed launcher, with the same batch, seed 
 data order:
 
 - TaCL (tacl,mlm,nsp), BERT+MT (mlm,nsp), model-1 (mlm,nsp,mirror) and model-2
-  (tacl), on the paired instances;
+  (tacl), on the paired instances; TaCL once more with ``--reference-compat`` (the
+  paper's released code: padding columns as negatives, teacher dropout on);
 - Mirror-BERT (mirror, span 2, mean pooling, τ 0.04, lr 2e-5) and SimCSE-style
   (mirror, no span, [CLS], τ 0.05, lr 3e-5), on the sentence list.
 
@@ -31,6 +32,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -44,6 +46,8 @@ VALIDATION_FRACTION = "0.2"
 # name → (data: "pairs" | "sentences", objectives, extra train.py flags)
 CONFIGURATIONS: dict[str, tuple[str, str, list[str]]] = {
     "TaCL": ("pairs", "tacl,mlm,nsp", ["--lr", "1e-4"]),
+    # The paper's released code's behaviour (padding negatives, teacher dropout): how much the corrections matter.
+    "TaCL reference-compat": ("pairs", "tacl,mlm,nsp", ["--lr", "1e-4", "--reference-compat"]),
     "BERT+MT": ("pairs", "mlm,nsp", ["--lr", "1e-4"]),
     "model-1": ("pairs", "mlm,nsp,mirror", ["--lr", "1e-4"]),
     "model-2": ("pairs", "tacl", ["--lr", "1e-4"]),
@@ -84,6 +88,13 @@ def prepare_data(work: Path, model: Path, python: str, sentences: int) -> dict[s
     return {"pairs": pairs, "sentences": sentence_data, "held_out": held_out}
 
 
+def final_metrics(run_dir: Path) -> dict[str, float]:
+    """The last step's logged metrics of a run (its metrics.jsonl; events left out)."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    steps = [r for r in records if "event" not in r]
+    return steps[-1] if steps else {}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=40)
@@ -110,7 +121,7 @@ def main() -> int:
     exports, minutes = {}, {}
     for name in args.only:
         kind, objectives, flags = CONFIGURATIONS[name]
-        out = work / name.lower().replace("+", "_")
+        out = work / re.sub(r"[^a-z0-9]+", "_", name.lower())
         began = time.monotonic()
         if not (out / "export" / "config.json").exists():
             run([deepspeed, "--num_gpus", "2", "tacl_scale/train.py", "--ds", "ds_configs/cpu.json",
@@ -136,6 +147,9 @@ def main() -> int:
     for layer in range(len(results[0])):
         print(f"| {layer} | " + " | ".join(f"{r[layer]['eq3_mean']:.3f}" for r in results) + " |")
     print("| isotropy, top layer | " + " | ".join(f"{r[-1]['isotropy']:.3f}" for r in results) + " |")
+    last = {name: final_metrics(path.parent) for name, path in exports.items()}
+    for key, label in (("tacl", "final TaCL loss"), ("tacl_acc", "final TaCL accuracy")):
+        print(f"| {label} | | " + " | ".join(f"{last[n][key]:.3f}" if key in last[n] else "" for n in exports) + " |")
     print("\ntraining minutes: " + ", ".join(f"{k} {v:.1f}" for k, v in minutes.items())
           + f"; whole script {(time.monotonic() - started) / 60:.1f} min")
     print(f"plot: {analysis}/selfsim_by_layer.png")

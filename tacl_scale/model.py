@@ -53,6 +53,10 @@ class ObjectiveConfig:
     temperature: float = TACL_TEMPERATURE
     tacl_impl: str = "auto"
     mirror: MirrorConfig = field(default_factory=MirrorConfig)
+    # The paper's released code instead of Eq. 1 as written (docs/design.md, "What
+    # differs from the paper's released code"): padding columns are TaCL negatives and
+    # the teacher's dropout is on while training. Needs padded batches.
+    reference_compat: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.objectives) - set(OBJECTIVES)
@@ -127,12 +131,24 @@ def encode(encoder: BertModel, input_ids: torch.Tensor, batch: dict[str, Any], *
                    token_type_ids=batch["token_type_ids"], **options)
 
 
-def teacher_states(teacher: BertModel, batch: dict[str, Any]) -> torch.Tensor:
+def teacher_states(teacher: BertModel, batch: dict[str, Any], dropout_seed: int | None = None) -> torch.Tensor:
     """The teacher's last hidden states on the unmasked input (no graph): (B, L, D)
-    for a padded batch, (T, D) for a packed one."""
-    with torch.no_grad():  # not inference_mode: the TaCL loss saves them for backward
-        hidden = encode(teacher, batch["original_ids"], batch).last_hidden_state
-    return hidden[0] if is_packed(batch) else hidden
+    for a padded batch, (T, D) for a packed one. With ``dropout_seed`` the teacher
+    runs in train mode, dropout on, as in the paper's released code (where the
+    teacher is a submodule of the trained model), drawing its masks from a stream
+    of its own seeded by ``dropout_seed``: the caller's RNG state is left as it was."""
+    if dropout_seed is None:
+        with torch.no_grad():  # not inference_mode: the TaCL loss saves them for backward
+            hidden = encode(teacher, batch["original_ids"], batch).last_hidden_state
+        return hidden[0] if is_packed(batch) else hidden
+    device = batch["original_ids"].device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(dropout_seed)
+        teacher.train()
+        try:
+            return teacher_states(teacher, batch)
+        finally:
+            teacher.eval()
 
 
 def student_states(student: BertForPreTraining, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -207,11 +223,14 @@ def pretraining_losses(
         if teacher_hidden is None:
             raise ValueError("the tacl objective needs the teacher's hidden states")
         if is_packed(batch):
+            if config.reference_compat:
+                raise ValueError("reference_compat makes padding columns TaCL negatives: it needs padded batches")
             loss, correct, count = tacl_loss_packed(hidden, teacher_hidden, masked, batch["cu_seqlens"],
                                                     config.temperature, config.tacl_impl, rows)
         else:
             loss, correct, count = tacl_loss(hidden, teacher_hidden, masked, batch["attention_mask"],
-                                             config.temperature, config.tacl_impl, rows)
+                                             config.temperature, config.tacl_impl, rows,
+                                             padding_negatives=config.reference_compat)
         parts["tacl"] = loss
         parts["tacl_acc"] = correct.float() / count.clamp(min=1)
         total = total + loss

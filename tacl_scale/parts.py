@@ -137,6 +137,8 @@ def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_pa
 # they decide the data, the objectives, the model and the optimizer and its schedule.
 RESUME_SETTINGS = ("model", "seed", "data.paths", "data.weights", "data.dynamic_masking", "objective", "optim")
 RESUME_FREE = ("optim.micro_batch_size", "optim.max_skipped_in_a_row")  # may change with the ranks
+# Settings added since runs were first recorded, with the value a run without them had.
+ADDED_SETTINGS = {"objective.reference_compat": False}
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -157,8 +159,9 @@ def settings_changes(saved: dict[str, Any], config: TrainConfig) -> list[str]:
     for key in sorted(old.keys() | new.keys()):
         if not key.startswith(RESUME_SETTINGS) or key in RESUME_FREE:
             continue
-        if old.get(key) != new.get(key):
-            changes.append(f"{key}: {old.get(key)!r} -> {new.get(key)!r}")
+        before = old.get(key, ADDED_SETTINGS.get(key))
+        if before != new.get(key):
+            changes.append(f"{key}: {before!r} -> {new.get(key)!r}")
     return changes
 
 

@@ -70,6 +70,10 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                    help="mirror: tokens of the random span of the second view replaced by [MASK] "
                    "(Mirror-BERT's 5 characters ≈ 2 WordPiece tokens; 0: dropout only, SimCSE)")
     p.add_argument("--tacl-impl", choices=IMPLEMENTATIONS, default=ObjectiveConfig.tacl_impl)
+    p.add_argument("--reference-compat", action="store_true",
+                   help="behave as the paper's released code, not Eq. 1 as written: padding columns are TaCL "
+                   "negatives, the teacher's dropout is on while training, the teacher in fp32; batches padded "
+                   "to the dataset's max length (docs/design.md)")
     p.add_argument("--teacher-dtype", choices=sorted(TEACHER_DTYPES), default=None,
                    help="teacher precision (default fp16 on CUDA, fp32 on CPU)")
     p.add_argument("--lr", type=float, default=None,
@@ -121,9 +125,18 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     try:
         objective = ObjectiveConfig(tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
                                     args.temperature, args.tacl_impl,
-                                    MirrorConfig(args.mirror_temperature, args.mirror_pooling, args.mirror_span))
+                                    MirrorConfig(args.mirror_temperature, args.mirror_pooling, args.mirror_span),
+                                    reference_compat=args.reference_compat)
     except ValueError as err:
         p.error(str(err))
+    if args.reference_compat:
+        # The released code pads every batch to max_len and keeps its teacher in fp32.
+        if args.unpad:
+            p.error("--reference-compat counts padding columns as negatives: it cannot run with --unpad")
+        if args.teacher_dtype not in (None, "fp32"):
+            p.error(f"--reference-compat runs the teacher in fp32, as the released code: not --teacher-dtype "
+                    f"{args.teacher_dtype}")
+        args.unpad, args.pad_to_max_length, args.teacher_dtype = False, True, "fp32"
     engine = EngineConfig.from_file(args.ds)  # a ConfigError names the file
     ds, adam = engine.settings, engine.optimizer_params
     # A flag, else the DeepSpeed JSON's value, else (left out) the dataclass's default.

@@ -44,10 +44,12 @@ log = logging.getLogger("tacl_scale.trainer")
 PREEMPTED_MARKER = "PREEMPTED"
 
 
-def micro_batch_seed(seed: int, micro_batch: int) -> int:
-    """The RNG seed of one micro-batch (its dropout masks), from the run's seed and
-    the micro-batch's global index."""
-    return int(np.random.SeedSequence([seed, micro_batch]).generate_state(1, dtype=np.uint64)[0] >> 1)
+def micro_batch_seed(seed: int, micro_batch: int, stream: int = 0) -> int:
+    """The RNG seed of one micro-batch's dropout masks, from the run's seed and the
+    micro-batch's global index: ``stream`` 0 the student's, 1 the teacher's (under
+    ``--reference-compat``), independent of each other."""
+    states = np.random.SeedSequence([seed, micro_batch]).generate_state(stream + 1, dtype=np.uint64)
+    return int(states[stream] >> 1)
 
 
 class StopRequest:
@@ -166,7 +168,11 @@ class Trainer:
             # Dropout keyed by the micro-batch's global position: the same on any rank count.
             torch.manual_seed(micro_batch_seed(self.config.seed, cpu_batch["micro_batch"]))
             batch = self.dist.move(cpu_batch)
-            hidden = teacher_states(self.teacher, batch) if self.teacher is not None else None
+            hidden = None
+            if self.teacher is not None:
+                teacher_dropout = (micro_batch_seed(self.config.seed, cpu_batch["micro_batch"], stream=1)
+                                   if self.config.objective.reference_compat else None)
+                hidden = teacher_states(self.teacher, batch, teacher_dropout)
             parts = self.engine(batch, hidden)
             self.engine.backward(parts["loss"])
             self.engine.step()

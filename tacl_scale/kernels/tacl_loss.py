@@ -10,6 +10,11 @@ never enters the softmax, so the loss does not depend on how a batch is padded. 
 loss is the mean of ``loss_i`` over the masked positions; the contrastive accuracy
 counts the masked ``i`` whose argmax over ``j`` is ``i``.
 
+``padding_negatives=True`` reproduces the paper's released code instead
+(``label_smoothed_nll_loss`` of yxuansu/TaCL ``pretraining/bert_contrastive.py``):
+``j`` runs over all ``L`` columns of the padded batch, so the teacher's states at
+padding positions are negatives too. Only the padded layout has such columns.
+
 Two layouts of the same batch: **padded** (``(B, L, D)`` states with a ``(B, L)``
 attention mask; :func:`tacl_loss`) and **packed** (the real tokens of all sequences
 back to back, ``(T, D)`` states with per-sequence offsets ``cu_seqlens``, as an
@@ -134,6 +139,7 @@ def tacl_loss(
     temperature: float = TACL_TEMPERATURE,
     impl: str = "auto",
     rows: MaskedRows | None = None,
+    padding_negatives: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``loss, num_correct, num_masked`` of the TaCL objective on a padded batch.
 
@@ -145,7 +151,16 @@ def tacl_loss(
     ``auto`` (Triton on CUDA when available, else the reference). ``rows``: the
     batch's :class:`~tacl_scale.kernels.rows.MaskedRows` from the collate, with
     which the Triton kernel reads nothing back to the host (the reference ignores it).
+    ``padding_negatives``: the released code's softmax over every column of the
+    padded batch (see the module docstring); the rows are still the masked real
+    tokens, and the collate's ``rows`` (which end each sequence at its last real
+    token) are not used, so the kernel reads the masks on the host.
     """
+    if padding_negatives:
+        # Every column counts as a candidate; the rows stay the masked *real* tokens.
+        masked = masked.bool() & attention_mask.bool()
+        attention_mask = torch.ones_like(attention_mask)
+        rows = None
     if _resolve_impl(impl, student) == "triton":
         from .tacl_triton import tacl_loss_triton
 
