@@ -32,14 +32,17 @@ default_tier() {
   .venv/bin/python -m pytest -q -p no:cacheprovider -m "not cluster" "$@"
 }
 
-DAEMONS='munged|slurmctld|slurmd'
+daemon_pids() {  # the PIDs of the daemons the cluster tier starts, sorted
+  local name
+  for name in munged slurmctld slurmd; do pgrep -x "$name" || true; done | sort
+}
 cluster_tier() {
   bash scripts/setup.sh
   local before status=0 left
-  before=$(pgrep -x "$DAEMONS" | sort || true)
+  before=$(daemon_pids)
   TACL_TIER=cluster .venv/bin/python -m pytest -q -p no:cacheprovider -m cluster "$@" || status=$?
   # Whatever the tests did, the tier leaves no daemon of its own behind.
-  left=$(comm -13 <(echo "$before") <(pgrep -x "$DAEMONS" | sort || true))
+  left=$(comm -13 <(echo "$before") <(daemon_pids))
   if [[ -n "$left" ]]; then
     echo "error: the cluster tier left daemons running: $(ps -o pid=,comm= -p "$(echo $left | tr ' ' ',')" | xargs)" >&2
     status=1
