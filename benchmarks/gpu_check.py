@@ -6,16 +6,16 @@ calls it once the offline install is done.
 Phases, each in a process of its own with its own time budget (seconds, default
 run / ``--quick``):
 
-1. ``env`` (30 / 20): GPU, compute capability, versions, the datasheet peak MFU is
+1. ``env`` (15 / 10): GPU, compute capability, versions, the datasheet peak MFU is
    taken against, a measured bf16 matmul rate (for reference only);
-2. ``tests`` (120 / 50): the CUDA tests under pytest (each test at most 60 s);
-3. ``tacl_loss`` (45 / 20): the fused Triton TaCL loss against the PyTorch
+2. ``tests`` (120 / 45): the CUDA tests under pytest (each test at most 60 s);
+3. ``tacl_loss`` (30 / 15): the fused Triton TaCL loss against the PyTorch
    reference, forward + backward ms and peak extra MiB, B=32, L=256, D=768/1024;
-4. ``training`` (135 / 60): BERT-base TaCL training steps at length 256, bf16,
+4. ``training`` (135 / 50): BERT-base TaCL training steps at length 256, bf16,
    padded and unpadded, ZeRO-2 and ZeRO-1 (``bench_train_gpu.py``), a row per
    configuration as soon as it is measured.
 
-``gpu_check.sh`` runs the install first (30 s), so a default run ends within 6
+``gpu_check.sh`` runs the install first (60 s), so a default run ends within 6
 minutes and ``--quick`` within 3, whatever hangs. A phase that runs past its budget
 is stopped and recorded as ``timeout`` and the next one runs; what it measured
 before (tests finished, training rows) is kept. After every phase the report is
@@ -46,9 +46,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from tacl_scale.data.manifest import atomic_write  # noqa: E402
 
 PHASES = ("env", "tests", "tacl_loss", "training")
-BUDGETS = {"env": 30, "tests": 120, "tacl_loss": 45, "training": 135}
-QUICK_BUDGETS = {"env": 20, "tests": 50, "tacl_loss": 20, "training": 60}
-INSTALL_BUDGET = 30  # gpu_check.sh's, recorded in install.json
+BUDGETS = {"env": 15, "tests": 120, "tacl_loss": 30, "training": 135}
+QUICK_BUDGETS = {"env": 10, "tests": 45, "tacl_loss": 15, "training": 50}
+INSTALL_BUDGET = 60  # gpu_check.sh's, recorded in install.json (25–30 s on a fresh H200 machine)
 TEST_TIMEOUT = 60  # seconds per test
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_tacl_triton.py"]
 TARGETS = {"mfu": 0.45, "triton_speedup": 3.0, "unpad_speedup": 1.12}
@@ -134,7 +134,7 @@ def phase_training(args: argparse.Namespace) -> list[dict]:
     if args.dry_run:
         return sweep(data, sweep_setups([2], batch_size=4), 1, 1, out, TINY_BERT, workers=0)
     if args.quick:
-        return sweep(data, sweep_setups([256]), 3, 2, out)
+        return sweep(data, sweep_setups([256]), 2, 1, out)
     return sweep(data, sweep_setups([256, 64]), 6, 2, out)
 
 

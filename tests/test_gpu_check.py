@@ -152,6 +152,8 @@ def test_budgets_fit_the_device_time(tmp_path: Path) -> None:
     """Install plus phases: 6 minutes for a default run, 3 with --quick."""
     assert gpu_check.INSTALL_BUDGET + sum(gpu_check.BUDGETS.values()) <= 360
     assert gpu_check.INSTALL_BUDGET + sum(gpu_check.QUICK_BUDGETS.values()) <= 180
+    script = (ROOT / "scripts" / "gpu_check.sh").read_text(encoding="utf-8")
+    assert f"INSTALL_BUDGET={gpu_check.INSTALL_BUDGET} " in script  # the shell's budget is the one counted here
     assert gpu_check.parse_budgets(["tests=10"], quick=True)["tests"] == 10
     with pytest.raises(SystemExit, match="PHASE=SECONDS"):
         gpu_check.parse_budgets(["nothing=3"], quick=False)
