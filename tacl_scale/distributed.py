@@ -86,8 +86,15 @@ class Distributed:
             raise DistributedError(f"DeepSpeed accelerator {kind!r}: tacl-scale trains on cuda or cpu")
         deepspeed.init_distributed(dist_backend=backend)
         rank = dist.get_rank()
-        return cls(rank, env.local_rank, dist.get_world_size(), device,
-                   deepspeed_shm_buffer(env, rank) if kind == "cpu" else None)
+        shm_buffer = None
+        if kind == "cpu":
+            # Every rank maps every rank's all-reduce segment while DeepSpeed initialises;
+            # once all have (the barrier) the names are no longer needed, and removing
+            # this rank's now means a rank that is killed leaves nothing in /dev/shm.
+            shm_buffer = deepspeed_shm_buffer(env, rank)
+            dist.barrier()
+            shm_buffer.unlink(missing_ok=True)
+        return cls(rank, env.local_rank, dist.get_world_size(), device, shm_buffer)
 
     @property
     def is_main(self) -> bool:
