@@ -65,7 +65,7 @@ class Distributed:
         self.local_rank = local_rank
         self.world_size = world_size
         self.device = device
-        self.shm_buffer = shm_buffer  # DeepSpeed's CPU all-reduce buffer of this rank, removed on close
+        self.shm_buffer = shm_buffer  # DeepSpeed's CPU all-reduce segment of this rank (removed at setup; again on close)
 
     @classmethod
     def setup(cls, env: LaunchEnv) -> Distributed:
