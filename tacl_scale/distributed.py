@@ -59,13 +59,11 @@ def deepspeed_shm_buffer(env: LaunchEnv, rank: int) -> Path:
 class Distributed:
     """This rank's device and its view of the process group."""
 
-    def __init__(self, rank: int, local_rank: int, world_size: int, device: torch.device,
-                 shm_buffer: Path | None = None) -> None:
+    def __init__(self, rank: int, local_rank: int, world_size: int, device: torch.device) -> None:
         self.rank = rank
         self.local_rank = local_rank
         self.world_size = world_size
         self.device = device
-        self.shm_buffer = shm_buffer  # DeepSpeed's CPU all-reduce segment of this rank (removed at setup; again on close)
 
     @classmethod
     def setup(cls, env: LaunchEnv) -> Distributed:
@@ -86,15 +84,13 @@ class Distributed:
             raise DistributedError(f"DeepSpeed accelerator {kind!r}: tacl-scale trains on cuda or cpu")
         deepspeed.init_distributed(dist_backend=backend)
         rank = dist.get_rank()
-        shm_buffer = None
         if kind == "cpu":
-            # Every rank maps every rank's all-reduce segment while DeepSpeed initialises;
-            # once all have (the barrier) the names are no longer needed, and removing
-            # this rank's now means a rank that is killed leaves nothing in /dev/shm.
-            shm_buffer = deepspeed_shm_buffer(env, rank)
+            # Every rank maps every rank's all-reduce segment while DeepSpeed initialises
+            # (once per process); after the barrier the names are no longer needed, and
+            # removing this rank's now means even a killed rank leaves nothing in /dev/shm.
             dist.barrier()
-            shm_buffer.unlink(missing_ok=True)
-        return cls(rank, env.local_rank, dist.get_world_size(), device, shm_buffer)
+            deepspeed_shm_buffer(env, rank).unlink(missing_ok=True)
+        return cls(rank, env.local_rank, dist.get_world_size(), device)
 
     @property
     def is_main(self) -> bool:
@@ -164,5 +160,3 @@ class Distributed:
             import deepspeed.comm
 
             deepspeed.comm.destroy_process_group()
-        if self.shm_buffer is not None:
-            self.shm_buffer.unlink(missing_ok=True)

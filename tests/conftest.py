@@ -190,21 +190,11 @@ class Corpus:
     vocab: Path
 
 
-def make_corpus(directory: Path, language: str, articles: int, vocab_size: int = 4000) -> Corpus:
-    from data_prep.sample_corpus import write_sample_dump
-    from data_prep.train_vocab import iter_sentences, train_wordpiece
-
-    dump = write_sample_dump(directory / f"{language}wiki-generated-pages-articles.xml.bz2", articles,
-                             language=language)
-    vocab = train_wordpiece(iter_sentences([str(dump)], "wiki-xml", language), vocab_size, True,
-                            directory / "vocab.txt")
-    return Corpus(dump, vocab)
-
-
 @pytest.fixture(scope="session")
-def made_en(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    """An English generated dump of 200 articles and its 4k WordPiece vocabulary."""
-    return make_corpus(tmp_path_factory.mktemp("made_en"), "en", 200)
+def made_en() -> Corpus:
+    """The English stand-ins (``EN_DUMP``, ``EN_VOCAB``) as one corpus."""
+    write_made_data(MADE)
+    return Corpus(EN_DUMP, EN_VOCAB)
 
 
 def build_dataset(output: Path, *args: str) -> Path:
