@@ -4,6 +4,7 @@ files, byte for byte, as the DirectRunner's build of the same input."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -40,8 +41,16 @@ def dask_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             client.wait_for_workers(2, timeout=120)
         yield address
     finally:
-        for proc in processes:  # stopped by PID, their whole process group
-            os.killpg(proc.pid, signal.SIGKILL)
+        # Stopped by PID, their whole process group: TERM first, so that the workers'
+        # nannies release their multiprocessing semaphores (a KILL left 12 in /dev/shm),
+        # then KILL whatever has not exited within 20 s.
+        for proc in reversed(processes):
+            os.killpg(proc.pid, signal.SIGTERM)
+        for proc in reversed(processes):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=20)
+            with contextlib.suppress(ProcessLookupError):  # anything of the group still there
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
 
