@@ -146,6 +146,7 @@ class ResolvedPerformance(NamedTuple):
     unpad: bool
     fused_optimizer: bool
     warning: str | None = None  # why unpadded batches were asked for (or the default) and are not used
+    compile: bool = False  # student and teacher encoders through torch.compile (tacl_scale.encoder)
 
 
 @dataclass(frozen=True)
@@ -155,22 +156,32 @@ class PerformanceConfig:
     unpad: bool | None = None  # packed batches, attention over real tokens only
     fused_optimizer: bool | None = None  # torch.optim.AdamW(fused=True)
     teacher_dtype: str | None = None  # None: fp16 on CUDA, fp32 on CPU
+    # Student and teacher encoders through torch.compile (tacl_scale.encoder): fused
+    # element-wise work, one QKV product, packed batches in token buckets.
+    compile: bool | None = None  # None: on CUDA, off elsewhere
 
     def resolve(self, device_type: str, pad_to_max_length: bool = False,
-                varlen_unsupported: str | None = None) -> ResolvedPerformance:
-        """The settings on a device of type ``device_type``. ``varlen_unsupported``
-        (from :func:`tacl_scale.attention.varlen_unsupported`) says why this CUDA
-        device cannot run FlashAttention-2's varlen kernel: unpadded batches then
-        fall back to padded ones (SDPA), with a warning to log once."""
+                varlen_unsupported: str | None = None, precision: str = "bf16") -> ResolvedPerformance:
+        """The settings on a device of type ``device_type`` training in ``precision``.
+        ``varlen_unsupported`` (from :func:`tacl_scale.attention.varlen_unsupported`)
+        says why this CUDA device cannot run FlashAttention-2's varlen kernel:
+        unpadded batches then fall back to padded ones (SDPA), with a warning to log
+        once."""
         on_cuda = device_type == "cuda"
         unpad = self.unpad if self.unpad is not None else on_cuda and not pad_to_max_length
         if unpad and pad_to_max_length:
             raise ConfigError("--unpad packs batches, --pad-to-max-length pads them: choose one")
         fused = self.fused_optimizer if self.fused_optimizer is not None else on_cuda
+        compiled = self.compile if self.compile is not None else on_cuda
         if unpad and on_cuda and varlen_unsupported:
             return ResolvedPerformance(False, fused, f"unpadded batches need FlashAttention-2, and "
-                                       f"{varlen_unsupported}: training on padded batches (SDPA) instead")
-        return ResolvedPerformance(unpad, fused)
+                                       f"{varlen_unsupported}: training on padded batches (SDPA) instead", compiled)
+        if compiled and unpad and on_cuda and precision == "fp32":
+            # FlashAttention needs half precision; the compiled encoder's other packed
+            # attention is a dense mask, O(tokens²) memory: fine on a CPU test, not here.
+            return ResolvedPerformance(unpad, fused, "the compiled encoder runs packed fp32 batches only on the CPU: "
+                                       "training without --compile (use a bf16/fp16 config to have both)", False)
+        return ResolvedPerformance(unpad, fused, compile=compiled)
 
 
 @dataclass(frozen=True)

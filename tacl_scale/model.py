@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from transformers import BertConfig, BertForPreTraining, BertModel
 
 from .attention import register as register_attention
+from .encoder import CompiledEncoder, masked_lm_loss
 from .kernels import tacl_loss, tacl_loss_packed
 from .kernels.tacl_loss import TACL_TEMPERATURE
 from .mirror import Gather, MirrorConfig, both_views, info_nce, pool
@@ -131,41 +132,58 @@ def encode(encoder: BertModel, input_ids: torch.Tensor, batch: dict[str, Any], *
                    token_type_ids=batch["token_type_ids"], **options)
 
 
-def teacher_states(teacher: BertModel, batch: dict[str, Any], dropout_seed: int | None = None) -> torch.Tensor:
+def last_hidden(encoder: BertModel, input_ids: torch.Tensor, batch: dict[str, Any],
+                fast: CompiledEncoder | None = None) -> torch.Tensor:
+    """``encoder``'s last hidden states on ``input_ids``: (B, L, D) padded, (T, D)
+    packed; through ``fast`` (the same encoder compiled, :mod:`tacl_scale.encoder`)
+    when given."""
+    if fast is not None:
+        return fast(input_ids, batch)
+    hidden = encode(encoder, input_ids, batch).last_hidden_state
+    return hidden[0] if is_packed(batch) else hidden
+
+
+def teacher_states(teacher: BertModel, batch: dict[str, Any], dropout_seed: int | None = None,
+                   fast: CompiledEncoder | None = None) -> torch.Tensor:
     """The teacher's last hidden states on the unmasked input (no graph): (B, L, D)
-    for a padded batch, (T, D) for a packed one. With ``dropout_seed`` the teacher
+    for a padded batch, (T, D) for a packed one; through ``fast``, its compiled
+    encoder, when given. With ``dropout_seed`` the teacher
     runs in train mode, dropout on, as in the paper's released code (where the
     teacher is a submodule of the trained model), drawing its masks from a stream
     of its own seeded by ``dropout_seed``: the caller's RNG state is left as it was."""
     if dropout_seed is None:
         with torch.no_grad():  # not inference_mode: the TaCL loss saves them for backward
-            hidden = encode(teacher, batch["original_ids"], batch).last_hidden_state
-        return hidden[0] if is_packed(batch) else hidden
+            return last_hidden(teacher, batch["original_ids"], batch, fast)
     device = batch["original_ids"].device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(dropout_seed)
         teacher.train()
         try:
-            return teacher_states(teacher, batch)
+            return teacher_states(teacher, batch, fast=fast)
         finally:
             teacher.eval()
 
 
-def student_states(student: BertForPreTraining, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+def student_states(student: BertForPreTraining, batch: dict[str, Any],
+                   fast: CompiledEncoder | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The student's last hidden states on the masked input, (B, L, D) or (T, D)
-    like :func:`teacher_states`, and its pooled ``[CLS]`` vectors (B, D)."""
+    like :func:`teacher_states`, and its pooled ``[CLS]`` vectors (B, D); through
+    ``fast``, its compiled encoder, when given."""
     encoder = student.bert
-    out = encode(encoder, batch["input_ids"], batch)
-    if not is_packed(batch):
+    if fast is None and not is_packed(batch):
+        out = encode(encoder, batch["input_ids"], batch)
         return out.last_hidden_state, out.pooler_output
-    hidden = out.last_hidden_state[0]
+    hidden = last_hidden(encoder, batch["input_ids"], batch, fast)
+    if not is_packed(batch):
+        return hidden, encoder.pooler(hidden)
     # BertModel pools the first token of its one packed row; NSP needs every sequence's [CLS].
     first_tokens = batch["cu_seqlens"][:-1].long()
     return hidden, encoder.pooler(hidden[first_tokens].unsqueeze(1))
 
 
 def mirror_loss(
-    encoder: BertModel, batch: dict[str, Any], config: MirrorConfig, gather: Gather | None = None
+    encoder: BertModel, batch: dict[str, Any], config: MirrorConfig, gather: Gather | None = None,
+    fast: CompiledEncoder | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss, contrastive accuracy) of the ``mirror`` objective: ``encoder`` on the
     batch's two views (``mirror_ids``, from :class:`~tacl_scale.data.views.MirrorViews`)
@@ -174,8 +192,8 @@ def mirror_loss(
         raise ValueError("the mirror objective needs the batch's two views (mirror_ids): build the batches "
                          "through TrainingInstances with MirrorViews")
     ids, doubled = both_views(batch)
-    hidden = encode(encoder, ids, doubled).last_hidden_state
-    view1, view2 = pool(hidden[0] if is_packed(doubled) else hidden, doubled, config.pooling).chunk(2)
+    hidden = last_hidden(encoder, ids, doubled, fast)
+    view1, view2 = pool(hidden, doubled, config.pooling).chunk(2)
     return info_nce(view1, view2, config.temperature, gather)
 
 
@@ -185,20 +203,22 @@ def pretraining_losses(
     config: ObjectiveConfig,
     teacher_hidden: torch.Tensor | None = None,
     gather: Gather | None = None,
+    fast: CompiledEncoder | None = None,
 ) -> dict[str, torch.Tensor]:
     """``loss`` (the sum of the chosen objectives) and each part with its metrics:
     ``tacl``, ``tacl_acc``, ``mlm``, ``mlm_acc``, ``nsp``, ``nsp_acc``, ``mirror``,
     ``mirror_acc``. ``teacher_hidden`` (from :func:`teacher_states`) is needed for
-    TaCL; ``gather`` makes the other ranks' sequences ``mirror``'s negatives too."""
+    TaCL; ``gather`` makes the other ranks' sequences ``mirror``'s negatives too;
+    ``fast`` is the student's encoder compiled (:mod:`tacl_scale.encoder`)."""
     parts: dict[str, torch.Tensor] = {}
     total = torch.zeros((), dtype=torch.float32, device=batch["original_ids"].device)
     if "mirror" in config.objectives:
-        parts["mirror"], parts["mirror_acc"] = mirror_loss(student.bert, batch, config.mirror, gather)
+        parts["mirror"], parts["mirror_acc"] = mirror_loss(student.bert, batch, config.mirror, gather, fast)
         total = total + parts["mirror"]
     if not set(config.objectives) & set(MASKED_INPUT_OBJECTIVES):
         parts["loss"] = total
         return parts
-    hidden, pooled = student_states(student, batch)
+    hidden, pooled = student_states(student, batch, fast)
     masked = batch["masked"]
     rows = batch.get("tacl_rows")  # the masked rows as the collate found them on the CPU
     if "mlm" in config.objectives:
@@ -207,12 +227,12 @@ def pretraining_losses(
             labels = batch["original_ids"].reshape(-1)[rows.index]
         else:
             picked, labels = hidden[masked], batch["original_ids"][masked]
-        logits = student.cls.predictions(picked)  # (M, V): masked rows only
-        if labels.numel():
-            parts["mlm"] = F.cross_entropy(logits.float(), labels)
-            parts["mlm_acc"] = (logits.argmax(-1) == labels).float().mean()
-        else:
-            parts["mlm"] = logits.float().sum() * 0.0
+        if not labels.numel():
+            parts["mlm"] = student.cls.predictions(picked).float().sum() * 0.0
+        elif fast is not None:
+            parts["mlm"], parts["mlm_acc"] = fast.masked_lm(student.cls.predictions, picked, labels)
+        else:  # (M, V) logits: masked rows only
+            parts["mlm"], parts["mlm_acc"] = masked_lm_loss(student.cls.predictions, picked, labels)
         total = total + parts["mlm"]
     if "nsp" in config.objectives:
         nsp_logits = student.cls.seq_relationship(pooled)
@@ -242,13 +262,15 @@ class PretrainingModule(torch.nn.Module):
     """The student with its objective, as one module for the DeepSpeed engine (the
     teacher stays outside: it is not trained, checkpointed or partitioned)."""
 
-    def __init__(self, student: BertForPreTraining, config: ObjectiveConfig, gather: Gather | None = None) -> None:
+    def __init__(self, student: BertForPreTraining, config: ObjectiveConfig, gather: Gather | None = None,
+                 fast: CompiledEncoder | None = None) -> None:
         super().__init__()
         self.student = student
         self.config = config
         self.gather = gather  # across data-parallel ranks, for mirror's negatives
+        self.fast = fast  # the student's encoder compiled (a plain object: its parameters stay the student's)
 
     def forward(
         self, batch: dict[str, Any], teacher_hidden: torch.Tensor | None = None
     ) -> dict[str, torch.Tensor]:
-        return pretraining_losses(self.student, batch, self.config, teacher_hidden, self.gather)
+        return pretraining_losses(self.student, batch, self.config, teacher_hidden, self.gather, self.fast)

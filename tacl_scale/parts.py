@@ -33,6 +33,7 @@ from . import checkpoint
 from .attention import varlen_unsupported
 from .config import ConfigError, ResolvedPerformance, TrainConfig
 from .data import PretrainDataset
+from .data.buckets import TokenBuckets
 from .data.loader import (
     BlendedDatasets,
     CollateConfig,
@@ -45,6 +46,7 @@ from .data.manifest import atomic_write
 from .data.shuffle import BatchLayout, GlobalOrder
 from .data.views import MirrorViews
 from .distributed import Distributed
+from .encoder import CompiledEncoder
 from .export import (
     CHECKPOINTS_DIR,
     RUN_FILE,
@@ -233,6 +235,7 @@ class RunParts:
     precision: str  # fp16, bf16 or fp32: what the student trains in on this device
     peak_flops: float | None  # the GPU's datasheet peak (None off CUDA or for an unknown GPU)
     lock: DirectoryLock | None  # rank 0: the run directory's, held until the Trainer closes
+    teacher_fast: CompiledEncoder | None = None  # the teacher's encoder compiled (--compile)
 
 
 def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
@@ -251,12 +254,14 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         precision = config.engine.precision_on(dist.device.type)
         datasets = open_datasets(config)
         student, teacher = build_models(config, datasets, dist.device)
+        student_fast, teacher_fast = compiled_encoders(config, performance, datasets, student, teacher)
         eval_every = resolve_eval_every(config, datasets, dist.is_main)
         on_main(dist, lambda: snapshot_run_inputs(config, datasets[0], student))
         ckpt_root = run_dir / CHECKPOINTS_DIR
         resume_from = checkpoint_to_resume(ckpt_root, dist) if config.checkpoint.resume else None
         engine = build_engine(config, student, dist, performance, precision,
-                              load_universal=bool(resume_from and resume_from.endswith(checkpoint.UNIVERSAL)))
+                              load_universal=bool(resume_from and resume_from.endswith(checkpoint.UNIVERSAL)),
+                              fast=student_fast)
         state = restore(engine.engine, ckpt_root, resume_from, config, dist.world_size)
         on_main(dist, lambda: write_run_file(config, dist, datasets[0], student, performance, engine.ds_config,
                                              state.step, changes or []))
@@ -268,7 +273,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         raise
     peak = peak_flops(torch.cuda.get_device_name(dist.device)) if dist.device.type == "cuda" else None
     return RunParts(datasets, eval_every, student, teacher, engine, state, state.step if resume_from else -1,
-                    batches, eval_batches, metrics, performance, precision, peak, lock)
+                    batches, eval_batches, metrics, performance, precision, peak, lock, teacher_fast)
 
 
 def on_main(dist: Distributed, step: Callable[[], T]) -> T | None:
@@ -309,7 +314,8 @@ def resolve_performance(config: TrainConfig, dist: Distributed) -> ResolvedPerfo
     device = dist.device
     try:
         resolved = config.performance.resolve(device.type, config.data.pad_to_max_length,
-                                              varlen_unsupported(device) if device.type == "cuda" else None)
+                                              varlen_unsupported(device) if device.type == "cuda" else None,
+                                              config.engine.precision_on(device.type))
     except ConfigError as err:
         raise TrainError(str(err)) from err
     if resolved.warning and dist.is_main:
@@ -340,6 +346,20 @@ def build_models(config: TrainConfig, datasets: list[PretrainDataset], device: t
         return student, None
     dtype = config.performance.teacher_dtype or default_teacher_dtype(device)
     return student, make_teacher(student, dtype, device)
+
+
+def compiled_encoders(config: TrainConfig, performance: ResolvedPerformance, datasets: list[PretrainDataset],
+                      student: Any, teacher: Any) -> tuple[CompiledEncoder | None, CompiledEncoder | None]:
+    """The student's and the teacher's encoders under ``torch.compile`` (``--compile``),
+    packed micro-batches rounded up to token buckets of the micro-batch size at the
+    datasets' longest sequence; ``(None, None)`` without it."""
+    if not performance.compile:
+        return None, None
+    buckets = None
+    if performance.unpad:
+        buckets = TokenBuckets.for_batches(config.optim.micro_batch_size,
+                                           max(d.manifest.max_seq_len for d in datasets))
+    return CompiledEncoder(student.bert, buckets), CompiledEncoder(teacher, buckets) if teacher is not None else None
 
 
 def resolve_eval_every(config: TrainConfig, datasets: list[PretrainDataset], is_main: bool) -> int:
@@ -402,12 +422,13 @@ def checkpoint_to_resume(ckpt_root: Path, dist: Distributed) -> str | None:
 
 
 def build_engine(config: TrainConfig, student: Any, dist: Distributed, performance: ResolvedPerformance,
-                 precision: str, load_universal: bool) -> EngineParts:
-    """The DeepSpeed engine around the student with AdamW and the warm-up/decay schedule."""
+                 precision: str, load_universal: bool, fast: CompiledEncoder | None = None) -> EngineParts:
+    """The DeepSpeed engine around the student (``fast``: its encoder compiled) with
+    AdamW and the warm-up/decay schedule."""
     device = dist.device
     # The other ranks' sequences are negatives of the mirror objective too.
     gather = dist.gather_rows if dist.world_size > 1 else None
-    module = PretrainingModule(student, config.objective, gather)
+    module = PretrainingModule(student, config.objective, gather, fast)
     optimizer = build_optimizer(module, config, performance.fused_optimizer)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, config.optim.lr_factor)
     ds_config = deepspeed_config(config, dist.world_size, device.type, load_universal)
@@ -467,7 +488,7 @@ def write_run_file(config: TrainConfig, dist: Distributed, dataset: PretrainData
     device, the settings it changed with ``--allow-changes``)."""
     path = Path(config.output) / RUN_FILE
     segment = {"started_at_step": step, "world_size": dist.world_size, "device": str(dist.device.type),
-               "unpad": performance.unpad, "changes": changes}
+               "unpad": performance.unpad, "compile": performance.compile, "changes": changes}
     if path.is_file():  # a resumed run keeps its record and adds this job to it
         info = json.loads(path.read_text(encoding="utf-8"))
         info.setdefault("history", []).append(segment)

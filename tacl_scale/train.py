@@ -95,6 +95,10 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--unpad", action=argparse.BooleanOptionalAction, default=None,
                    help="pack the real tokens of a micro-batch and run student, teacher and TaCL loss without "
                    "padding (FlashAttention varlen); default: on CUDA. --no-unpad pads to the longest instance")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the student's and teacher's encoders through torch.compile (fused element-wise work, "
+                   "one QKV product, packed batches in a few token buckets; the first steps compile for about a "
+                   "minute); default: on CUDA")
     p.add_argument("--fused-optimizer", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.optim.AdamW(fused=True), same update and checkpoint state; default: on CUDA")
     p.add_argument("--num-workers", type=int, default=DataConfig.num_workers, help="DataLoader workers per rank")
@@ -161,7 +165,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         optim=OptimConfig(**{k: v for k, v in chosen.items() if v is not None}),
         checkpoint=CheckpointConfig(args.save_every, args.keep_last, args.resume, args.stop_after_steps,
                                     args.allow_changes),
-        performance=PerformanceConfig(args.unpad, args.fused_optimizer, args.teacher_dtype),
+        performance=PerformanceConfig(args.unpad, args.fused_optimizer, args.teacher_dtype, args.compile),
         seed=args.seed,
         log_every=args.log_every,
         export=not args.no_export,

@@ -90,6 +90,7 @@ class Trainer:
         self.eval_every = parts.eval_every
         self.student = parts.student
         self.teacher = parts.teacher
+        self.teacher_fast = parts.teacher_fast
         self.module = parts.engine.module
         self.optimizer = parts.engine.optimizer
         self.scheduler = parts.engine.scheduler
@@ -172,7 +173,7 @@ class Trainer:
             if self.teacher is not None:
                 teacher_dropout = (micro_batch_seed(self.config.seed, cpu_batch["micro_batch"], stream=1)
                                    if self.config.objective.reference_compat else None)
-                hidden = teacher_states(self.teacher, batch, teacher_dropout)
+                hidden = teacher_states(self.teacher, batch, teacher_dropout, self.teacher_fast)
             parts = self.engine(batch, hidden)
             self.engine.backward(parts["loss"])
             self.engine.step()

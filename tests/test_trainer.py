@@ -257,10 +257,15 @@ def test_engine_config_file_errors_name_the_file(tmp_path: Path) -> None:
 
 
 def test_performance_defaults_follow_the_device() -> None:
-    assert PerformanceConfig().resolve("cuda") == (True, True, None)
-    assert PerformanceConfig().resolve("cpu") == (False, False, None)
-    assert PerformanceConfig().resolve("cuda", pad_to_max_length=True) == (False, True, None)
-    assert PerformanceConfig(unpad=False, fused_optimizer=False).resolve("cuda") == (False, False, None)
+    assert PerformanceConfig().resolve("cuda") == (True, True, None, True)
+    assert PerformanceConfig().resolve("cpu") == (False, False, None, False)
+    assert PerformanceConfig().resolve("cuda", pad_to_max_length=True) == (False, True, None, True)
+    assert PerformanceConfig(unpad=False, fused_optimizer=False, compile=False).resolve("cuda") == (
+        False, False, None, False)
+    assert PerformanceConfig(unpad=True, compile=True).resolve("cpu") == (True, False, None, True)
+    # Packed fp32 on CUDA has no FlashAttention: the compiled encoder is not used there, said once.
+    unpad, _, warning, compiled = PerformanceConfig().resolve("cuda", precision="fp32")
+    assert unpad and not compiled and warning is not None and "--compile" in warning
     with pytest.raises(ConfigError, match="choose one"):
         PerformanceConfig(unpad=True).resolve("cpu", pad_to_max_length=True)
 
@@ -276,7 +281,7 @@ def test_without_flash_attention_cuda_falls_back_to_padded_batches(monkeypatch: 
     reason = varlen_unsupported(torch.device("cuda", 0))
     assert reason == "Tesla V100-SXM2-32GB is sm_70, below the sm_80 it needs"
     for asked in (PerformanceConfig(), PerformanceConfig(unpad=True)):
-        unpad, fused, warning = asked.resolve("cuda", varlen_unsupported=reason)
+        unpad, fused, warning, _ = asked.resolve("cuda", varlen_unsupported=reason)
         assert (unpad, fused) == (False, True)
         assert warning is not None and reason in warning and "padded batches (SDPA)" in warning
     assert PerformanceConfig(unpad=False).resolve("cuda", varlen_unsupported=reason).warning is None
