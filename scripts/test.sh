@@ -17,8 +17,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export TOKENIZERS_PARALLELISM=false
 # What the tests build or cache stays in the clone: DeepSpeed's JIT-compiled CPU ops
-# (else ~/.cache/torch_extensions) and Triton's cache (else ~/.triton).
-export TORCH_EXTENSIONS_DIR="$PWD/.cache/torch_extensions" TRITON_CACHE_DIR="$PWD/.cache/triton"
+# (else ~/.cache/torch_extensions), Triton's cache (else ~/.triton) and inductor's
+# compiled graphs (else /tmp/torchinductor_$USER).
+export TORCH_EXTENSIONS_DIR="$PWD/.cache/torch_extensions" TRITON_CACHE_DIR="$PWD/.cache/triton" \
+  TORCHINDUCTOR_CACHE_DIR="$PWD/.cache/inductor"
 TIER=default
 case "${1:-}" in
   --gpu-image) TIER=gpu-image; shift ;;

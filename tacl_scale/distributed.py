@@ -117,8 +117,27 @@ class Distributed:
             dist.all_reduce(total)
         return int(total.item())
 
+    def tensor(self, values: list[float] | list[int], dtype: torch.dtype) -> torch.Tensor:
+        """Host numbers as a tensor on this device without waiting for it: copied
+        from page-locked memory (from pageable memory CUDA first waits for the
+        stream, and ``torch.tensor(..., device=cuda)`` for the copy)."""
+        host = torch.tensor(values, dtype=dtype)
+        if self.device.type != "cuda":
+            return host
+        return host.pin_memory().to(self.device, non_blocking=True)
+
+    def sum_exact_tensor(self, value: int) -> torch.Tensor:
+        """An integer summed over ranks exactly (int64), left on this device: the
+        all-reduce is queued, nothing waits for it."""
+        total = self.tensor([value], torch.int64)
+        if self.world_size > 1:
+            dist.all_reduce(total)
+        return total
+
     def any(self, flag: bool) -> bool:
-        """Whether ``flag`` is set on at least one rank."""
+        """Whether ``flag`` is set on at least one rank (one rank: no device work)."""
+        if self.world_size == 1:
+            return flag
         value = torch.tensor([1 if flag else 0], dtype=torch.int32, device=self.device)
         if self.world_size > 1:
             dist.all_reduce(value, op=dist.ReduceOp.MAX)

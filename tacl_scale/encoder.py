@@ -147,6 +147,15 @@ def compiled(name: str) -> Callable[..., Any]:
     return _compiled[name]
 
 
+def bucket_offsets(buckets: TokenBuckets, cu_seqlens: torch.Tensor, tokens: int) -> torch.Tensor:
+    """``cu_seqlens`` of a packed batch of ``tokens`` real tokens followed by the
+    ends of the padding sequences that fill its bucket (:meth:`TokenBuckets.tail_bounds`),
+    made on the device from host integers: no copy, no wait."""
+    rows, pieces = buckets.bucket(tokens), buckets.tail_pieces
+    steps = torch.arange(1, pieces + 1, device=cu_seqlens.device, dtype=cu_seqlens.dtype)
+    return torch.cat([cu_seqlens, tokens + (steps * (rows - tokens)) // pieces])
+
+
 class CompiledEncoder:
     """``bert``'s encoder through :func:`compiled_encoder_forward`. A plain object,
     not a module: holding it must not add ``bert``'s parameters under a second name
@@ -172,13 +181,9 @@ class CompiledEncoder:
         cu_seqlens, max_seqlen = batch["cu_seqlens"], batch["max_seqlen"]
         ids, segments, positions = input_ids, batch["token_type_ids"], batch["position_ids"]
         if self.buckets is not None:
-            rows, pieces = self.buckets.bucket(tokens), self.buckets.tail_pieces
-            pad = (0, rows - tokens)
+            pad = (0, self.buckets.bucket(tokens) - tokens)
             ids, segments, positions = F.pad(ids, pad), F.pad(segments, pad), F.pad(positions, pad)
-            # The tail's sequence ends, made on the device from host integers (no copy, no wait).
-            steps = torch.arange(1, pieces + 1, device=cu_seqlens.device, dtype=cu_seqlens.dtype)
-            tail = tokens + (steps * (rows - tokens)) // pieces
-            cu_seqlens = torch.cat([cu_seqlens, tail])
+            cu_seqlens = bucket_offsets(self.buckets, cu_seqlens, tokens)
             max_seqlen = self.buckets.max_len
         for tensor in (ids, segments, positions, cu_seqlens):
             torch._dynamo.mark_dynamic(tensor, 0)

@@ -69,11 +69,49 @@ class StopRequest:
 
 @dataclass
 class StepResult:
+    """One optimizer step as :meth:`Trainer.train_step` leaves it: what the host
+    knows, and the losses still on the device (their all-reduce queued), so the step
+    ends without waiting for the GPU. :attr:`metrics` reads them (and waits)."""
+
     applied: bool
-    metrics: dict[str, float]  # the global batch's (losses averaged over ranks)
+    keys: list[str]  # the names of the first values of ``totals``
+    totals: torch.Tensor  # summed over ranks: each loss averaged over the micro-batches, then sequences, tokens
+    digest: torch.Tensor  # int64, the ranks' sample digests summed
+    host: dict[str, float]  # lr, skipped_steps, loss_scale: known on the host
+    world_size: int
+    started: float  # time.monotonic() when the step began
+    grad_norm: Any = None  # DeepSpeed's, as it keeps it (a float or a 0-d tensor)
     tokens: int = 0  # real tokens this rank trained on
     flops: dict[str, float] = field(default_factory=dict)  # this rank's model FLOPs: student, teacher, total
-    sample_digest: int = 0  # order-free fingerprint of the global batch's samples (same set, same digest)
+    peak: float | None = None  # the GPU's datasheet peak, for the MFU
+    _metrics: dict[str, float] | None = None
+
+    def read(self, seconds: float | None = None) -> dict[str, float]:
+        """The global batch's metrics (losses averaged over ranks, throughput from
+        ``seconds`` per step, or the time from the step's start to now). The first
+        call waits for the step's values; later calls return the same dict."""
+        if self._metrics is None:
+            totals = self.totals.tolist()
+            elapsed = seconds if seconds is not None else time.monotonic() - self.started
+            metrics = {k: v / self.world_size for k, v in zip(self.keys, totals[: len(self.keys)], strict=True)}
+            metrics.update(self.host)
+            metrics["samples_per_s"] = totals[-2] / max(elapsed, 1e-9)
+            metrics["tokens_per_s"] = totals[-1] / max(elapsed, 1e-9)
+            if self.grad_norm is not None and self.applied:
+                metrics["grad_norm"] = float(self.grad_norm)
+            if self.peak is not None:  # GPUs only: model FLOPs utilisation of this rank's step
+                metrics["mfu"] = mfu(self.flops["total"], elapsed, self.peak)
+            self._metrics = metrics
+        return self._metrics
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return self.read()
+
+    @property
+    def sample_digest(self) -> int:
+        """Order-free fingerprint of the global batch's samples (same set, same digest)."""
+        return int(self.digest.item()) % DIGEST_MODULUS
 
 
 class Trainer:
@@ -108,6 +146,8 @@ class Trainer:
         self.first_step = parts.state.step
         self.skipped_in_a_row = 0
         self.stop_request = StopRequest()
+        self.pending: list[StepResult] = []  # steps whose metrics are not read yet (see train)
+        self.window_started = time.monotonic()
         self.lock = parts.lock
 
     @classmethod
@@ -131,30 +171,60 @@ class Trainer:
 
     def train(self) -> list[dict[str, float]]:
         """Run to ``--steps`` applied updates (or this job's end); export the
-        student when the run is complete. Returns rank 0's per-step metrics."""
+        student when the run is complete. Returns rank 0's per-step metrics.
+
+        Steps do not wait for the GPU: their metrics are read (and logged) every
+        ``--log-every`` steps and before an evaluation, a checkpoint or the end, so
+        the host queues the next step while the GPU runs this one. Throughput is
+        the average over those steps."""
         self.engine.train()
         preempted = False
+        self.window_started = time.monotonic()
         while self.state.step < self.last_step:
-            result = self.train_step()
+            try:
+                result = self.train_step()
+            except TrainError:
+                self.flush_metrics()  # the skipped updates before a divergence
+                raise
+            self.pending.append(result)
+            if not result.applied or self.state.step % self.config.log_every == 0:
+                self.flush_metrics()  # a skipped update (fp16) is said at once
             if result.applied:
-                self.metrics.log_step(self.state.step, result.metrics, {"sample_digest": result.sample_digest})
                 self.maybe_evaluate()
                 self.maybe_checkpoint()
-            else:
-                self.metrics.log_skipped(self.state.step, self.state.skipped, result.metrics.get("loss_scale"))
             if self.preemption_requested():
                 preempted = True
                 break
+        self.flush_metrics()
         if self.state.step == self.config.optim.steps and not preempted and self.config.export:
             self.export()
         self.dist.barrier()
         return self.metrics.history
 
+    def flush_metrics(self) -> None:
+        """Read the pending steps' metrics (one wait for the GPU) and log them in
+        order, each with the pending steps' average throughput."""
+        if not self.pending:
+            return
+        for result in self.pending:
+            result.totals.tolist()  # wait here, not in the window's time
+        seconds = (time.monotonic() - self.window_started) / len(self.pending)
+        step = self.state.step - sum(r.applied for r in self.pending)
+        for result in self.pending:
+            metrics = result.read(seconds)
+            if result.applied:
+                step += 1
+                self.metrics.log_step(step, metrics, {"sample_digest": result.sample_digest})
+            else:
+                self.metrics.log_skipped(step, int(metrics["skipped_steps"]), metrics.get("loss_scale"))
+        self.pending = []
+        self.window_started = time.monotonic()
+
     def train_step(self) -> StepResult:
         """One optimizer step: ``accumulation`` micro-batches through teacher and
         student, backward, and the engine's update at the boundary (which DeepSpeed
-        may skip). Metrics are the global batch's: losses averaged, tokens summed
-        over ranks, in one collective."""
+        may skip). The losses are summed on the device and all-reduced over ranks
+        without waiting: :class:`StepResult` reads them when asked."""
         started = time.monotonic()
         lr = float(self.scheduler.get_last_lr()[0])  # the lr this update applies
         sums: torch.Tensor | None = None
@@ -192,25 +262,15 @@ class Trainer:
             if self.skipped_in_a_row >= self.config.optim.max_skipped_in_a_row:
                 raise TrainError(f"{self.skipped_in_a_row} updates in a row skipped for non-finite gradients "
                                  f"after step {self.state.step}: the run has diverged")
-        totals = self.dist.sum(torch.cat([sums / self.accumulation, sums.new_tensor([len(lengths)]),
-                                          sums.new_tensor([sum(lengths)])])).tolist()
-        step_digest = self.dist.sum_exact(digest % DIGEST_MODULUS) % DIGEST_MODULUS
-        world = self.dist.world_size
-        metrics = {k: v / world for k, v in zip(keys, totals[: len(keys)], strict=True)}
-        elapsed = time.monotonic() - started
-        metrics["lr"] = lr
-        metrics["samples_per_s"] = totals[-2] / elapsed
-        metrics["tokens_per_s"] = totals[-1] / elapsed
-        metrics["skipped_steps"] = float(self.state.skipped)
-        grad_norm = self.engine.get_global_grad_norm()
-        if grad_norm is not None and applied:
-            metrics["grad_norm"] = float(grad_norm)
+        counts = self.dist.tensor([len(lengths), sum(lengths)], sums.dtype)
+        totals = self.dist.sum(torch.cat([sums / self.accumulation, counts]))
+        host = {"lr": lr, "skipped_steps": float(self.state.skipped)}
         if self.precision == "fp16":
-            metrics["loss_scale"] = float(getattr(self.engine.optimizer, "cur_scale", 0.0))
+            host["loss_scale"] = float(getattr(self.engine.optimizer, "cur_scale", 0.0))
         flops = step_flops(self.student.config, lengths, masked_tokens, self.config.objective.objectives)
-        if self.peak is not None:  # GPUs only: model FLOPs utilisation of this rank's step
-            metrics["mfu"] = mfu(flops["total"], elapsed, self.peak)
-        return StepResult(applied, metrics, sum(lengths), flops, step_digest)
+        return StepResult(applied, keys, totals, self.dist.sum_exact_tensor(digest % DIGEST_MODULUS), host,
+                          self.dist.world_size, started, self.engine.get_global_grad_norm(), sum(lengths), flops,
+                          self.peak)
 
     def maybe_evaluate(self) -> None:
         """Every ``--eval-every`` steps (and at the last): the validation split's
@@ -219,6 +279,7 @@ class Trainer:
         config, step = self.config, self.state.step
         if self.eval_every <= 0 or not (step % self.eval_every == 0 or step == config.optim.steps):
             return
+        self.flush_metrics()
         if self.dist.is_main and self.eval_batches:
             if self.teacher is not None and step - self.first_step <= self.eval_every:
                 # The initial model (= the teacher) as the reference line.
@@ -233,6 +294,7 @@ class Trainer:
         step = self.state.step
         due = step % self.config.checkpoint.save_every == 0 or step == self.last_step
         if (due or force) and step != self.saved_step:
+            self.flush_metrics()  # metrics.jsonl holds every step the checkpoint does
             client = {"step": step, "consumed_samples": self.state.consumed_samples, "skipped": self.state.skipped,
                       "batch_size": self.config.optim.batch_size}
             checkpoint.save(self.engine, self.ckpt_root, step, client, self.config.checkpoint.keep_last,
@@ -241,7 +303,11 @@ class Trainer:
 
     def preemption_requested(self) -> bool:
         """Whether any rank got SIGUSR1/SIGTERM; if so, checkpoint this step and
-        leave the PREEMPTED marker the Slurm job requeues on."""
+        leave the PREEMPTED marker the Slurm job requeues on. Several ranks agree
+        in a collective, which waits for the GPU: every ``--log-every`` steps (a
+        scheduler's warning comes minutes ahead), every step on one rank."""
+        if self.dist.world_size > 1 and self.state.step % self.config.log_every:
+            return False
         if not self.dist.any(self.stop_request.signal_name is not None):
             return False
         if self.state.step >= self.config.optim.steps:

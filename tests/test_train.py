@@ -106,6 +106,27 @@ def test_two_ranks_train_checkpoint_log_and_export(full_run: Path) -> None:
     assert tokenizer(sentence, add_special_tokens=False)["input_ids"] == ours.encode([sentence])[0].ids.tolist()
 
 
+def test_the_compiled_encoder_trains_as_the_eager_one(setup: dict[str, Path], tmp_path: Path) -> None:
+    """``--compile`` (the CUDA default) on packed batches through the launcher gives
+    the eager path's losses step by step (fp32; a model without dropout, since the
+    compiled graph draws its masks from inductor's own random stream)."""
+    model = tmp_path / "bert.json"
+    model.write_text(json.dumps({**TINY_BERT, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}))
+    runs = {}
+    for flag in ("--compile", "--no-compile"):
+        run = tmp_path / flag.strip("-")
+        args = [*common(setup, steps=4), "--model", str(model), "--unpad", flag, "--no-export", "--output", str(run)]
+        res = launch(args)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        segment = json.loads((run / "run.json").read_text())["history"][-1]
+        assert segment["compile"] is (flag == "--compile") and segment["unpad"] is True
+        runs[flag] = metrics(run)
+    assert sorted(runs["--compile"]) == [1, 2, 3, 4]
+    for step, eager in runs["--no-compile"].items():
+        for key in ("loss", "tacl", "mlm", "nsp", "tacl_acc", "mlm_acc"):
+            assert runs["--compile"][step][key] == pytest.approx(eager[key], abs=1e-4), (step, key)
+
+
 def test_export_cli_matches_the_final_export(full_run: Path, tmp_path: Path) -> None:
     from transformers import BertForPreTraining
 

@@ -1,0 +1,231 @@
+"""The compiled encoder (``tacl_scale/encoder.py``) held to Hugging Face's
+``BertModel``: the same hidden states and gradients from the same parameters, in
+both layouts; under ``torch.compile`` on the CPU (inductor), one graph for every
+token bucket and no graph break; the CUDA branch's FlashAttention traced on fake
+CUDA tensors where torch is built with CUDA (the GPU-image tier)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel
+
+from tacl_scale.attention import register
+from tacl_scale.data.buckets import TokenBuckets
+from tacl_scale.encoder import CompiledEncoder, bucket_offsets, encoder_forward, masked_lm_loss
+from tacl_scale.model import encode
+
+pytestmark = [pytest.mark.framework]
+
+# Dropout off: the compiled graph draws its dropout masks from inductor's own random
+# stream, so only a model without dropout can be compared number for number.
+TINY = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def tiny_bert(**overrides: float) -> BertModel:
+    config = BertConfig(**{**TINY, **overrides})
+    config._attn_implementation = register()
+    torch.manual_seed(0)
+    return BertModel(config, add_pooling_layer=False)
+
+
+def packed_batch(lengths: list[int], seed: int = 0) -> tuple[torch.Tensor, dict]:
+    generator = torch.Generator().manual_seed(seed)
+    tokens = sum(lengths)
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    batch = {"cu_seqlens": cu, "max_seqlen": max(lengths),
+             "token_type_ids": torch.randint(0, 2, (tokens,), generator=generator),
+             "position_ids": torch.cat([torch.arange(n) for n in lengths])}
+    return torch.randint(0, TINY["vocab_size"], (tokens,), generator=generator), batch
+
+
+def padded_batch(lengths: list[int]) -> tuple[torch.Tensor, dict]:
+    ids, packed = packed_batch(lengths)
+    longest = max(lengths)
+    mask = torch.zeros(len(lengths), longest, dtype=torch.long)
+    input_ids, segments = torch.zeros_like(mask), torch.zeros_like(mask)
+    for row, (start, n) in enumerate(zip(packed["cu_seqlens"][:-1].tolist(), lengths, strict=True)):
+        mask[row, :n] = 1
+        input_ids[row, :n] = ids[start:start + n]
+        segments[row, :n] = packed["token_type_ids"][start:start + n]
+    return input_ids, {"attention_mask": mask, "token_type_ids": segments}
+
+
+def reference(bert: BertModel, ids: torch.Tensor, batch: dict) -> torch.Tensor:
+    hidden = encode(bert, ids, batch).last_hidden_state
+    return hidden[0] if "cu_seqlens" in batch else hidden
+
+
+def assert_grads_close(ours: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    """Each gradient within 1e-5 of the largest entry of the reference's: sums over
+    all tokens (the embeddings') round differently in another order."""
+    assert ours.keys() == expected.keys()
+    for name, grad in expected.items():
+        error = (ours[name] - grad).abs().max().item()
+        assert error <= 1e-5 * grad.abs().max().item() + 1e-7, (name, error)
+
+
+def grads(bert: BertModel, hidden: torch.Tensor, weights: torch.Tensor) -> dict[str, torch.Tensor]:
+    bert.zero_grad()
+    (hidden * weights).sum().backward()
+    return {name: p.grad.clone() for name, p in bert.named_parameters() if p.grad is not None}
+
+
+# -- buckets (pure arithmetic) ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("micro", "max_len"), [(32, 256), (256, 256), (4, 64), (3, 512), (1, 8)])
+def test_buckets_hold_every_micro_batch_in_few_shapes(micro: int, max_len: int) -> None:
+    buckets = TokenBuckets.for_batches(micro, max_len)
+    sizes = buckets.sizes()
+    assert len(sizes) <= 66 and all(size % buckets.step == 0 for size in sizes)
+    for tokens in sorted({0, 1, max_len, buckets.capacity // 2, buckets.capacity - 1, buckets.capacity,
+                          2 * buckets.capacity}):
+        rows = buckets.bucket(tokens)
+        assert rows >= tokens + buckets.tail_pieces and rows - tokens <= buckets.step + buckets.tail_pieces
+        if tokens <= buckets.capacity:
+            assert rows in sizes
+        bounds = [tokens, *buckets.tail_bounds(tokens)]
+        pieces = [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        assert bounds[-1] == rows and len(pieces) == buckets.tail_pieces
+        assert all(1 <= piece <= max_len for piece in pieces), pieces
+    # Padding stays a small share of a full micro-batch.
+    assert buckets.step <= max(128, buckets.capacity // 32)
+
+
+def test_the_encoder_cuts_the_tail_where_the_buckets_say() -> None:
+    """The padding sequences' offsets are made on the device (no host copy): the
+    same as :meth:`TokenBuckets.tail_bounds`."""
+    buckets = TokenBuckets.for_batches(32, 256)
+    for tokens in (1, 5000, 8192):
+        cu = torch.tensor([0, tokens], dtype=torch.int32)
+        assert bucket_offsets(buckets, cu, tokens).tolist() == [0, tokens, *buckets.tail_bounds(tokens)]
+
+
+def test_a_negative_token_count_is_refused() -> None:
+    with pytest.raises(ValueError, match="cannot hold"):
+        TokenBuckets(64, 16).bucket(-1)
+
+
+# -- the encoder's forward, eager ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["packed", "padded"])
+def test_encoder_forward_is_bert_models(layout: str) -> None:
+    """Same parameters, same hidden states and gradients as BertModel (fp32; the
+    fused QKV product sums in another order, hence the tolerance)."""
+    bert = tiny_bert()
+    lengths = [7, 19, 3, 30]
+    ids, batch = packed_batch(lengths) if layout == "packed" else padded_batch(lengths)
+    expected = reference(bert, ids, batch)
+    if layout == "packed":
+        ours = encoder_forward(bert, ids, batch["token_type_ids"], batch["position_ids"], batch["cu_seqlens"],
+                               batch["max_seqlen"], None, training=False)
+    else:
+        ours = encoder_forward(bert, ids, batch["token_type_ids"], None, None, 0, batch["attention_mask"],
+                               training=False)
+    assert ours.shape == expected.shape
+    torch.testing.assert_close(ours, expected, rtol=1e-5, atol=1e-5)
+    weights = torch.randn(expected.shape, generator=torch.Generator().manual_seed(1))
+    if layout == "padded":  # padding rows' outputs are not compared (they attend to real keys)
+        weights = weights * batch["attention_mask"][..., None]
+    assert_grads_close(grads(bert, ours, weights), grads(bert, expected, weights))
+
+
+def test_encoder_forward_drops_out_only_while_training() -> None:
+    bert = tiny_bert(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    ids, batch = packed_batch([9, 14])
+    args = (ids, batch["token_type_ids"], batch["position_ids"], batch["cu_seqlens"], batch["max_seqlen"], None)
+    evaluated = encoder_forward(bert, *args, training=False)
+    torch.testing.assert_close(evaluated, reference(bert.eval(), ids, batch), rtol=1e-5, atol=1e-5)
+    torch.manual_seed(5)
+    first = encoder_forward(bert, *args, training=True)
+    torch.manual_seed(5)
+    again = encoder_forward(bert, *args, training=True)
+    assert torch.equal(first, again) and not torch.allclose(first, evaluated, atol=1e-3)
+
+
+# -- compiled (inductor on the CPU) ----------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_compiled_encoder_is_one_graph_for_every_bucket_and_matches_bert_model() -> None:
+    """``torch.compile`` with ``fullgraph`` (a graph break would raise): after the
+    first micro-batch, other token counts, buckets and the mirror objective's doubled
+    batches run the same graph (dynamo's counters do not move), and every output and
+    gradient is BertModel's. The compiled MLM loss is the eager one."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    bert = tiny_bert()
+    buckets = TokenBuckets.for_batches(4, 32)
+    fast = CompiledEncoder(bert, buckets)
+    shapes = [[7, 19, 3, 30], [32, 32, 32, 32], [1, 2, 3, 4], [32, 32, 32, 32, 31, 31, 31, 31]]
+    for round_, lengths in enumerate(shapes):
+        ids, batch = packed_batch(lengths, seed=round_)
+        ours = fast(ids, batch)
+        expected = reference(bert, ids, batch)
+        torch.testing.assert_close(ours, expected, rtol=1e-5, atol=1e-5)
+        weights = torch.randn(expected.shape, generator=torch.Generator().manual_seed(round_))
+        assert_grads_close(grads(bert, ours, weights), grads(bert, expected, weights))
+        if round_ == 0:
+            graphs = counters["stats"]["unique_graphs"]
+            assert graphs == 1
+    assert len({buckets.bucket(sum(lengths)) for lengths in shapes}) >= 3  # several buckets were run
+    assert counters["stats"]["unique_graphs"] == graphs, "a bucket or a doubled batch recompiled"
+    assert not counters["graph_break"], dict(counters["graph_break"])
+
+    from transformers import BertForPreTraining
+
+    config = BertConfig(**TINY)
+    head = BertForPreTraining(config).cls.predictions
+    for rows in (5, 9):
+        picked = torch.randn(rows, TINY["hidden_size"])
+        labels = torch.randint(0, TINY["vocab_size"], (rows,))
+        loss, accuracy = fast.masked_lm(head, picked, labels)
+        expected_loss, expected_accuracy = masked_lm_loss(head, picked, labels)
+        torch.testing.assert_close(loss, expected_loss)
+        assert accuracy == expected_accuracy
+    assert not counters["graph_break"], dict(counters["graph_break"])
+
+
+# -- the CUDA branch, on fake CUDA tensors ---------------------------------------------------------------------
+
+class _Forward(torch.nn.Module):
+    """The encoder of ``bert`` in training, as a module whose parameters
+    ``functional_call`` can swap for fake CUDA ones."""
+
+    def __init__(self, bert: BertModel) -> None:
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, ids: torch.Tensor, segments: torch.Tensor, positions: torch.Tensor,
+                cu: torch.Tensor) -> torch.Tensor:
+        return encoder_forward(self.bert, ids, segments, positions, cu, 64, None, training=True)
+
+
+@pytest.mark.skipif(not torch.backends.cuda.is_built(),
+                    reason="needs a torch built with CUDA to make fake CUDA tensors (the GPU-image tier's)")
+def test_the_cuda_branch_runs_flash_attention_forward_and_backward() -> None:
+    """On (fake) CUDA tensors in bf16 the packed attention is FlashAttention-2's
+    varlen ATen op (whose derivative is FlashAttention's backward), traced by make_fx
+    without a GPU as dynamo traces it under torch.compile."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    module = _Forward(tiny_bert().to(torch.bfloat16))
+    ids, batch = packed_batch([40, 24])
+    real_params = {name: p.detach() for name, p in module.named_parameters()}
+    real_inputs = (ids, batch["token_type_ids"], batch["position_ids"], batch["cu_seqlens"])
+    mode = FakeTensorMode()
+    params = {name: mode.from_tensor(p) for name, p in real_params.items()}
+    buffers = {name: mode.from_tensor(b) for name, b in module.named_buffers()}
+    inputs = [mode.from_tensor(t) for t in real_inputs]
+    with mode:
+        params = {name: p.to("cuda").requires_grad_(True) for name, p in params.items()}
+        buffers = {name: b.to("cuda") for name, b in buffers.items()}
+        inputs = [t.to("cuda") for t in inputs]
+        graph = make_fx(lambda params, *inputs: torch.func.functional_call(module, {**params, **buffers}, inputs))(
+            params, *inputs)
+    targets = {str(node.target) for node in graph.graph.nodes if node.op == "call_function"}
+    assert "aten._flash_attention_forward.default" in targets
+    assert not any("searchsorted" in t for t in targets)  # not the CPU's masked attention
