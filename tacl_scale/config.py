@@ -42,17 +42,30 @@ class EngineConfig:
 
     @property
     def precision(self) -> str:
-        """``fp16``, ``bf16`` or ``fp32``: the student's training precision asked for."""
-        if self.settings.get("fp16", {}).get("enabled"):
+        """``fp16``, ``bf16`` or ``fp32``: the student's training precision asked for;
+        ``auto`` when a section's ``enabled`` is ``"auto"`` (as in DeepSpeed's HF
+        integration): :meth:`precision_on` decides."""
+        fp16 = self.settings.get("fp16", {}).get("enabled")
+        bf16 = (self.settings.get("bf16") or self.settings.get("bfloat16") or {}).get("enabled")
+        if "auto" in (fp16, bf16):
+            return "auto"
+        if fp16:
             return "fp16"
-        if (self.settings.get("bf16") or self.settings.get("bfloat16") or {}).get("enabled"):
+        if bf16:
             return "bf16"
         return "fp32"
 
-    def precision_on(self, device_type: str) -> str:
+    def precision_on(self, device_type: str, bf16_supported: bool = True, asked: str | None = None) -> str:
         """The precision the student trains in on a device of type ``device_type``:
-        the one asked for, but fp32 for fp16 on the CPU accelerator (no fp16 training)."""
-        return "fp32" if device_type == "cpu" and self.precision == "fp16" else self.precision
+        ``asked`` (``--precision``) or the config's; ``auto`` is bf16 on a GPU that
+        has it, else fp16, and fp32 on the CPU; fp16 on the CPU accelerator is fp32
+        (it has no fp16 training)."""
+        wanted = asked or self.precision
+        if wanted == "auto":
+            if device_type == "cuda":
+                return "bf16" if bf16_supported else "fp16"
+            return "fp32"
+        return "fp32" if device_type == "cpu" and wanted == "fp16" else wanted
 
     @property
     def optimizer_params(self) -> dict[str, Any]:
@@ -78,6 +91,7 @@ class DataConfig:
 
 
 LR_SCHEDULES = ("linear", "constant")
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 
 
 @dataclass(frozen=True)
@@ -93,7 +107,7 @@ class OptimConfig:
     eps: float = 1e-6
     grad_clip: float = 1.0
     batch_size: int = 256  # global, per optimizer step
-    micro_batch_size: int = 32  # per rank
+    micro_batch_size: int | None = None  # per rank; None: "auto", the largest that fits (tacl_scale.memory)
     max_skipped_in_a_row: int = 100  # stop with an error after this many non-finite steps in a row
     # After the warm-up: "linear" decay to 0 at ``steps`` (TaCL, BERT), or "constant"
     # (Mirror-BERT and SimCSE train at a fixed lr).
@@ -110,7 +124,8 @@ class OptimConfig:
         _require(self.eps > 0, f"AdamW eps must be > 0, got {self.eps}")
         _require(self.grad_clip >= 0, f"--grad-clip must be >= 0, got {self.grad_clip}")
         _require(self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}")
-        _require(self.micro_batch_size >= 1, f"--micro-batch-size must be >= 1, got {self.micro_batch_size}")
+        _require(self.micro_batch_size is None or self.micro_batch_size >= 1,
+                 f"--micro-batch-size must be >= 1, got {self.micro_batch_size}")
         _require(self.max_skipped_in_a_row >= 1, f"max_skipped_in_a_row must be >= 1, got {self.max_skipped_in_a_row}")
 
     def lr_factor(self, step: int) -> float:
@@ -159,6 +174,13 @@ class PerformanceConfig:
     # Student and teacher encoders through torch.compile (tacl_scale.encoder): fused
     # element-wise work, one QKV product, packed batches in token buckets.
     compile: bool | None = None  # None: on CUDA, off elsewhere
+    # The student's precision, over the DeepSpeed config's: auto (bf16 where the GPU
+    # has it, else fp16; fp32 on the CPU), bf16, fp16 (the paper's) or fp32.
+    precision: str | None = None  # None: the config's
+
+    def __post_init__(self) -> None:
+        _require(self.precision in (None, *PRECISIONS),
+                 f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision}")
 
     def resolve(self, device_type: str, pad_to_max_length: bool = False,
                 varlen_unsupported: str | None = None, precision: str = "bf16") -> ResolvedPerformance:

@@ -70,9 +70,11 @@ class TrainError(RuntimeError):
 
 
 def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
-                     load_universal: bool = False) -> dict[str, Any]:
+                     load_universal: bool = False, precision: str | None = None) -> dict[str, Any]:
     """The DeepSpeed JSON with batch sizes, clipping and precision settled for
-    ``world_size`` ranks on ``device_type`` (a pure function of the config);
+    ``world_size`` ranks on ``device_type`` (a pure function of the config; the
+    micro-batch must be settled, see :func:`resolve_micro_batch`); ``precision`` as
+    :func:`resolve_precision` settled it (default: the config's on a GPU with bf16);
     ``load_universal`` when this job resumes from a universal checkpoint."""
     engine = config.engine
     ds = json.loads(json.dumps(engine.settings))  # a deep copy
@@ -86,22 +88,63 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
         raise TrainError(f"{engine.path}: optimizer {optimizer.get('type')!r}; TaCL trains with "
                          "AdamW (its params are read as defaults of --lr/--weight-decay)")
     optim = config.optim
-    per_step = optim.micro_batch_size * world_size
+    micro = optim.micro_batch_size
+    per_step = (micro or 1) * world_size
     if optim.batch_size % per_step:
         raise TrainError(
-            f"batch size {optim.batch_size} is not a multiple of micro-batch {optim.micro_batch_size} × "
-            f"{world_size} rank(s)"
+            f"batch size {optim.batch_size} is not a multiple of micro-batch {micro or 1} × {world_size} rank(s)"
         )
     ds["train_batch_size"] = optim.batch_size
-    ds["train_micro_batch_size_per_gpu"] = optim.micro_batch_size
-    ds["gradient_accumulation_steps"] = optim.batch_size // per_step
+    ds["train_micro_batch_size_per_gpu"] = micro if micro is not None else optim.batch_size // world_size
+    ds["gradient_accumulation_steps"] = optim.batch_size // (ds["train_micro_batch_size_per_gpu"] * world_size)
     ds["gradient_clipping"] = optim.grad_clip
     if load_universal:  # resuming at another number of ranks, from a universal conversion
         ds.setdefault("checkpoint", {})["load_universal"] = True
     ds.setdefault("steps_per_print", 10**9)  # train.py prints its own progress
-    if engine.precision == "fp16" and engine.precision_on(device_type) != "fp16":
-        ds["fp16"]["enabled"] = False  # the CPU accelerator has no fp16 training
+    precision = precision or engine.precision_on(device_type, asked=config.performance.precision)
+    bf16 = {**ds.pop("bfloat16", {}), **ds.get("bf16", {})}  # DeepSpeed reads either name
+    for section, settings in (("fp16", ds.get("fp16", {})), ("bf16", bf16)):
+        if settings or section == precision:
+            ds[section] = {**settings, "enabled": precision == section}
+    zero = ds["zero_optimization"]
+    if world_size == 1 and zero.get("overlap_comm"):
+        # overlap_comm makes ZeRO wait for the whole device after every micro-batch's
+        # backward and every gradient bucket, to overlap a reduction that one rank
+        # does not have: nothing to gain, the host stalls each micro-batch.
+        zero["overlap_comm"] = False
     return ds
+
+
+def resolve_precision(config: TrainConfig, device: torch.device) -> str:
+    """The student's precision on ``device``: ``--precision`` or the config's, with
+    ``auto`` settled by whether the GPU has bf16."""
+    supported = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    return config.engine.precision_on(device.type, supported, config.performance.precision)
+
+
+def resolve_micro_batch(config: TrainConfig, dist: Distributed, datasets: list[PretrainDataset], student: Any,
+                        with_teacher: bool) -> TrainConfig:
+    """``config`` with its micro-batch settled: as asked, or (``"auto"``) the largest
+    divisor of the per-rank batch that fits the device at the datasets' longest
+    sequence (:func:`tacl_scale.memory.auto_micro_batch`), said in the log."""
+    optim = config.optim
+    if optim.micro_batch_size is not None:
+        return config
+    from dataclasses import replace
+
+    from .memory import auto_micro_batch, training_bytes
+
+    per_rank = optim.batch_size // dist.world_size
+    max_len = max(d.manifest.max_seq_len for d in datasets)
+    device_bytes = torch.cuda.mem_get_info(dist.device)[1] if dist.device.type == "cuda" else None
+    micro = auto_micro_batch(student.config, per_rank, max_len, with_teacher, device_bytes)
+    if dist.is_main:
+        where = ("on the CPU" if device_bytes is None else
+                 f"estimated {training_bytes(student.config, micro, max_len, with_teacher) / 2**30:.1f} of "
+                 f"{device_bytes / 2**30:.1f} GiB at length {max_len}")
+        log.info("micro-batch auto: %d of the per-rank batch of %d (%s; --micro-batch-size to choose)", micro,
+                 per_rank, where)
+    return replace(config, optim=replace(optim, micro_batch_size=micro))
 
 
 def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_path: str) -> None:
@@ -236,6 +279,7 @@ class RunParts:
     peak_flops: float | None  # the GPU's datasheet peak (None off CUDA or for an unknown GPU)
     lock: DirectoryLock | None  # rank 0: the run directory's, held until the Trainer closes
     teacher_fast: CompiledEncoder | None = None  # the teacher's encoder compiled (--compile)
+    config: TrainConfig | None = None  # the run's settings with what the device decided (the micro-batch)
 
 
 def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
@@ -250,10 +294,11 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     lock = on_main(dist, lambda: DirectoryLock(run_dir, "training").acquire())
     try:
         changes = on_main(dist, lambda: check_resume_settings(config)) if config.checkpoint.resume else []
-        performance = resolve_performance(config, dist)
-        precision = config.engine.precision_on(dist.device.type)
+        precision = resolve_precision(config, dist.device)
+        performance = resolve_performance(config, dist, precision)
         datasets = open_datasets(config)
         student, teacher = build_models(config, datasets, dist.device)
+        config = resolve_micro_batch(config, dist, datasets, student, teacher is not None)
         student_fast, teacher_fast = compiled_encoders(config, performance, datasets, student, teacher)
         eval_every = resolve_eval_every(config, datasets, dist.is_main)
         on_main(dist, lambda: snapshot_run_inputs(config, datasets[0], student))
@@ -273,7 +318,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         raise
     peak = peak_flops(torch.cuda.get_device_name(dist.device)) if dist.device.type == "cuda" else None
     return RunParts(datasets, eval_every, student, teacher, engine, state, state.step if resume_from else -1,
-                    batches, eval_batches, metrics, performance, precision, peak, lock, teacher_fast)
+                    batches, eval_batches, metrics, performance, precision, peak, lock, teacher_fast, config)
 
 
 def on_main(dist: Distributed, step: Callable[[], T]) -> T | None:
@@ -308,14 +353,15 @@ def check_resume_settings(config: TrainConfig) -> list[str]:
     return changes
 
 
-def resolve_performance(config: TrainConfig, dist: Distributed) -> ResolvedPerformance:
-    """Unpadded batches and the fused optimizer on this device (unpadded needs
-    FlashAttention-2 on CUDA: without it, padded, said once)."""
+def resolve_performance(config: TrainConfig, dist: Distributed, precision: str) -> ResolvedPerformance:
+    """Unpadded batches, the compiled encoder and the fused optimizer on this device
+    training in ``precision`` (unpadded needs FlashAttention-2 on CUDA: without it,
+    padded, said once)."""
     device = dist.device
     try:
         resolved = config.performance.resolve(device.type, config.data.pad_to_max_length,
                                               varlen_unsupported(device) if device.type == "cuda" else None,
-                                              config.engine.precision_on(device.type))
+                                              precision)
     except ConfigError as err:
         raise TrainError(str(err)) from err
     if resolved.warning and dist.is_main:
@@ -431,10 +477,12 @@ def build_engine(config: TrainConfig, student: Any, dist: Distributed, performan
     module = PretrainingModule(student, config.objective, gather, fast)
     optimizer = build_optimizer(module, config, performance.fused_optimizer)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, config.optim.lr_factor)
-    ds_config = deepspeed_config(config, dist.world_size, device.type, load_universal)
-    if dist.is_main and precision != config.engine.precision:
+    ds_config = deepspeed_config(config, dist.world_size, device.type, load_universal, precision)
+    asked = config.performance.precision or config.engine.precision
+    if dist.is_main and precision != asked and asked != "auto":
+        source = "--precision" if config.performance.precision else config.engine.path
         log.warning("%s asks for %s, which the %s accelerator cannot do: training in %s instead",
-                    config.engine.path, config.engine.precision, device.type.upper(), precision)
+                    source, asked, device.type.upper(), precision)
     if performance.unpad and device.type == "cuda" and precision == "fp32" and dist.is_main:
         log.warning("unpadded batches in fp32 run attention sequence by sequence (FlashAttention needs "
                     "fp16/bf16): use a bf16/fp16 config or --no-unpad")

@@ -33,6 +33,7 @@ if __package__ in (None, ""):  # run as a script by the deepspeed launcher
 from tacl_scale import EXIT_ERROR
 from tacl_scale.config import (
     LR_SCHEDULES,
+    PRECISIONS,
     CheckpointConfig,
     ConfigError,
     DataConfig,
@@ -88,7 +89,12 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                    help=f"global batch per optimizer step (default: the config's train_batch_size, else "
                    f"{OptimConfig.batch_size})")
     p.add_argument("--micro-batch-size", type=int, default=None,
-                   help=f"per-rank micro-batch (default: the config's, else {OptimConfig.micro_batch_size})")
+                   help="per-rank micro-batch (default: the config's train_micro_batch_size_per_gpu; \"auto\" or "
+                   "none: the largest divisor of the per-rank batch that fits the GPU at the data's longest "
+                   "sequence, up to 32 on the CPU; the log says which)")
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="the student's precision, over the config's fp16/bf16 sections: auto = bf16 where the GPU "
+                   "has it, else fp16 (fp32 on the CPU); fp16 is the paper's")
     p.add_argument("--grad-clip", type=float, default=None,
                    help=f"default: the config's gradient_clipping, else {OptimConfig.grad_clip}")
     p.add_argument("--pad-to-max-length", action="store_true", help="pad every batch to the dataset's max length")
@@ -152,7 +158,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         "eps": adam.get("eps"),
         "grad_clip": _first(args.grad_clip, ds.get("gradient_clipping")),
         "batch_size": _first(args.batch_size, ds.get("train_batch_size")),
-        "micro_batch_size": _first(args.micro_batch_size, ds.get("train_micro_batch_size_per_gpu")),
+        "micro_batch_size": _first(args.micro_batch_size, _not_auto(ds.get("train_micro_batch_size_per_gpu"))),
     }
     return TrainConfig(
         model=args.model,
@@ -165,13 +171,19 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         optim=OptimConfig(**{k: v for k, v in chosen.items() if v is not None}),
         checkpoint=CheckpointConfig(args.save_every, args.keep_last, args.resume, args.stop_after_steps,
                                     args.allow_changes),
-        performance=PerformanceConfig(args.unpad, args.fused_optimizer, args.teacher_dtype, args.compile),
+        performance=PerformanceConfig(args.unpad, args.fused_optimizer, args.teacher_dtype, args.compile,
+                                      args.precision),
         seed=args.seed,
         log_every=args.log_every,
         export=not args.no_export,
         eval_every=args.eval_every,
         eval_instances=args.eval_instances,
     )
+
+
+def _not_auto(value: object) -> object:
+    """A DeepSpeed setting, None for ``"auto"`` (the trainer decides)."""
+    return None if value == "auto" else value
 
 
 def _first(*values: object) -> object:

@@ -119,7 +119,7 @@ class Trainer:
     built, and the loop that runs them (see the module docstring)."""
 
     def __init__(self, config: TrainConfig, dist: Distributed, parts: RunParts) -> None:
-        self.config = config
+        self.config = parts.config or config  # with the micro-batch settled
         self.dist = dist
         self.device = dist.device
         self.run_dir = Path(config.output)

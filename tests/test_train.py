@@ -305,16 +305,23 @@ def test_blended_data_and_dynamic_masking_train(setup: dict[str, Path], tmp_path
     assert [e.step for e in events.Scalars("eval/selfsim_layer2")] == [1, 2]
 
 
-def test_the_documented_fp16_config_falls_back_on_cpu_with_one_log_line(setup: dict[str, Path], tmp_path: Path) -> None:
+def test_the_documented_config_settles_auto_on_cpu(setup: dict[str, Path], tmp_path: Path) -> None:
+    """The README's zero2.json (precision and micro-batch "auto") on 2 CPU ranks: fp32,
+    the largest micro-batch that divides the per-rank batch (up to 32), said once;
+    the paper's fp16 (``--precision fp16``) falls back to fp32 there with one line."""
     res = launch(["--ds", "ds_configs/zero2.json", "--data", str(setup["data"]), "--model", str(setup["config"]),
-                  "--steps", "2", "--batch-size", "8", "--micro-batch-size", "4", "--num-workers", "0",
+                  "--steps", "2", "--batch-size", "8", "--num-workers", "0", "--precision", "fp16",
                   "--no-export", "--output", str(tmp_path / "run")])
     assert res.returncode == 0, res.stderr[-3000:]
     output = res.stdout + res.stderr
     assert output.count("asks for fp16, which the CPU accelerator cannot do: training in fp32") == 1
+    assert output.count("micro-batch auto: 4 of the per-rank batch of 4 (on the CPU") == 1
     run_info = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert run_info["deepspeed_config"]["fp16"]["enabled"] is False
-    assert run_info["deepspeed_config"]["zero_optimization"]["stage"] == 2
+    ds = run_info["deepspeed_config"]
+    assert ds["fp16"]["enabled"] is False and ds["bf16"]["enabled"] is False
+    assert ds["train_micro_batch_size_per_gpu"] == 4 and ds["gradient_accumulation_steps"] == 1
+    assert ds["zero_optimization"]["stage"] == 2 and ds["zero_optimization"]["overlap_comm"] is True  # 2 ranks
+    assert run_info["config"]["optim"]["micro_batch_size"] == 4
 
 
 @pytest.mark.parametrize("change", ["no_manifest", "bad_json"])

@@ -707,3 +707,68 @@ def test_a_second_job_on_a_live_run_is_refused_in_one_line(join: Callable[[], Di
     assert not (run / ".tacl-lock").exists()  # removed by its holder on close
     again = Trainer.build(replace(config, checkpoint=CheckpointConfig(resume=True)), join())  # released on close
     again.close()
+
+
+def test_precision_auto_is_bf16_where_the_gpu_has_it_and_the_papers_fp16_one_flag_away(tmp_path: Path) -> None:
+    auto = EngineConfig.from_file(Path(__file__).resolve().parents[1] / "ds_configs" / "zero2.json")
+    assert auto.precision == "auto"
+    assert auto.precision_on("cuda", bf16_supported=True) == "bf16"
+    assert auto.precision_on("cuda", bf16_supported=False) == "fp16"  # V100, T4
+    assert auto.precision_on("cpu") == "fp32"
+    assert auto.precision_on("cuda", asked="fp16") == "fp16" and auto.precision_on("cpu", asked="fp16") == "fp32"
+    assert EngineConfig("x", BF16).precision_on("cuda", asked="fp32") == "fp32"
+    config = make_config(tmp_path, tmp_path, tmp_path, settings=auto.settings)
+    for precision in ("bf16", "fp16"):
+        ds = deepspeed_config(config, 2, "cuda", precision=precision)
+        assert ds["bf16"]["enabled"] is (precision == "bf16") and ds["fp16"]["enabled"] is (precision == "fp16")
+        assert ds["fp16"]["initial_scale_power"] == 16  # the loss-scaling settings stay for fp16
+    legacy = deepspeed_config(make_config(tmp_path, tmp_path, tmp_path, settings=FP32 | {"bfloat16": {
+        "enabled": True}}), 1, "cuda", precision="bf16")
+    assert legacy["bf16"] == {"enabled": True} and "bfloat16" not in legacy
+    with pytest.raises(ConfigError, match="--precision"):
+        PerformanceConfig(precision="fp8")
+
+
+def test_one_rank_drops_overlap_comm_which_only_makes_zero_wait(tmp_path: Path) -> None:
+    """ZeRO's overlap_comm synchronises the device after every micro-batch's backward
+    and every bucket; with one rank there is no reduction to overlap."""
+    settings = {"zero_optimization": {"stage": 2, "overlap_comm": True}}
+    config = make_config(tmp_path, tmp_path, tmp_path, settings=settings)
+    assert deepspeed_config(config, 1, "cuda")["zero_optimization"]["overlap_comm"] is False
+    assert deepspeed_config(config, 2, "cuda")["zero_optimization"]["overlap_comm"] is True
+    assert settings["zero_optimization"]["overlap_comm"] is True
+
+
+def test_auto_micro_batch_is_the_largest_divisor_that_fits() -> None:
+    from transformers import BertConfig, BertForPreTraining
+
+    from tacl_scale.memory import auto_micro_batch, parameter_count, training_bytes
+
+    tiny = BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=64, max_position_embeddings=64)
+    assert parameter_count(tiny) == sum(p.numel() for p in BertForPreTraining(tiny).parameters())
+    base = BertConfig()  # BERT-base
+    assert 100e6 < parameter_count(base) < 120e6
+    gib = 2**30
+    # The H200 measurement (22.7 GiB at micro 256, length 256) stays under the estimate.
+    assert 22.7 * gib < training_bytes(base, 256, 256, with_teacher=True) < 40 * gib
+    assert auto_micro_batch(base, 256, 256, True, 141 * gib) == 256  # H200, one GPU
+    assert auto_micro_batch(base, 32, 256, True, 141 * gib) == 32  # H200, 8 per node
+    on_16 = auto_micro_batch(base, 256, 256, True, 16 * gib)
+    assert 256 % on_16 == 0 and training_bytes(base, on_16, 256, True) <= 0.9 * 16 * gib
+    assert training_bytes(base, 2 * on_16, 256, True) > 0.9 * 16 * gib or 256 % (2 * on_16)
+    assert auto_micro_batch(base, 96, 512, True, 16 * gib) in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96)
+    assert auto_micro_batch(base, 256, 256, True, None) == 32 and auto_micro_batch(base, 12, 256, True, None) == 12
+    assert auto_micro_batch(base, 256, 256, True, 1 * gib) == 1  # nothing fits: 1, and the step says so
+
+
+def test_the_ds_configs_leave_the_micro_batch_to_the_trainer() -> None:
+    from tacl_scale.train import parse_args
+
+    root = Path(__file__).resolve().parents[1]
+    for name in ("zero2.json", "zero2_bf16.json", "zero1_bf16.json"):
+        config = parse_args(["--ds", str(root / "ds_configs" / name), "--data", "d", "--model", "m", "--output", "o"])
+        assert config.optim.micro_batch_size is None and config.optim.batch_size == 256, name
+        asked = parse_args(["--ds", str(root / "ds_configs" / name), "--data", "d", "--model", "m", "--output", "o",
+                            "--micro-batch-size", "64", "--precision", "fp16"])
+        assert asked.optim.micro_batch_size == 64 and asked.performance.precision == "fp16"
