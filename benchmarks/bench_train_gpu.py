@@ -3,7 +3,7 @@ engine, bf16, fused AdamW, frozen teacher, TaCL + MLM + NSP) at BERT-base shape 
 real instances (length 256), padded and unpadded, ZeRO-2 and ZeRO-1, over
 micro-batch sizes at the paper's global batch of 256.
 
-    python benchmarks/bench_train_gpu.py --data DATASET [--micro 256 64] [--steps 8] [--out rows.jsonl]
+    python benchmarks/bench_train_gpu.py --data DATASET [--micro 256 32] [--steps 8] [--out rows.jsonl]
 
 Each configuration reports real tokens/s, step time, the teacher's share of the
 step (its forward timed alone on the same micro-batches), peak memory, and model
@@ -28,7 +28,7 @@ import random
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,32 +45,59 @@ TINY_BERT = {**BERT_BASE, "hidden_size": 64, "num_hidden_layers": 2, "num_attent
              "intermediate_size": 128}
 
 
+PEERS = ("hf-eager", "hf-compiled")
+
+
 @dataclass(frozen=True)
 class Setup:
-    """One configuration of the sweep."""
+    """One configuration of the sweep: a tacl-scale TaCL run (``ds_config``, micro-batch,
+    layout), or with ``peer`` Hugging Face's ``BertForPreTraining`` doing MLM + NSP
+    alone on the same batches (no teacher), eager or compiled."""
 
     ds_config: str  # a file of ds_configs/
-    micro_batch: int
-    unpad: bool
+    micro_batch: int | None  # None: the config's "auto"
+    unpad: bool | None  # None: the default (packed on CUDA)
     batch_size: int = 256
+    peer: str | None = None
+    readme: bool = False  # the README's command as typed: only --ds, --data, --model, --output
 
     @property
     def name(self) -> str:
+        if self.peer is not None:
+            return f"HF BertForPreTraining MLM+NSP {self.peer.split('-')[1]} micro {self.micro_batch}"
+        if self.readme:
+            return f"README command ({self.ds_config}, auto)"
         zero = "ZeRO-1" if "zero1" in self.ds_config else "ZeRO-2"
-        return f"{zero} {'unpadded' if self.unpad else 'padded'} micro {self.micro_batch}"
+        layout = {True: "unpadded", False: "padded", None: "default layout"}[self.unpad]
+        return f"{zero} {layout} micro {self.micro_batch if self.micro_batch else 'auto'}"
 
 
-def sweep_setups(micro_sizes: list[int], zero1: bool = True, batch_size: int = 256) -> list[Setup]:
+def sweep_setups(micro_sizes: list[int], zero1: bool = True, batch_size: int = 256, peers: bool = True,
+                 readme: bool = True) -> list[Setup]:
     """The sweep, most telling first (a sweep cut short by its time budget keeps
-    those): unpadded and padded ZeRO-2 at the first micro-batch size, ZeRO-1 beside
-    it, then the other sizes."""
-    first, *others = micro_sizes
-    setups = [Setup("zero2_bf16.json", first, True, batch_size), Setup("zero2_bf16.json", first, False, batch_size)]
-    if zero1:
-        setups.append(Setup("zero1_bf16.json", first, True, batch_size))
-    for micro in others:
-        setups += [Setup("zero2_bf16.json", micro, True, batch_size), Setup("zero2_bf16.json", micro, False, batch_size)]
+    those): the README's command as typed, the compiled Hugging Face peer, then for
+    each micro-batch size ZeRO-1 and ZeRO-2 unpadded; then padded ZeRO-2 at the first
+    size (unpadded over padded) and the eager peer."""
+    first = micro_sizes[0]
+    setups = [Setup("zero2.json", None, None, batch_size, readme=True)] if readme else []
+    if peers:
+        setups.append(Setup("zero1_bf16.json", first, False, batch_size, peer="hf-compiled"))
+    for micro in micro_sizes:
+        if zero1:
+            setups.append(Setup("zero1_bf16.json", micro, True, batch_size))
+        setups.append(Setup("zero2_bf16.json", micro, True, batch_size))
+    setups.append(Setup("zero2_bf16.json", first, False, batch_size))
+    if peers:
+        setups.append(Setup("zero1_bf16.json", first, False, batch_size, peer="hf-eager"))
     return setups
+
+
+def dry_run_setups(zero1: bool = True, peers: bool = True) -> list[Setup]:
+    """The sweep's kinds of row at a tiny shape on the CPU (a check of the code): the
+    README's command, ZeRO-1/ZeRO-2 unpadded and padded, the eager peer (compiling
+    the peer on the CPU would only add minutes)."""
+    setups = [s for s in sweep_setups([2], zero1=zero1, batch_size=4, peers=peers) if s.peer != "hf-compiled"]
+    return [replace(s, micro_batch=None) if s.readme else s for s in setups]
 
 
 def utilisation(per_step: dict[str, float], step_s: float, teacher_s: float, peak: float | None) -> dict:
@@ -132,43 +159,52 @@ def build_trainer(data: Path, model: Path, workdir: Path, setup: Setup, workers:
 
 def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int, warmup: int,
                workers: int = 6) -> dict:
-    """Build a Trainer for ``setup``, time ``steps`` steps after ``warmup``, then
-    the teacher alone on the next micro-batches; close the Trainer."""
+    """Build a Trainer for ``setup``, time ``steps`` steps after ``warmup`` (the
+    steps queued back to back, their losses read after the last, as ``train()``
+    reads them), then the teacher alone on the next micro-batches; close the Trainer."""
     from tacl_scale.model import teacher_states
 
+    if setup.peer is not None:
+        return run_peer(data, model, setup, steps, warmup, workers)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     trainer = build_trainer(data, model, workdir, setup, workers)
     try:
         device = trainer.device
+        compile_started = time.perf_counter()
         for _ in range(warmup):
-            trainer.train_step()
+            trainer.train_step().read()
+        warmup_s = time.perf_counter() - compile_started
         _sync(device)
         start = time.perf_counter()
         tokens, flops = 0, {"student": 0.0, "teacher": 0.0, "total": 0.0}
-        losses = []
+        results = []
         for _ in range(steps):
             result = trainer.train_step()
+            results.append(result)
             tokens += result.tokens
-            losses.append(result.metrics["loss"])
             for key in flops:
                 flops[key] += result.flops[key]
+        losses = [r.read()["loss"] for r in results]
         _sync(device)
         step_s = (time.perf_counter() - start) / steps
         batches = [trainer.dist.move(next(trainer.batches)) for _ in range(trainer.accumulation)]
         for batch in batches:  # warm
-            teacher_states(trainer.teacher, batch)
+            teacher_states(trainer.teacher, batch, fast=trainer.teacher_fast)
         _sync(device)
         start = time.perf_counter()
         for batch in batches:
-            teacher_states(trainer.teacher, batch)
+            teacher_states(trainer.teacher, batch, fast=trainer.teacher_fast)
         _sync(device)
         teacher_s = time.perf_counter() - start
         peak = peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
         per_step = {k: v / steps for k, v in flops.items()}
         return {
             "name": setup.name, "ds_config": setup.ds_config, "zero_stage": trainer.engine.zero_optimization_stage(),
-            "micro_batch": setup.micro_batch, "unpad": trainer.unpad, "accumulation": trainer.accumulation,
+            "micro_batch": trainer.config.optim.micro_batch_size, "unpad": trainer.unpad,
+            "accumulation": trainer.accumulation, "precision": trainer.precision,
+            "compiled": trainer.teacher_fast is not None or trainer.module.fast is not None,
+            "readme": setup.readme, "warmup_s": warmup_s,
             "step_ms": 1000 * step_s, "tokens_per_s": tokens / steps / step_s, "teacher_share": teacher_s / step_s,
             **utilisation(per_step, step_s, teacher_s, peak),
             "peak_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
@@ -176,6 +212,86 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
         }
     finally:
         trainer.close()
+
+
+def run_peer(data: Path, model: Path, setup: Setup, steps: int, warmup: int, workers: int = 6) -> dict:
+    """Hugging Face's ``BertForPreTraining`` (SDPA attention) doing MLM + NSP alone,
+    no teacher, on the batches the trainer reads (the same global order, padded to
+    a multiple of 8, global batch ``setup.batch_size``): bf16 autocast over fp32
+    weights, fused AdamW, clipping at 1.0, ``torch.compile`` for ``hf-compiled``.
+    Model FLOPs are counted as for tacl-scale's MLM + NSP, so the MFUs compare."""
+    from functools import partial
+
+    from transformers import BertConfig, BertForPreTraining
+
+    from tacl_scale.data import PretrainDataset
+    from tacl_scale.data.loader import CollateConfig, MicroBatchSampler, TrainingInstances, collate
+    from tacl_scale.data.shuffle import BatchLayout, GlobalOrder
+    from tacl_scale.flops import step_flops
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    dataset = PretrainDataset(data)
+    micro = setup.micro_batch or setup.batch_size
+    accumulation = setup.batch_size // micro
+    loader = torch.utils.data.DataLoader(
+        TrainingInstances(dataset), batch_sampler=MicroBatchSampler(GlobalOrder(len(dataset), 1234),
+                                                                    BatchLayout(setup.batch_size, micro, 1, 0)),
+        collate_fn=partial(collate, config=CollateConfig(pad_id=dataset.manifest.tokenizer.special_ids.pad)),
+        num_workers=workers, pin_memory=device.type == "cuda")
+    batches = iter(loader)
+    config = BertConfig(**json.loads(Path(model).read_text()), attn_implementation="sdpa")
+    torch.manual_seed(0)
+    bert = BertForPreTraining(config).to(device).train()
+    forward = torch.compile(bert) if setup.peer == "hf-compiled" else bert
+    optimizer = torch.optim.AdamW(bert.parameters(), lr=1e-4, weight_decay=0.01, fused=device.type == "cuda")
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+    def step() -> tuple[int, dict[str, float], torch.Tensor]:
+        tokens, flops, total = 0, {"student": 0.0, "teacher": 0.0, "total": 0.0}, None
+        for _ in range(accumulation):
+            cpu = next(batches)
+            lengths = cpu["attention_mask"].sum(dim=1).tolist()
+            tokens += sum(lengths)
+            counted = step_flops(config, lengths, int(cpu["masked"].sum()), ("mlm", "nsp"))
+            flops = {k: flops[k] + counted[k] for k in flops}
+            batch = {k: v.to(device, non_blocking=True) for k, v in cpu.items() if hasattr(v, "to")}
+            labels = torch.where(batch["masked"], batch["original_ids"], -100)
+            with autocast:
+                out = forward(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                              token_type_ids=batch["token_type_ids"], labels=labels,
+                              next_sentence_label=batch["nsp_label"])
+            (out.loss / accumulation).backward()
+            total = out.loss.detach() if total is None else total + out.loss.detach()
+        torch.nn.utils.clip_grad_norm_(bert.parameters(), 1.0, foreach=True)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return tokens, flops, total / accumulation
+
+    started = time.perf_counter()
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    warmup_s = time.perf_counter() - started
+    start = time.perf_counter()
+    tokens, flops, losses = 0, {"student": 0.0, "teacher": 0.0, "total": 0.0}, []
+    for _ in range(steps):
+        step_tokens, step_flops_, loss = step()
+        tokens += step_tokens
+        flops = {k: flops[k] + step_flops_[k] for k in flops}
+        losses.append(loss)
+    _sync(device)
+    step_s = (time.perf_counter() - start) / steps
+    peak = peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    per_step = {k: v / steps for k, v in flops.items()}
+    return {"name": setup.name, "peer": setup.peer, "ds_config": None, "micro_batch": micro, "unpad": False,
+            "accumulation": accumulation, "precision": "bf16 autocast" if device.type == "cuda" else "fp32",
+            "compiled": setup.peer == "hf-compiled", "readme": False, "warmup_s": warmup_s,
+            "step_ms": 1000 * step_s, "tokens_per_s": tokens / steps / step_s, "teacher_share": 0.0,
+            **utilisation(per_step, step_s, 0.0, peak),
+            "peak_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+            "loss_first": float(losses[0]), "loss_last": float(losses[-1])}
 
 
 def sweep(data: Path, setups: list[Setup], steps: int, warmup: int, out: Path | None = None,
@@ -193,7 +309,8 @@ def sweep(data: Path, setups: list[Setup], steps: int, warmup: int, out: Path | 
                 row = run_config(data, model, workdir, setup, steps, warmup, workers)
             except Exception as err:  # one configuration's failure must not hide the others
                 row = {"name": setup.name, "ds_config": setup.ds_config, "micro_batch": setup.micro_batch,
-                       "unpad": setup.unpad, "error": f"{type(err).__name__}: {err}"[:300]}
+                       "unpad": setup.unpad, "peer": setup.peer, "readme": setup.readme,
+                       "error": f"{type(err).__name__}: {err}"[:300]}
             gc.collect()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
@@ -205,15 +322,28 @@ def sweep(data: Path, setups: list[Setup], steps: int, warmup: int, out: Path | 
     return rows
 
 
-def best(rows: list[dict], unpad: bool, ds_config: str = "zero2_bf16.json") -> dict | None:
-    done = [r for r in rows if r.get("unpad") is unpad and r.get("ds_config") == ds_config and "error" not in r]
+def best(rows: list[dict], unpad: bool | None = None, ds_config: str | None = "zero2_bf16.json",
+         micro_batch: int | None = None) -> dict | None:
+    """The fastest tacl-scale row (no peer) of those matching the given settings."""
+    done = [r for r in rows if "error" not in r and not r.get("peer") and not r.get("readme")
+            and (unpad is None or r.get("unpad") is unpad) and (ds_config is None or r.get("ds_config") == ds_config)
+            and (micro_batch is None or r.get("micro_batch") == micro_batch)]
     return max(done, key=lambda r: r["tokens_per_s"]) if done else None
+
+
+def peer(rows: list[dict], name: str = "hf-compiled") -> dict | None:
+    return next((r for r in rows if r.get("peer") == name and "error" not in r), None)
+
+
+def readme_row(rows: list[dict]) -> dict | None:
+    return next((r for r in rows if r.get("readme") and "error" not in r), None)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, required=True, help="dataset directory (max length 256, BERT vocabulary)")
-    p.add_argument("--micro", type=int, nargs="+", default=[256, 64])
+    p.add_argument("--micro", type=int, nargs="+", default=[256, 32])
+    p.add_argument("--no-peers", action="store_true", help="no Hugging Face rows")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--no-zero1", action="store_true", help="ZeRO-2 only")
@@ -221,7 +351,7 @@ def main() -> int:
     p.add_argument("--dry-run", action="store_true", help="on the CPU at a tiny shape: checks the code, no figures")
     args = p.parse_args()
     if args.dry_run:
-        setups = sweep_setups([2], zero1=not args.no_zero1, batch_size=4)
+        setups = dry_run_setups(zero1=not args.no_zero1, peers=not args.no_peers)
         sweep(args.data, setups, 2, 1, args.out, TINY_BERT, workers=0)
         return 0
     if not torch.cuda.is_available():
@@ -232,7 +362,8 @@ def main() -> int:
     print(f"{name}: MFU against the datasheet dense bf16 peak "
           f"{'unknown' if datasheet is None else f'{datasheet / 1e12:.0f} TFLOP/s'}; "
           f"a bf16 matmul measures {measure_matmul_tflops():.0f} TFLOP/s (reference)")
-    rows = sweep(args.data, sweep_setups(args.micro, zero1=not args.no_zero1), args.steps, args.warmup, args.out)
+    rows = sweep(args.data, sweep_setups(args.micro, zero1=not args.no_zero1, peers=not args.no_peers), args.steps,
+                 args.warmup, args.out)
     for row in rows:
         if "error" not in row:
             mfu_text = "n/a" if row["mfu"] is None else f"{row['mfu']:.1%}"

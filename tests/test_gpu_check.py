@@ -103,9 +103,11 @@ def test_the_dry_run_goes_through_every_phase(offline_venv: Path, bundle: Path, 
         ("install", *gpu_check.PHASES), "passed")
     assert report["phases"]["tests"]["data"]["passed"] >= 2
     training = report["phases"]["training"]["data"]
-    assert [r["name"] for r in training] == ["ZeRO-2 unpadded micro 2", "ZeRO-2 padded micro 2",
-                                             "ZeRO-1 unpadded micro 2"]
+    assert [r["name"] for r in training] == ["README command (zero2.json, auto)", "ZeRO-1 unpadded micro 2",
+                                             "ZeRO-2 unpadded micro 2", "ZeRO-2 padded micro 2",
+                                             "HF BertForPreTraining MLM+NSP eager micro 2"]
     assert all("error" not in r and r["tokens_per_s"] > 0 for r in training)
+    assert training[0]["micro_batch"] == 4 and training[0]["precision"] == "fp32"  # "auto" settled on the CPU
     text = (results / "gpu_check.txt").read_text()
     assert "| training | passed |" in text and "ZeRO-1 unpadded micro 2" in text
     for phase in gpu_check.PHASES:
@@ -183,7 +185,19 @@ def test_the_mfu_target_is_judged_on_the_best_configuration_named() -> None:
              "tokens_per_s": 3.6e5},
             {"name": "ZeRO-2 unpadded micro 64", "ds_config": "zero2_bf16.json", "unpad": True,
              "error": "OutOfMemoryError"}]
+    rows += [{"name": "README command (zero2.json, auto)", "ds_config": "zero2.json", "readme": True, "mfu": 0.40,
+              "tokens_per_s": 3.4e5, "micro_batch": 256},
+             {"name": "HF BertForPreTraining MLM+NSP compiled micro 256", "peer": "hf-compiled", "mfu": 0.3,
+              "tokens_per_s": 4.0e5, "ds_config": None, "unpad": False},
+             {"name": "ZeRO-1 unpadded micro 32", "ds_config": "zero1_bf16.json", "unpad": True, "mfu": 0.30,
+              "tokens_per_s": 2.0e5, "micro_batch": 32}]
+    rows[0]["micro_batch"] = rows[1]["micro_batch"] = rows[2]["micro_batch"] = 256
     found = gpu_check.targets({"phases": {"training": {"data": rows}}})
     assert found["TaCL-base end-to-end MFU (best: ZeRO-1 unpadded micro 256)"] == {
         "wanted": ">= 45%", "measured": "47.0%", "met": True}
     assert found["unpadded / padded tokens/s"]["measured"] == "1.07x"
+    assert found["TaCL-base MFU, ZeRO-2 unpadded micro 256"] == {"wanted": ">= 45%", "measured": "22.0%",
+                                                                "met": False}
+    assert found["TaCL-base MFU, ZeRO-1 unpadded micro 32"]["wanted"] == ">= 35%"
+    assert found["TaCL tokens/s / compiled HF MLM+NSP (ZeRO-1 unpadded micro 256)"]["measured"] == "0.90x"
+    assert found["README command / best configuration"] == {"wanted": ">= 0.9x", "measured": "0.94x", "met": True}
