@@ -31,7 +31,7 @@ def bundle_data() -> Path:
 
 
 def config_for(data: Path, model: Path, output: Path, ds: str, steps: int, resume: bool = False,
-               stop_after_steps: int | None = None):
+               stop_after_steps: int | None = None, precision: str | None = None, compile: bool | None = None):
     from tacl_scale.config import (
         CheckpointConfig,
         DataConfig,
@@ -46,7 +46,7 @@ def config_for(data: Path, model: Path, output: Path, ds: str, steps: int, resum
         data=DataConfig((str(data),), num_workers=2),
         optim=OptimConfig(steps=steps, lr=1e-3, warmup_ratio=0.1, batch_size=32, micro_batch_size=16),
         checkpoint=CheckpointConfig(save_every=1000, resume=resume, stop_after_steps=stop_after_steps),
-        performance=PerformanceConfig(), eval_every=0, log_every=5,
+        performance=PerformanceConfig(precision=precision, compile=compile), eval_every=0, log_every=5,
     )
 
 
@@ -134,19 +134,24 @@ def test_one_gpu_model_1_trains(join, bundle_data: Path, model_file: Path, tmp_p
     assert sum(m["mirror_acc"] for m in history[-5:]) >= sum(m["mirror_acc"] for m in history[:5])
 
 
-@pytest.mark.parametrize("ds", ["zero2.json", "zero2_bf16.json", "zero1_bf16.json"])
+@pytest.mark.parametrize(("ds", "precision"), [("zero2.json", "fp16"), ("zero2.json", None),
+                                               ("zero2_bf16.json", None), ("zero1_bf16.json", None)])
 def test_one_gpu_training_lowers_the_loss_and_exports_masters(join, bundle_data: Path, model_file: Path,
-                                                               tmp_path: Path, ds: str) -> None:
-    """Each documented config on one GPU: fp16 (loss scaling) and bf16 ZeRO-2, bf16
-    ZeRO-1, all accumulating gradients in fp32; the export holds the fp32 masters."""
+                                                               tmp_path: Path, ds: str, precision: str | None) -> None:
+    """Each documented config on one GPU, compiled: the paper's fp16 (loss scaling),
+    zero2.json's auto (bf16 here), bf16 ZeRO-2 and ZeRO-1, all accumulating
+    gradients in fp32; the export holds the fp32 masters."""
     from deepspeed.utils import safe_get_full_fp32_param
     from transformers import BertForPreTraining
 
     from tacl_scale.trainer import Trainer
 
-    trainer = Trainer.build(config_for(bundle_data, model_file, tmp_path / "run", ds, steps=20), join())
+    config = config_for(bundle_data, model_file, tmp_path / "run", ds, steps=20, precision=precision)
+    trainer = Trainer.build(config, join())
     try:
         assert trainer.device == torch.device("cuda", 0) and trainer.unpad
+        assert trainer.precision == (precision or "bf16") and trainer.module.fast is not None
+        assert trainer.ds_config["zero_optimization"].get("overlap_comm", False) is False  # one rank
         assert trainer.optimizer.defaults["fused"] is True
         assert trainer.engine.get_data_types()[1] == torch.float32
         assert next(trainer.teacher.parameters()).device == trainer.device
@@ -219,3 +224,60 @@ def test_the_tacl_loss_never_waits_for_the_gpu(bundle_data: Path, layout: str) -
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert count.item() == rows.num_masked and torch.isfinite(loss)
+
+
+def test_compiled_training_gives_the_eager_losses(join, bundle_data: Path, tmp_path: Path) -> None:
+    """--compile against --no-compile on one GPU in bf16, packed, a model without
+    dropout (the compiled graph draws its own masks): the same losses within bf16's
+    tolerance, step by step."""
+    from dataclasses import replace
+
+    from tacl_scale.trainer import Trainer
+
+    model = tmp_path / "bert.json"
+    model.write_text(json.dumps({**SMALL_BERT, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}))
+    histories = {}
+    for compiled in (True, False):
+        config = config_for(bundle_data, model, tmp_path / f"run-{compiled}", "zero1_bf16.json", steps=6,
+                            compile=compiled)
+        trainer = Trainer.build(replace(config, export=False), join())
+        try:
+            assert (trainer.module.fast is not None) is compiled and trainer.precision == "bf16"
+            histories[compiled] = trainer.train()
+        finally:
+            trainer.close()
+    for eager, compiled in zip(histories[False], histories[True], strict=True):
+        for key in ("loss", "tacl", "mlm", "nsp"):
+            assert compiled[key] == pytest.approx(eager[key], rel=3e-2, abs=3e-2), (eager["step"], key)
+
+
+@pytest.mark.parametrize("ds", ["zero1_bf16.json", "zero2_bf16.json"])
+def test_a_micro_batch_never_waits_for_the_gpu(join, bundle_data: Path, model_file: Path, tmp_path: Path,
+                                              ds: str) -> None:
+    """After warm-up, a micro-batch inside a step (batch to the device, compiled
+    teacher and student, the losses, backward) under CUDA's sync debug mode
+    "error": any wait for the GPU raises. The optimizer step is DeepSpeed's and
+    reads the gradient norm on the host once per step (its skip-on-overflow check)."""
+    from tacl_scale.model import teacher_states
+    from tacl_scale.trainer import Trainer, micro_batch_seed
+
+    trainer = Trainer.build(config_for(bundle_data, model_file, tmp_path / "run", ds, steps=100), join())
+    try:
+        assert trainer.accumulation == 2 and trainer.module.fast is not None
+        for _ in range(3):
+            trainer.train_step().read()
+        cpu_batch = next(trainer.batches)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            torch.manual_seed(micro_batch_seed(1, cpu_batch["micro_batch"]))
+            batch = trainer.dist.move(cpu_batch)
+            hidden = teacher_states(trainer.teacher, batch, fast=trainer.teacher_fast)
+            parts = trainer.engine(batch, hidden)
+            trainer.engine.backward(parts["loss"])
+            values = torch.stack([parts[k].detach().float() for k in sorted(parts)])
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert torch.isfinite(values).all()
+    finally:
+        trainer.close()
