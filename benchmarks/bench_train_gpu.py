@@ -1,21 +1,24 @@
 """End-to-end training throughput on one GPU: the real ``Trainer`` step (DeepSpeed
-engine, bf16, fused AdamW, frozen teacher, TaCL + MLM + NSP) at BERT-base shape on
-real instances (length 256), padded and unpadded, ZeRO-2 and ZeRO-1, over
-micro-batch sizes at the paper's global batch of 256.
+engine, fused AdamW, compiled encoders, frozen teacher, TaCL + MLM + NSP) at
+BERT-base shape on real instances (length 256) and the paper's global batch of 256,
+beside its peer in the same run: Hugging Face's ``BertForPreTraining`` doing MLM +
+NSP alone on the same batches (SDPA, bf16 autocast, fused AdamW), compiled and eager.
 
     python benchmarks/bench_train_gpu.py --data DATASET [--micro 256 32] [--steps 8] [--out rows.jsonl]
 
-Each configuration reports real tokens/s, step time, the teacher's share of the
-step (its forward timed alone on the same micro-batches), peak memory, and model
-FLOPs utilisation (``tacl_scale.flops.mfu``: model FLOPs ÷ time ÷ the GPU's
-datasheet dense peak) of the student's forward+backward and the teacher's forward,
-separately and together. Only real tokens count as model FLOPs, so padding shows up
-as lower utilisation. Configurations run one after the other in this process; each
-Trainer is closed (its engine destroyed) before the next is built, so peak memory
-is each one's own, and each row is printed and appended to ``--out`` as soon as it
-is measured. ``scripts/gpu_check.sh`` runs it on a GPU machine; ``--dry-run`` runs
-the same code on the CPU at a tiny shape (for checking the benchmark, not for
-figures).
+The sweep (:func:`sweep_setups`): the README's command as typed (``zero2.json``,
+micro-batch and precision "auto"), the compiled peer, ZeRO-1 and ZeRO-2 unpadded at
+each micro-batch size, ZeRO-2 padded at the first, the eager peer. Each row reports
+real tokens/s, step time, the teacher's share of the step (its forward timed alone
+on the same micro-batches), peak memory, and model FLOPs utilisation
+(``tacl_scale.flops.mfu``: model FLOPs ÷ time ÷ the GPU's datasheet dense peak) of
+the student's forward+backward and the teacher's forward, separately and together.
+Only real tokens count as model FLOPs, so padding shows up as lower utilisation.
+Configurations run one after the other in this process; each Trainer is closed (its
+engine destroyed) before the next is built, so peak memory is each one's own, and
+each row is printed and appended to ``--out`` as soon as it is measured.
+``scripts/gpu_check.sh`` runs it on a GPU machine; ``--dry-run`` runs the same code
+on the CPU at a tiny shape (for checking the benchmark, not for figures).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$TACL_HOME/.cache/triton}
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$TACL_HOME/.cache/torch_extensions}
 
 # --- the paper's recipe (TaCL, Su et al. 2022): max len 256, batch 256, lr 1e-4,
-# 10% warm-up, 150k steps, ZeRO-2 fp16. Those numbers are train.py's defaults (its
+# 10% warm-up, 150k steps, ZeRO-2 (bf16 where the GPUs have it; the paper trained in fp16:
+# add --precision fp16). Those numbers are train.py's defaults (its
 # config dataclasses), so the recipe names only the model, data, run and micro-batch.
 case ${SIZE:-large} in
   large) MODEL=${MODEL:-models/bert-large-uncased}; DATA=${DATA:-data/enwiki-bert-uncased-256}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # TaCL-large (paper recipe): bert-large-uncased init, max len 256, global batch 256,
-# lr 1e-4, 10% warm-up, 150k steps, ZeRO-2 fp16. Submit from the repository root:
+# lr 1e-4, 10% warm-up, 150k steps, ZeRO-2 (bf16 on GPUs that have it; --precision fp16 for
+# the paper's fp16). Submit from the repository root:
 #   sbatch slurm/pretrain_large.sh [--model DIR --data DIR --output RUN_DIR --steps N ...]
 # Arguments are train.py flags and replace the recipe's. The job resumes from the
 # run's latest checkpoint, and requeues itself after checkpointing on the time-limit
