@@ -182,21 +182,55 @@ def _resolve(ckpt: Path) -> tuple[Path, Path]:
 def export_checkpoint(ckpt: Path, out: Path) -> Path:
     """Write checkpoint ``ckpt``'s student (fp32 master weights) to ``out``."""
     run_dir, ckpt_dir = _resolve(ckpt)
-    run = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
     if not any(ckpt_dir.glob("*optim_states.pt")):
         raise ValueError(f"{ckpt_dir}: no ZeRO optimizer states (*optim_states.pt): not a complete checkpoint")
-    weights = master_weights(ckpt_dir)
+    return export_weights(master_weights(ckpt_dir), run_dir, out, ckpt_dir)
+
+
+def engine_master_weights(engine: Any) -> dict[str, torch.Tensor]:
+    """The student's fp32 master weights as the DeepSpeed ``engine`` holds them now
+    (on the CPU), gathered from every rank's ZeRO partition: a collective, so every
+    rank calls it. What :func:`master_weights` reads back from a checkpoint of this
+    moment, without reading it: the end of a run exports from memory."""
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    weights, masters = {}, {}
+    # Every name of a tied parameter (the MLM decoder's weight and bias are the
+    # embeddings' and the head's own bias), each gathered once.
+    for name, param in engine.module.named_parameters(remove_duplicate=False):
+        if id(param) not in masters:
+            master = safe_get_full_fp32_param(param)  # None: not mixed precision, the parameter is the master
+            masters[id(param)] = (param if master is None else master).detach().float().cpu()
+        if name.startswith(MODULE_PREFIX):
+            weights[name[len(MODULE_PREFIX):]] = masters[id(param)]
+    return weights
+
+
+def export_weights(weights: dict[str, torch.Tensor], run_dir: Path, out: Path, source: Path | None = None) -> Path:
+    """Write the student of run ``run_dir`` with these fp32 ``weights`` to ``out``
+    (its ``BertConfig`` from ``run.json``, its tokenizer from the run directory);
+    ``source`` names where the weights came from in errors."""
+    source = source or run_dir
+    run = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
     if "student_config" in run:
-        student = BertForPreTraining(BertConfig.from_dict(run["student_config"]))
+        # Built on the meta device and given the weights as they are: a random
+        # initialisation of BERT-base alone takes seconds, for values thrown away.
+        with torch.device("meta"):
+            student = BertForPreTraining(BertConfig.from_dict(run["student_config"]))
+        embeddings = student.bert.embeddings
+        embeddings.position_ids = torch.arange(student.config.max_position_embeddings).expand((1, -1))
+        embeddings.token_type_ids = torch.zeros(embeddings.position_ids.size(), dtype=torch.long)
     else:  # runs written before run.json kept the config
         from .model import load_student
 
         student = load_student(run["config"]["model"])
-    missing, unexpected = student.load_state_dict(weights, strict=False)
+    missing, unexpected = student.load_state_dict(weights, strict=False, assign=True)
+    student.tie_weights()
     # Tied or buffer-like entries (the MLM decoder shares the word embeddings) may be absent.
     missing = [k for k in missing if not k.endswith(("decoder.weight", "position_ids", "token_type_ids"))]
-    if missing or unexpected:
-        raise ValueError(f"{ckpt_dir}: weights do not fit the run's BertConfig: missing {missing[:5]}, "
+    still_meta = [name for name, p in student.named_parameters() if p.is_meta]
+    if missing or unexpected or still_meta:
+        raise ValueError(f"{source}: weights do not fit the run's BertConfig: missing {(missing or still_meta)[:5]}, "
                          f"unexpected {unexpected[:5]}")
     tokenizer_dir = run_dir / TOKENIZER_DIR
     if not tokenizer_dir.is_dir():
