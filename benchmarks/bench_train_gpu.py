@@ -200,6 +200,7 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
             teacher_states(trainer.teacher, batch, fast=trainer.teacher_fast)
         _sync(device)
         teacher_s = time.perf_counter() - start
+        loss_s = tacl_loss_seconds(trainer, batches)
         peak = peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
         per_step = {k: v / steps for k, v in flops.items()}
         return {
@@ -209,12 +210,45 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
             "compiled": trainer.teacher_fast is not None or trainer.module.fast is not None,
             "readme": setup.readme, "warmup_s": warmup_s,
             "step_ms": 1000 * step_s, "tokens_per_s": tokens / steps / step_s, "teacher_share": teacher_s / step_s,
+            "tacl_loss_share": loss_s / step_s,
             **utilisation(per_step, step_s, teacher_s, peak),
             "peak_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
             "loss_first": losses[0], "loss_last": losses[-1],
         }
     finally:
         trainer.close()
+
+
+def tacl_loss_seconds(trainer, batches: list[dict]) -> float:
+    """The TaCL loss's forward + backward alone on a step's micro-batches (states of
+    the model's width and precision, the batches' real masked rows): its share of
+    the step says whether its speed matters."""
+    from tacl_scale.kernels import tacl_loss, tacl_loss_packed
+
+    device, objective = trainer.device, trainer.config.objective
+    if "tacl" not in objective.objectives:
+        return 0.0
+    width = trainer.student.config.hidden_size
+    dtype = next(trainer.engine.module.parameters()).dtype
+    calls = []
+    for batch in batches:
+        shape = (*batch["input_ids"].shape, width)
+        student = torch.randn(shape, device=device, dtype=dtype, requires_grad=True)
+        teacher = torch.randn(shape, device=device, dtype=next(trainer.teacher.parameters()).dtype)
+        if "cu_seqlens" in batch:
+            calls.append(lambda s=student, t=teacher, b=batch: tacl_loss_packed(
+                s, t, b["masked"], b["cu_seqlens"], objective.temperature, objective.tacl_impl, b["tacl_rows"]))
+        else:
+            calls.append(lambda s=student, t=teacher, b=batch: tacl_loss(
+                s, t, b["masked"], b["attention_mask"], objective.temperature, objective.tacl_impl, b["tacl_rows"]))
+    for call in calls:  # warm
+        call()[0].backward()
+    _sync(device)
+    start = time.perf_counter()
+    for call in calls:
+        call()[0].backward()
+    _sync(device)
+    return time.perf_counter() - start
 
 
 def run_peer(data: Path, model: Path, setup: Setup, steps: int, warmup: int, workers: int = 6) -> dict:
@@ -292,6 +326,7 @@ def run_peer(data: Path, model: Path, setup: Setup, steps: int, warmup: int, wor
             "accumulation": accumulation, "precision": "bf16 autocast" if device.type == "cuda" else "fp32",
             "compiled": setup.peer == "hf-compiled", "readme": False, "warmup_s": warmup_s,
             "step_ms": 1000 * step_s, "tokens_per_s": tokens / steps / step_s, "teacher_share": 0.0,
+            "tacl_loss_share": 0.0,
             **utilisation(per_step, step_s, 0.0, peak),
             "peak_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
             "loss_first": float(losses[0]), "loss_last": float(losses[-1])}
