@@ -31,7 +31,9 @@ def bundle_data() -> Path:
 
 
 def config_for(data: Path, model: Path, output: Path, ds: str, steps: int, resume: bool = False,
-               stop_after_steps: int | None = None, precision: str | None = None, compile: bool | None = None):
+               stop_after_steps: int | None = None, precision: str | None = None, compile: bool = False):
+    """A 1-GPU run's settings; eager unless ``compile`` (each compiled Trainer costs
+    the check seconds of compilation: the tests about compiling ask for it)."""
     from tacl_scale.config import (
         CheckpointConfig,
         DataConfig,
@@ -138,19 +140,21 @@ def test_one_gpu_model_1_trains(join, bundle_data: Path, model_file: Path, tmp_p
                                                ("zero2_bf16.json", None), ("zero1_bf16.json", None)])
 def test_one_gpu_training_lowers_the_loss_and_exports_masters(join, bundle_data: Path, model_file: Path,
                                                                tmp_path: Path, ds: str, precision: str | None) -> None:
-    """Each documented config on one GPU, compiled: the paper's fp16 (loss scaling),
-    zero2.json's auto (bf16 here), bf16 ZeRO-2 and ZeRO-1, all accumulating
-    gradients in fp32; the export holds the fp32 masters."""
+    """Each documented config on one GPU: the paper's fp16 (loss scaling),
+    zero2.json's auto (bf16 here, compiled as the README runs it), bf16 ZeRO-2 and
+    ZeRO-1, all accumulating gradients in fp32; the export holds the fp32 masters."""
     from deepspeed.utils import safe_get_full_fp32_param
     from transformers import BertForPreTraining
 
     from tacl_scale.trainer import Trainer
 
-    config = config_for(bundle_data, model_file, tmp_path / "run", ds, steps=20, precision=precision)
+    readme = ds == "zero2.json" and precision is None  # the README's config, as users run it: compiled
+    config = config_for(bundle_data, model_file, tmp_path / "run", ds, steps=20, precision=precision,
+                        compile=readme)
     trainer = Trainer.build(config, join())
     try:
         assert trainer.device == torch.device("cuda", 0) and trainer.unpad
-        assert trainer.precision == (precision or "bf16") and trainer.module.fast is not None
+        assert trainer.precision == (precision or "bf16") and (trainer.module.fast is not None) is readme
         assert trainer.ds_config["zero_optimization"].get("overlap_comm", False) is False  # one rank
         assert trainer.optimizer.defaults["fused"] is True
         assert trainer.engine.get_data_types()[1] == torch.float32
@@ -261,7 +265,8 @@ def test_a_micro_batch_never_waits_for_the_gpu(join, bundle_data: Path, model_fi
     from tacl_scale.model import teacher_states
     from tacl_scale.trainer import Trainer, micro_batch_seed
 
-    trainer = Trainer.build(config_for(bundle_data, model_file, tmp_path / "run", ds, steps=100), join())
+    trainer = Trainer.build(config_for(bundle_data, model_file, tmp_path / "run", ds, steps=100, compile=True),
+                            join())
     try:
         assert trainer.accumulation == 2 and trainer.module.fast is not None
         for _ in range(3):
