@@ -63,6 +63,7 @@ class Setup:
     batch_size: int = 256
     peer: str | None = None
     readme: bool = False  # the README's command as typed: only --ds, --data, --model, --output
+    cuda_graphs: bool = False  # --cuda-graphs
 
     @property
     def name(self) -> str:
@@ -72,7 +73,8 @@ class Setup:
             return f"README command ({self.ds_config}, auto)"
         zero = "ZeRO-1" if "zero1" in self.ds_config else "ZeRO-2"
         layout = {True: "unpadded", False: "padded", None: "default layout"}[self.unpad]
-        return f"{zero} {layout} micro {self.micro_batch if self.micro_batch else 'auto'}"
+        graphs = " CUDA graphs" if self.cuda_graphs else ""
+        return f"{zero} {layout} micro {self.micro_batch if self.micro_batch else 'auto'}{graphs}"
 
 
 def sweep_setups(micro_sizes: list[int], zero1: bool = True, batch_size: int = 256, peers: bool = True,
@@ -92,6 +94,9 @@ def sweep_setups(micro_sizes: list[int], zero1: bool = True, batch_size: int = 2
     setups.append(Setup("zero2_bf16.json", first, False, batch_size))
     if peers:
         setups.append(Setup("zero1_bf16.json", first, False, batch_size, peer="hf-eager"))
+    # --cuda-graphs (experimental) where the host's launches weigh most: the smallest micro-batch.
+    setups += [Setup(ds, micro_sizes[-1], True, batch_size, cuda_graphs=True)
+               for ds in (["zero1_bf16.json"] if zero1 else []) + ["zero2_bf16.json"]]
     return setups
 
 
@@ -99,7 +104,8 @@ def dry_run_setups(zero1: bool = True, peers: bool = True) -> list[Setup]:
     """The sweep's kinds of row at a tiny shape on the CPU (a check of the code): the
     README's command, ZeRO-1/ZeRO-2 unpadded and padded, the eager peer (compiling
     the peer on the CPU would only add minutes)."""
-    setups = [s for s in sweep_setups([2], zero1=zero1, batch_size=4, peers=peers) if s.peer != "hf-compiled"]
+    setups = [s for s in sweep_setups([2], zero1=zero1, batch_size=4, peers=peers)
+              if s.peer != "hf-compiled" and not s.cuda_graphs]
     return [replace(s, micro_batch=None) if s.readme else s for s in setups]
 
 
@@ -154,7 +160,8 @@ def build_trainer(data: Path, model: Path, workdir: Path, setup: Setup, workers:
         engine=EngineConfig.from_file(ROOT / "ds_configs" / setup.ds_config),
         data=DataConfig((str(data),), num_workers=workers),
         optim=OptimConfig(steps=10**6, batch_size=setup.batch_size, micro_batch_size=setup.micro_batch),
-        checkpoint=CheckpointConfig(save_every=10**9), performance=PerformanceConfig(unpad=setup.unpad),
+        checkpoint=CheckpointConfig(save_every=10**9),
+        performance=PerformanceConfig(unpad=setup.unpad, cuda_graphs=setup.cuda_graphs),
         eval_every=0, export=False, log_every=10**9,
     )
     return Trainer.build(config, Distributed.setup(LaunchEnv.from_environ(os.environ)))
@@ -208,6 +215,7 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
             "micro_batch": trainer.config.optim.micro_batch_size, "unpad": trainer.unpad,
             "accumulation": trainer.accumulation, "precision": trainer.precision,
             "compiled": trainer.teacher_fast is not None or trainer.module.fast is not None,
+            "cuda_graphs": trainer.cuda_graphs,
             "readme": setup.readme, "warmup_s": warmup_s,
             "step_ms": 1000 * step_s, "tokens_per_s": tokens / steps / step_s, "teacher_share": teacher_s / step_s,
             "tacl_loss_share": loss_s / step_s,

@@ -174,11 +174,15 @@ class PerformanceConfig:
     # Student and teacher encoders through torch.compile (tacl_scale.encoder): fused
     # element-wise work, one QKV product, packed batches in token buckets.
     compile: bool | None = None  # None: on CUDA, off elsewhere
+    # With compile: each token bucket's encoder forward and backward captured as CUDA
+    # graphs and replayed (torch.compile's reduce-overhead). Not measured on a GPU yet: off by default.
+    cuda_graphs: bool = False
     # The student's precision, over the DeepSpeed config's: auto (bf16 where the GPU
     # has it, else fp16; fp32 on the CPU), bf16, fp16 (the paper's) or fp32.
     precision: str | None = None  # None: the config's
 
     def __post_init__(self) -> None:
+        _require(not self.cuda_graphs or self.compile is not False, "--cuda-graphs needs --compile")
         _require(self.precision in (None, *PRECISIONS),
                  f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision}")
 

@@ -134,17 +134,33 @@ def masked_lm_loss(predictions: torch.nn.Module, picked: torch.Tensor,
     return F.cross_entropy(logits, labels), (logits.argmax(-1) == labels).float().mean()
 
 
+def encoder_forward_graphed(*args: Any) -> torch.Tensor:
+    """:func:`encoder_forward` under another code object, so that its CUDA-graph
+    compilation (``reduce-overhead``) never shares dynamo's cache with the plain one."""
+    return encoder_forward(*args)
+
+
 _compiled: dict[str, Callable[..., Any]] = {}
 
 
 def compiled(name: str) -> Callable[..., Any]:
-    """``encoder_forward`` or ``masked_lm_loss`` under ``torch.compile``, made once per
-    process (the student and the teacher get a graph each, told apart by dynamo's
-    guards on the module); ``fullgraph``: a graph break is an error, not a slow path."""
+    """``encoder_forward`` (``encoder_forward_graphed``: the same replayed as CUDA
+    graphs, one per token bucket, ``mode="reduce-overhead"``) or ``masked_lm_loss``
+    under ``torch.compile``, made once per process (the student and the teacher get
+    a graph each, told apart by dynamo's guards on the module); ``fullgraph``: a
+    graph break is an error, not a slow path."""
     if name not in _compiled:
-        _compiled[name] = torch.compile({"encoder_forward": encoder_forward, "masked_lm_loss": masked_lm_loss}[name],
-                                        dynamic=None, fullgraph=True)
+        functions = {"encoder_forward": encoder_forward, "encoder_forward_graphed": encoder_forward_graphed,
+                     "masked_lm_loss": masked_lm_loss}
+        mode = "reduce-overhead" if name == "encoder_forward_graphed" else None
+        _compiled[name] = torch.compile(functions[name], dynamic=None, fullgraph=True, mode=mode)
     return _compiled[name]
+
+
+def new_micro_batch() -> None:
+    """Tell the CUDA graphs a micro-batch begins: the previous one's outputs (its
+    teacher states and hidden states, their backward done) may be overwritten."""
+    torch.compiler.cudagraph_mark_step_begin()
 
 
 def bucket_offsets(buckets: TokenBuckets, cu_seqlens: torch.Tensor, tokens: int) -> torch.Tensor:
@@ -157,15 +173,19 @@ def bucket_offsets(buckets: TokenBuckets, cu_seqlens: torch.Tensor, tokens: int)
 
 
 class CompiledEncoder:
-    """``bert``'s encoder through :func:`compiled_encoder_forward`. A plain object,
+    """``bert``'s encoder through :func:`compiled` ``encoder_forward``. A plain object,
     not a module: holding it must not add ``bert``'s parameters under a second name
     to the module DeepSpeed checkpoints. ``buckets`` (for packed batches) pads the
-    token count to a bucket; ``None`` runs each batch at its own size."""
+    token count to a bucket; ``None`` runs each batch at its own size. With
+    ``cuda_graphs`` (``--cuda-graphs``) each bucket's forward and backward are
+    captured once and replayed, so a micro-batch costs the host a few launches: the
+    caller marks each micro-batch's start (:func:`new_micro_batch`)."""
 
-    def __init__(self, bert: BertModel, buckets: TokenBuckets | None) -> None:
+    def __init__(self, bert: BertModel, buckets: TokenBuckets | None, cuda_graphs: bool = False) -> None:
         self.bert = bert
         self.buckets = buckets
-        self.forward = compiled("encoder_forward")
+        self.cuda_graphs = cuda_graphs  # replayed per bucket (on CUDA; inductor skips them on the CPU)
+        self.forward = compiled("encoder_forward_graphed" if cuda_graphs else "encoder_forward")
         self.mlm = compiled("masked_lm_loss")
 
     def __call__(self, input_ids: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:

@@ -405,7 +405,9 @@ def compiled_encoders(config: TrainConfig, performance: ResolvedPerformance, dat
     if performance.unpad:
         buckets = TokenBuckets.for_batches(config.optim.micro_batch_size,
                                            max(d.manifest.max_seq_len for d in datasets))
-    return CompiledEncoder(student.bert, buckets), CompiledEncoder(teacher, buckets) if teacher is not None else None
+    graphs = config.performance.cuda_graphs
+    return (CompiledEncoder(student.bert, buckets, graphs),
+            CompiledEncoder(teacher, buckets, graphs) if teacher is not None else None)
 
 
 def resolve_eval_every(config: TrainConfig, datasets: list[PretrainDataset], is_main: bool) -> int:

@@ -105,6 +105,10 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                    help="run the student's and teacher's encoders through torch.compile (fused element-wise work, "
                    "one QKV product, packed batches in a few token buckets; the first steps compile for about a "
                    "minute); default: on CUDA")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="with --compile on CUDA: capture each token bucket's encoder forward and backward as CUDA "
+                   "graphs and replay them (torch.compile's reduce-overhead), so small micro-batches cost the host "
+                   "little; experimental: not measured on a GPU yet")
     p.add_argument("--fused-optimizer", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.optim.AdamW(fused=True), same update and checkpoint state; default: on CUDA")
     p.add_argument("--num-workers", type=int, default=DataConfig.num_workers, help="DataLoader workers per rank")
@@ -132,6 +136,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     args = p.parse_args(argv)
     if args.data_weights is not None and len(args.data_weights) != len(args.data):
         p.error(f"--data-weights has {len(args.data_weights)} values for {len(args.data)} --data")
+    if args.cuda_graphs and args.compile is False:
+        p.error("--cuda-graphs replays the compiled encoder: it cannot run with --no-compile")
     try:
         objective = ObjectiveConfig(tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
                                     args.temperature, args.tacl_impl,
@@ -171,8 +177,9 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         optim=OptimConfig(**{k: v for k, v in chosen.items() if v is not None}),
         checkpoint=CheckpointConfig(args.save_every, args.keep_last, args.resume, args.stop_after_steps,
                                     args.allow_changes),
-        performance=PerformanceConfig(args.unpad, args.fused_optimizer, args.teacher_dtype, args.compile,
-                                      args.precision),
+        performance=PerformanceConfig(unpad=args.unpad, fused_optimizer=args.fused_optimizer,
+                                      teacher_dtype=args.teacher_dtype, compile=args.compile,
+                                      cuda_graphs=args.cuda_graphs, precision=args.precision),
         seed=args.seed,
         log_every=args.log_every,
         export=not args.no_export,

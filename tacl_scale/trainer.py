@@ -32,6 +32,7 @@ from .config import TrainConfig
 from .data.loader import sequence_lengths
 from .data.shuffle import DIGEST_MODULUS, sample_digest
 from .distributed import Distributed
+from .encoder import new_micro_batch
 from .evaluation import evaluate, layer_self_similarity
 from .export import engine_master_weights, export_weights
 from .flops import mfu, step_flops
@@ -130,6 +131,8 @@ class Trainer:
         self.student = parts.student
         self.teacher = parts.teacher
         self.teacher_fast = parts.teacher_fast
+        fast = parts.engine.module.fast
+        self.cuda_graphs = fast is not None and fast.cuda_graphs and self.device.type == "cuda"
         self.module = parts.engine.module
         self.optimizer = parts.engine.optimizer
         self.scheduler = parts.engine.scheduler
@@ -239,6 +242,8 @@ class Trainer:
             digest += sample_digest(cpu_batch["sample_keys"].numpy())
             # Dropout keyed by the micro-batch's global position: the same on any rank count.
             torch.manual_seed(micro_batch_seed(self.config.seed, cpu_batch["micro_batch"]))
+            if self.cuda_graphs:
+                new_micro_batch()
             batch = self.dist.move(cpu_batch)
             hidden = None
             if self.teacher is not None:

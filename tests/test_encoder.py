@@ -229,3 +229,23 @@ def test_the_cuda_branch_runs_flash_attention_forward_and_backward() -> None:
     targets = {str(node.target) for node in graph.graph.nodes if node.op == "call_function"}
     assert "aten._flash_attention_forward.default" in targets
     assert not any("searchsorted" in t for t in targets)  # not the CPU's masked attention
+
+
+def test_cuda_graphs_are_a_compile_of_their_own() -> None:
+    """--cuda-graphs compiles the encoder with reduce-overhead under another code
+    object (dynamo's cache never hands one mode's graph to the other), and needs
+    --compile."""
+    from tacl_scale.config import ConfigError, PerformanceConfig
+    from tacl_scale.encoder import compiled
+    from tacl_scale.train import parse_args
+
+    bert = tiny_bert()
+    plain, graphed = CompiledEncoder(bert, None), CompiledEncoder(bert, None, cuda_graphs=True)
+    assert plain.forward is compiled("encoder_forward") and graphed.forward is compiled("encoder_forward_graphed")
+    assert plain.forward is not graphed.forward and graphed.cuda_graphs and not plain.cuda_graphs
+    with pytest.raises(ConfigError, match="--cuda-graphs needs --compile"):
+        PerformanceConfig(compile=False, cuda_graphs=True)
+    base = ["--ds", "ds_configs/zero2.json", "--data", "d", "--model", "m", "--output", "o", "--cuda-graphs"]
+    assert parse_args(base).performance.cuda_graphs
+    with pytest.raises(SystemExit):
+        parse_args([*base, "--no-compile"])

@@ -31,7 +31,8 @@ def bundle_data() -> Path:
 
 
 def config_for(data: Path, model: Path, output: Path, ds: str, steps: int, resume: bool = False,
-               stop_after_steps: int | None = None, precision: str | None = None, compile: bool = False):
+               stop_after_steps: int | None = None, precision: str | None = None, compile: bool = False,
+               cuda_graphs: bool = False):
     """A 1-GPU run's settings; eager unless ``compile`` (each compiled Trainer costs
     the check seconds of compilation: the tests about compiling ask for it)."""
     from tacl_scale.config import (
@@ -48,7 +49,8 @@ def config_for(data: Path, model: Path, output: Path, ds: str, steps: int, resum
         data=DataConfig((str(data),), num_workers=2),
         optim=OptimConfig(steps=steps, lr=1e-3, warmup_ratio=0.1, batch_size=32, micro_batch_size=16),
         checkpoint=CheckpointConfig(save_every=1000, resume=resume, stop_after_steps=stop_after_steps),
-        performance=PerformanceConfig(precision=precision, compile=compile), eval_every=0, log_every=5,
+        performance=PerformanceConfig(precision=precision, compile=compile, cuda_graphs=cuda_graphs), eval_every=0,
+        log_every=5,
     )
 
 
@@ -231,9 +233,9 @@ def test_the_tacl_loss_never_waits_for_the_gpu(bundle_data: Path, layout: str) -
 
 
 def test_compiled_training_gives_the_eager_losses(join, bundle_data: Path, tmp_path: Path) -> None:
-    """--compile against --no-compile on one GPU in bf16, packed, a model without
-    dropout (the compiled graph draws its own masks): the same losses within bf16's
-    tolerance, step by step."""
+    """--compile (and --compile --cuda-graphs) against --no-compile on one GPU in
+    bf16, packed, with gradient accumulation, a model without dropout (the compiled
+    graph draws its own masks): the same losses within bf16's tolerance, step by step."""
     from dataclasses import replace
 
     from tacl_scale.trainer import Trainer
@@ -241,18 +243,20 @@ def test_compiled_training_gives_the_eager_losses(join, bundle_data: Path, tmp_p
     model = tmp_path / "bert.json"
     model.write_text(json.dumps({**SMALL_BERT, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}))
     histories = {}
-    for compiled in (True, False):
-        config = config_for(bundle_data, model, tmp_path / f"run-{compiled}", "zero1_bf16.json", steps=6,
-                            compile=compiled)
+    for name, compiled, graphs in (("eager", False, False), ("compiled", True, False), ("graphs", True, True)):
+        config = config_for(bundle_data, model, tmp_path / name, "zero1_bf16.json", steps=6, compile=compiled,
+                            cuda_graphs=graphs)
         trainer = Trainer.build(replace(config, export=False), join())
         try:
             assert (trainer.module.fast is not None) is compiled and trainer.precision == "bf16"
-            histories[compiled] = trainer.train()
+            assert trainer.cuda_graphs is graphs and trainer.accumulation == 2
+            histories[name] = trainer.train()
         finally:
             trainer.close()
-    for eager, compiled in zip(histories[False], histories[True], strict=True):
-        for key in ("loss", "tacl", "mlm", "nsp"):
-            assert compiled[key] == pytest.approx(eager[key], rel=3e-2, abs=3e-2), (eager["step"], key)
+    for name in ("compiled", "graphs"):
+        for eager, ours in zip(histories["eager"], histories[name], strict=True):
+            for key in ("loss", "tacl", "mlm", "nsp"):
+                assert ours[key] == pytest.approx(eager[key], rel=3e-2, abs=3e-2), (name, eager["step"], key)
 
 
 @pytest.mark.parametrize("ds", ["zero1_bf16.json", "zero2_bf16.json"])
