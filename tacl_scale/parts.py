@@ -137,7 +137,8 @@ def resolve_micro_batch(config: TrainConfig, dist: Distributed, datasets: list[P
     per_rank = optim.batch_size // dist.world_size
     max_len = max(d.manifest.max_seq_len for d in datasets)
     device_bytes = torch.cuda.mem_get_info(dist.device)[1] if dist.device.type == "cuda" else None
-    micro = auto_micro_batch(student.config, per_rank, max_len, with_teacher, device_bytes)
+    # Rank 0's choice for all: every rank must agree on the batch shape.
+    micro = dist.broadcast_object(auto_micro_batch(student.config, per_rank, max_len, with_teacher, device_bytes))
     if dist.is_main:
         where = ("on the CPU" if device_bytes is None else
                  f"estimated {training_bytes(student.config, micro, max_len, with_teacher) / 2**30:.1f} of "

@@ -211,7 +211,7 @@ class Trainer:
         if not self.pending:
             return
         for result in self.pending:
-            result.totals.tolist()  # wait here, not in the window's time
+            result.totals.tolist()  # wait for the GPU to finish these steps: the window is their time
         seconds = (time.monotonic() - self.window_started) / len(self.pending)
         step = self.state.step - sum(r.applied for r in self.pending)
         for result in self.pending:
