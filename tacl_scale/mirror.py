@@ -104,7 +104,9 @@ def pool(hidden: torch.Tensor, batch: dict[str, Any], pooling: str) -> torch.Ten
         if pooling == "cls":
             return hidden[cu[:-1]]
         lengths = cu[1:] - cu[:-1]
-        owner = torch.repeat_interleave(torch.arange(len(lengths), device=hidden.device), lengths)
+        # Each row's sequence by search, not repeat_interleave: its output size would
+        # have to be read from the GPU first.
+        owner = torch.searchsorted(cu[1:], torch.arange(hidden.shape[0], device=hidden.device), right=True)
         sums = hidden.new_zeros((len(lengths), hidden.shape[-1]), dtype=torch.float32)
         sums.index_add_(0, owner, hidden.float())
         return sums / lengths[:, None].to(sums.dtype)
