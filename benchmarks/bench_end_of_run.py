@@ -27,8 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-BERT_BASE = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-             "intermediate_size": 3072, "max_position_embeddings": 512}
+from bench_train_gpu import BERT_BASE  # noqa: E402  (this folder is on the path of a script run from it)
 
 
 def main() -> int:

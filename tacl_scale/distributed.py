@@ -110,13 +110,6 @@ class Distributed:
             dist.all_reduce(total)
         return total
 
-    def sum_exact(self, value: int) -> int:
-        """An integer summed over ranks exactly (int64, on this device)."""
-        total = torch.tensor([value], dtype=torch.int64, device=self.device)
-        if self.world_size > 1:
-            dist.all_reduce(total)
-        return int(total.item())
-
     def tensor(self, values: list[float] | list[int], dtype: torch.dtype) -> torch.Tensor:
         """Host numbers as a tensor on this device without waiting for it: copied
         from page-locked memory (from pageable memory CUDA first waits for the

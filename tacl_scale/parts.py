@@ -279,8 +279,8 @@ class RunParts:
     precision: str  # fp16, bf16 or fp32: what the student trains in on this device
     peak_flops: float | None  # the GPU's datasheet peak (None off CUDA or for an unknown GPU)
     lock: DirectoryLock | None  # rank 0: the run directory's, held until the Trainer closes
-    teacher_fast: CompiledEncoder | None = None  # the teacher's encoder compiled (--compile)
-    config: TrainConfig | None = None  # the run's settings with what the device decided (the micro-batch)
+    teacher_fast: CompiledEncoder | None  # the teacher's encoder compiled (--compile)
+    config: TrainConfig  # the run's settings with what the device decided (the micro-batch)
 
 
 def build_run(config: TrainConfig, dist: Distributed) -> RunParts:

@@ -136,8 +136,6 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     args = p.parse_args(argv)
     if args.data_weights is not None and len(args.data_weights) != len(args.data):
         p.error(f"--data-weights has {len(args.data_weights)} values for {len(args.data)} --data")
-    if args.cuda_graphs and args.compile is False:
-        p.error("--cuda-graphs replays the compiled encoder: it cannot run with --no-compile")
     try:
         objective = ObjectiveConfig(tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
                                     args.temperature, args.tacl_impl,

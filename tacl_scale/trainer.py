@@ -121,7 +121,7 @@ class Trainer:
     built, and the loop that runs them (see the module docstring)."""
 
     def __init__(self, config: TrainConfig, dist: Distributed, parts: RunParts) -> None:
-        self.config = parts.config or config  # with the micro-batch settled
+        self.config = parts.config  # ``config`` with what the device decided (the micro-batch)
         self.dist = dist
         self.device = dist.device
         self.run_dir = Path(config.output)

@@ -247,5 +247,5 @@ def test_cuda_graphs_are_a_compile_of_their_own() -> None:
         PerformanceConfig(compile=False, cuda_graphs=True)
     base = ["--ds", "ds_configs/zero2.json", "--data", "d", "--model", "m", "--output", "o", "--cuda-graphs"]
     assert parse_args(base).performance.cuda_graphs
-    with pytest.raises(SystemExit):
+    with pytest.raises(ConfigError, match="--cuda-graphs needs --compile"):
         parse_args([*base, "--no-compile"])
