@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import inspect
 import os
-import random
 import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -206,6 +206,16 @@ def build_dataset(output: Path, *args: str) -> Path:
     return output
 
 
+def free_port() -> int:
+    """A TCP port no socket on this host holds now, chosen by the kernel. A random
+    port from the global ``random`` collided: resuming a checkpoint restores the
+    Python RNG state, so the next test drew the port a trainer had just used, and
+    a fixed range also meets the kernel's ephemeral ports of live connections."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.fixture
 def join() -> Iterator[Callable[[], Any]]:
     """Joins a one-rank process group in this process as a launcher would set it up
@@ -218,7 +228,7 @@ def join() -> Iterator[Callable[[], Any]]:
     joined: list[Distributed] = []
 
     def setup() -> Distributed:
-        os.environ["MASTER_PORT"] = str(random.randint(20000, 40000))
+        os.environ["MASTER_PORT"] = str(free_port())
         joined.append(Distributed.setup(LaunchEnv.from_environ(os.environ)))
         return joined[-1]
 

@@ -8,7 +8,6 @@ import contextlib
 import hashlib
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import EN_DUMP, EN_VOCAB, ZH_TEXT, ZH_VOCAB, build_dataset
+from conftest import EN_DUMP, EN_VOCAB, ZH_TEXT, ZH_VOCAB, build_dataset, free_port
 
 pytestmark = pytest.mark.slow
 DASK = Path(sys.executable).parent / "dask"
@@ -27,7 +26,7 @@ def dask_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from distributed import Client
 
     logs = tmp_path_factory.mktemp("dask")
-    address = f"tcp://127.0.0.1:{random.randint(20000, 40000)}"
+    address = f"tcp://127.0.0.1:{free_port()}"
     port = address.rsplit(":", 1)[1]
     processes = [subprocess.Popen([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", port,
                                    "--dashboard-address", ":0"], stdout=open(logs / "scheduler.log", "w"),

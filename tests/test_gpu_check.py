@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import EN_DUMP, EN_VOCAB, ROOT
+from conftest import EN_DUMP, EN_VOCAB, ROOT, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.framework,
               pytest.mark.skipif(torch.cuda.is_available(), reason="the dry runs are for machines without CUDA")]
@@ -81,7 +80,7 @@ def test_the_offline_venv_trains_through_the_launcher(offline_venv: Path, bundle
                                  "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512}))
     data = bundle / json.loads((bundle / "bundle.json").read_text())["dataset"]
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    run = subprocess.run([str(offline_venv / "bin" / "deepspeed"), "--num_gpus", "2", "--master_port", str(random.randint(20000, 40000)),
+    run = subprocess.run([str(offline_venv / "bin" / "deepspeed"), "--num_gpus", "2", "--master_port", str(free_port()),
                           str(ROOT / "tacl_scale" / "train.py"), "--ds", str(ROOT / "ds_configs" / "cpu.json"),
                           "--data", str(data), "--model", str(model), "--output", str(tmp_path / "run"),
                           "--steps", "2", "--batch-size", "4", "--micro-batch-size", "2", "--num-workers", "0",

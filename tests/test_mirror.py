@@ -6,13 +6,13 @@ concatenated batch."""
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import free_port
 from transformers import BertConfig, BertModel
 
 from tacl_scale.data.loader import CollateConfig, collate
@@ -244,7 +244,7 @@ def test_two_ranks_with_gathered_negatives_equal_one_rank_over_the_whole_batch(t
     import torch.multiprocessing as mp
 
     out = tmp_path / "two_ranks.pt"
-    mp.start_processes(_rank, args=(random.randint(20000, 40000), str(out)), nprocs=2, start_method="fork")
+    mp.start_processes(_rank, args=(free_port(), str(out)), nprocs=2, start_method="fork")
     two = torch.load(out)
     loss, grads = _loss_and_grads(tiny_encoder(0.0), instances(8), None)
     assert two["loss"] == pytest.approx(loss, rel=1e-5)
@@ -293,7 +293,7 @@ def test_the_cross_rank_gather_is_autograd_correct_against_a_float64_nt_xent(tmp
     import torch.multiprocessing as mp
 
     out = tmp_path / "gather"
-    mp.start_processes(_gather_rank, args=(random.randint(20000, 40000), str(out)), nprocs=2, start_method="fork")
+    mp.start_processes(_gather_rank, args=(free_port(), str(out)), nprocs=2, start_method="fork")
     view1, view2 = (v.clone().requires_grad_(True) for v in _anchor_vectors())
     expected = nt_xent_by_hand(view1, view2, 0.5)
     expected.backward()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset
+from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.framework]
 
@@ -28,7 +27,7 @@ def _env() -> dict[str, str]:
 
 def launch(args: list[str], ranks: int = 2) -> subprocess.CompletedProcess[str]:
     """``deepspeed --num_gpus RANKS tacl_scale/train.py ARGS`` on CPU."""
-    port = str(random.randint(20000, 40000))
+    port = str(free_port())
     cmd = [str(DEEPSPEED), "--num_gpus", str(ranks), "--master_port", port, "tacl_scale/train.py", *args]
     res = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
     # DeepSpeed's CPU all-reduce leaves a shared-memory segment per rank; each rank removes
@@ -41,7 +40,7 @@ def launch(args: list[str], ranks: int = 2) -> subprocess.CompletedProcess[str]:
 def single_process(args: list[str]) -> subprocess.CompletedProcess[str]:
     """train.py as one process without the launcher (for the refusals)."""
     env = _env() | {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                    "MASTER_PORT": str(random.randint(20000, 40000))}
+                    "MASTER_PORT": str(free_port())}
     return subprocess.run([sys.executable, "tacl_scale/train.py", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
 
@@ -223,7 +222,7 @@ def test_killed_run_resumes_with_the_same_losses(setup: dict[str, Path], full_ru
     import time
 
     run = setup["root"] / "killed"
-    port = str(random.randint(20000, 40000))
+    port = str(free_port())
     cmd = [str(DEEPSPEED), "--num_gpus", "2", "--master_port", port, "tacl_scale/train.py",
            *common(setup), "--output", str(run)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
