@@ -3,10 +3,15 @@ states beside the engine state, a record of every file with its size and sha256
 (``files.json``), and a ``latest`` pointer that is only moved once every rank has
 finished writing and the record exists (so an interrupted save never becomes
 latest). On resume the newest checkpoint whose files match their record is used; a
-truncated or corrupted one is named and skipped."""
+truncated or corrupted one is named and skipped.
+
+A reader (an export) holds a shared ``flock`` on ``CHECKPOINT/.tacl-read-lock``
+(:class:`ReadLock`) for as long as it reads; rotation takes it exclusively without
+waiting and keeps, for a later rotation, any checkpoint a reader holds."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -29,6 +34,8 @@ LATEST = "latest"
 FILES = "files.json"
 STATE = "trainer_state.json"  # step, data position, batch and world size, readable without torch
 UNIVERSAL = ".universal"  # suffix of a checkpoint's DeepSpeed universal conversion
+READ_LOCK = ".tacl-read-lock"  # in each checkpoint: shared-locked by its readers (ReadLock)
+REMOVING = ".removing"  # suffix of a rotated checkpoint renamed away (``.stepNNNNNNNN.removing``) while deleted
 _TAG = re.compile(r"^step\d{8}$")
 
 log = logging.getLogger(__name__)
@@ -58,7 +65,7 @@ def record_files(directory: Path) -> dict[str, dict[str, Any]]:
     files = {
         str(path.relative_to(directory)): {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
         for path in sorted(directory.rglob("*"))
-        if path.is_file() and path.name != FILES and not path.name.startswith(f".{FILES}.")
+        if path.is_file() and path.name not in (FILES, READ_LOCK) and not path.name.startswith(f".{FILES}.")
     }
     atomic_write(directory / FILES, json.dumps(files, indent=1))
     return files
@@ -102,6 +109,20 @@ def verify_unrecorded(directory: Path) -> str | None:
     return None
 
 
+def _problem(directory: Path, latest: str | None) -> str | None:
+    """``None`` when checkpoint ``directory`` may be loaded, else what is wrong
+    (``latest``: the tag the pointer names; see :func:`newest_verified_tag`)."""
+    if not (directory / FILES).exists():
+        if directory.name == latest and not any(directory.glob(f".{FILES}.*")):
+            problem = verify_unrecorded(directory)
+            if problem is None:
+                log.warning("%s has no %s (saved before checkpoints were verified): loading it unchecked",
+                            directory, FILES)
+            return problem
+        return f"{directory / FILES}: missing (the save did not finish)"
+    return verify(directory)
+
+
 def newest_verified_tag(root: Path) -> tuple[str | None, list[str]]:
     """The newest checkpoint by step whose files verify, whatever ``latest`` says
     (a lost or stale pointer must not restart a run from an older step), and the
@@ -112,23 +133,111 @@ def newest_verified_tag(root: Path) -> tuple[str | None, list[str]]:
     latest = latest_tag(root)
     problems = []
     for tag in reversed(tags(root)):
-        directory = root / tag
-        if not (directory / FILES).exists():
-            if tag == latest and not any(directory.glob(f".{FILES}.*")):
-                problem = verify_unrecorded(directory)
-                if problem is not None:
-                    problems.append(problem)
-                    continue
-                log.warning("%s has no %s (saved before checkpoints were verified): loading it unchecked",
-                            directory, FILES)
-                return tag, problems
-            problems.append(f"{directory / FILES}: missing (the save did not finish)")
-            continue
-        problem = verify(directory)
+        problem = _problem(root / tag, latest)
         if problem is None:
             return tag, problems
         problems.append(problem)
     return None, problems
+
+
+class CheckpointGone(FileNotFoundError):
+    """The checkpoint directory is not there (any more): rotation removed it, or it
+    never existed. The message names it."""
+
+
+class ReadLock:
+    """A shared lock on one checkpoint directory, held for as long as it is read
+    (``with ReadLock(dir):`` or ``acquire()`` / ``release()``): rotation in
+    :func:`save` does not remove a checkpoint a reader holds, it keeps it for a later
+    rotation. An advisory ``flock`` (``LOCK_SH``, so readers share it) on
+    ``DIR/.tacl-read-lock``, released by the kernel when the reader dies. The file
+    stays (rotation removes it with its directory): unlinking a shared lock's file
+    while another reader holds it would let rotation lock a new one.
+
+    :meth:`acquire` raises :class:`CheckpointGone` when the directory is not there
+    or was rotated away before the lock was taken; once it returns, the checkpoint
+    stays until :meth:`release`. It waits only while a rotation is renaming the
+    checkpoint away (moments)."""
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / READ_LOCK
+        self._fd: int | None = None
+
+    def acquire(self) -> ReadLock:
+        gone = CheckpointGone(f"{self.directory}: no such checkpoint directory")
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o666)
+        except (FileNotFoundError, NotADirectoryError):
+            raise gone from None
+        except OSError as err:  # a read-only checkpoint saved before read locks: nothing to lock
+            if not self.directory.is_dir():
+                raise gone from None
+            log.warning("%s: cannot take its read lock (%s): reading it unguarded, rotation may remove it meanwhile",
+                        self.directory, err)
+            return self
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError as err:  # a filesystem without flock
+            os.close(fd)
+            if not self.directory.is_dir():
+                raise gone from None
+            log.warning("%s: cannot take its read lock (%s): reading it unguarded, rotation may remove it meanwhile",
+                        self.directory, err)
+            return self
+        try:  # rotation renames a checkpoint away holding its lock: the lock taken after it is on that one
+            here = os.stat(self.path)
+            ours = os.fstat(fd)
+            linked = (here.st_dev, here.st_ino) == (ours.st_dev, ours.st_ino)
+        except OSError:
+            linked = False
+        if not linked:
+            os.close(fd)
+            raise CheckpointGone(f"{self.directory}: removed by checkpoint rotation before it could be locked")
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # releases the flock
+            self._fd = None
+
+    def __enter__(self) -> ReadLock:
+        return self.acquire()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+
+def lock_newest_verified(root: Path) -> tuple[ReadLock | None, list[str]]:
+    """:func:`newest_verified_tag` for a reader: each candidate is read-locked
+    (:class:`ReadLock`) before it is verified, so the checkpoint returned, with its
+    lock held (``lock.directory``), stays until the lock is released. A candidate
+    rotated away between the listing and its lock is not a problem: the listing is
+    taken again, and the newer checkpoints that replaced it are looked at.
+    ``(None, problems)`` when none verifies."""
+    problems: list[str] = []
+    rejected: set[str] = set()
+    while True:
+        latest = latest_tag(root)
+        for tag in reversed(tags(root)):
+            if tag in rejected:
+                continue
+            lock = ReadLock(root / tag)
+            try:
+                lock.acquire()
+            except CheckpointGone:
+                log.info("%s was removed by rotation before it could be read: taking the newest again", root / tag)
+                rejected.add(tag)  # (each tag at most once: the loop ends)
+                break
+            problem = _problem(root / tag, latest)
+            if problem is None:
+                return lock, problems
+            lock.release()
+            problems.append(problem)
+            rejected.add(tag)
+        else:
+            return None, problems
 
 
 def rng_states() -> dict[str, Any]:
@@ -190,16 +299,69 @@ def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_
     if engine.global_rank == 0:
         state = {**client_state, "world_size": engine.dp_world_size}
         (root / tag / STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
+        # Readers' lock file, made by the run: a reader without write access to the directory can still lock it.
+        (root / tag / READ_LOCK).touch()
         record_files(root / tag)
         atomic_write(root / LATEST, tag)
-        # The newest steps are kept, and always the one just written.
-        kept = {*tags(root)[-keep_last:], tag} if keep_last > 0 else set(tags(root))
-        for old in tags(root):
-            if old not in kept:
-                shutil.rmtree(root / old, ignore_errors=True)
-                shutil.rmtree(root / f"{old}{UNIVERSAL}", ignore_errors=True)
+        rotate(root, keep_last, tag)
     barrier()
     return tag
+
+
+def rotate(root: Path, keep_last: int, written: str) -> list[str]:
+    """Remove the checkpoints under ``root`` beyond the newest ``keep_last`` steps
+    (0: none), never ``written`` (the one just saved), nor one a reader holds
+    (:class:`ReadLock`): that one stays, and a later rotation removes it. Never
+    waits. Returns the tags kept for their readers."""
+    for leftover in root.glob(f".step*{REMOVING}"):  # a rotation killed while it deleted
+        shutil.rmtree(leftover, ignore_errors=True)
+    if keep_last <= 0:
+        return []
+    kept = {*tags(root)[-keep_last:], written}
+    held = []
+    for old in tags(root):
+        if old not in kept and not _remove_unless_read(root, old):
+            log.info("kept checkpoint %s: an export is reading it (removed by a later rotation)", root / old)
+            held.append(old)
+    return held
+
+
+def _remove_unless_read(root: Path, tag: str) -> bool:
+    """Remove checkpoint ``tag`` (and its universal copy) unless a reader holds its
+    :class:`ReadLock`; ``False`` when it is kept for its reader. Holding the lock
+    exclusively, it renames the directory away: a reader that opened the lock file
+    meanwhile finds it no longer at its path once the lock is free, and one that
+    comes later finds no directory."""
+    directory = root / tag
+    fd = None
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):  # read-only: a lock file made by another user
+        try:
+            fd = os.open(directory / READ_LOCK, flags, 0o666)
+            break
+        except (FileNotFoundError, NotADirectoryError):
+            break
+        except OSError:
+            continue
+    try:
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            except OSError as err:  # a filesystem without flock: removed as before read locks existed
+                log.warning("%s: cannot lock it (%s): removed without checking for readers", directory, err)
+        trash = root / f".{tag}{REMOVING}"
+        shutil.rmtree(trash, ignore_errors=True)
+        try:
+            os.rename(directory, trash)
+        except OSError:  # gone already, or a filesystem that refuses: removed in place
+            trash = directory
+    finally:
+        if fd is not None:
+            os.close(fd)  # before the removal: an open file would keep NFS from removing its directory
+    shutil.rmtree(trash, ignore_errors=True)
+    shutil.rmtree(root / f"{tag}{UNIVERSAL}", ignore_errors=True)
+    return True
 
 
 def saved_world_size(directory: Path) -> int:

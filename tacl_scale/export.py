@@ -9,6 +9,13 @@ partition, so an fp16/bf16 run exports what the optimizer holds, not the
 half-precision copy the forward pass used. The run directory is self-sufficient:
 ``run.json`` holds the student's ``BertConfig`` and ``RUN_DIR/tokenizer`` its
 tokenizer files, so the export does not need the original ``--model`` path.
+
+A run that is still training may rotate checkpoints away (``--keep-last``) while
+the export reads: the checkpoint read is held with a shared lock for as long as its
+weights are read (:class:`tacl_scale.checkpoint.ReadLock`), and rotation keeps it
+until the export is done. A run directory's newest checkpoint rotated away before
+it could be locked is replaced by the newest one then; a named checkpoint that is
+not there is refused in one line naming it.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import torch
 from transformers import BertConfig, BertForPreTraining
 
 from . import EXIT_ERROR
-from .checkpoint import FILES, newest_verified_tag, verify
+from .checkpoint import FILES, CheckpointGone, ReadLock, lock_newest_verified, tags, verify
 from .data import PretrainDataset
 from .data.manifest import TOKENIZER_FILES
 
@@ -152,39 +159,58 @@ def _universal_master_weights(ckpt_dir: Path) -> dict[str, torch.Tensor]:
     return weights
 
 
-def _resolve(ckpt: Path) -> tuple[Path, Path]:
-    """(run directory, checkpoint directory) of a CKPT argument, verified: a run
-    directory's newest checkpoint whose files match their record (said when it
-    is not the newest one), or the named checkpoint, refused if it does not verify."""
+def _resolve(ckpt: Path) -> tuple[Path, Path, ReadLock]:
+    """(run directory, checkpoint directory, its read lock, held) of a CKPT
+    argument, verified while locked, so rotation cannot remove it until the lock
+    is released: a run directory's newest checkpoint whose files match their
+    record (said when it is not the newest one; the newest again when one is
+    rotated away before it is locked), or the named checkpoint, refused if it is
+    not there or does not verify."""
     if (ckpt / RUN_FILE).is_file():
         root = ckpt / CHECKPOINTS_DIR
-        tag, problems = newest_verified_tag(root)
-        if tag is None:
+        lock, problems = lock_newest_verified(root)
+        if lock is None:
             detail = f": {problems[0]}" if problems else ""
             raise ValueError(f"{ckpt}: no complete checkpoint under {root}{detail}")
         if problems:
             log.warning("%s: exporting %s, an older checkpoint than the newest, which does not verify: %s",
-                        ckpt, tag, problems[0])
-        log.info("exporting %s", root / tag)
-        return ckpt, root / tag
+                        ckpt, lock.directory.name, problems[0])
+        log.info("exporting %s", lock.directory)
+        return ckpt, lock.directory, lock
     run_dir = ckpt.parent.parent
     if not (run_dir / RUN_FILE).is_file():
         raise ValueError(f"{ckpt}: neither a run directory nor a checkpoint inside one ({RUN_FILE} not found)")
-    if (ckpt / FILES).is_file():
-        problem = verify(ckpt)
-        if problem is not None:
-            raise ValueError(f"{ckpt}: does not verify, not exported: {problem}")
-    else:
-        log.warning("%s has no %s (saved before checkpoints were verified): exported unchecked", ckpt, FILES)
-    return run_dir, ckpt
+    lock = ReadLock(ckpt)
+    try:
+        lock.acquire()
+    except CheckpointGone:
+        present = tags(ckpt.parent)
+        now = f"; the run's newest now: {present[-1]}" if present else ""
+        raise ValueError(f"{ckpt}: no such checkpoint (a training run keeps only its newest --keep-last)"
+                         f"{now}") from None
+    try:
+        if (ckpt / FILES).is_file():
+            problem = verify(ckpt)
+            if problem is not None:
+                raise ValueError(f"{ckpt}: does not verify, not exported: {problem}")
+        else:
+            log.warning("%s has no %s (saved before checkpoints were verified): exported unchecked", ckpt, FILES)
+    except BaseException:
+        lock.release()
+        raise
+    return run_dir, ckpt, lock
 
 
 def export_checkpoint(ckpt: Path, out: Path) -> Path:
     """Write checkpoint ``ckpt``'s student (fp32 master weights) to ``out``."""
-    run_dir, ckpt_dir = _resolve(ckpt)
-    if not any(ckpt_dir.glob("*optim_states.pt")):
-        raise ValueError(f"{ckpt_dir}: no ZeRO optimizer states (*optim_states.pt): not a complete checkpoint")
-    return export_weights(master_weights(ckpt_dir), run_dir, out, ckpt_dir)
+    run_dir, ckpt_dir, lock = _resolve(ckpt)
+    try:  # read under the lock; the weights in memory, rotation may have the checkpoint
+        if not any(ckpt_dir.glob("*optim_states.pt")):
+            raise ValueError(f"{ckpt_dir}: no ZeRO optimizer states (*optim_states.pt): not a complete checkpoint")
+        weights = master_weights(ckpt_dir)
+    finally:
+        lock.release()
+    return export_weights(weights, run_dir, out, ckpt_dir)
 
 
 def engine_master_weights(engine: Any) -> dict[str, torch.Tensor]:

@@ -1,0 +1,213 @@
+"""An export while a run rotates its checkpoints (``--save-every 1 --keep-last 1``):
+the checkpoint an export reads is held with a shared lock, rotation keeps it for a
+later rotation (never waiting), and an export of a run directory whose newest
+checkpoint was rotated away before it could be locked takes the newest one then.
+The races are played out step by step (hooks at the race windows), never left to
+timing."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tacl_scale import checkpoint, export
+
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
+
+class FakeSavingEngine:
+    """What ``checkpoint.save`` touches of an engine: it writes one file per tag."""
+
+    global_rank = 0
+    dp_world_size = 1
+
+    def save_checkpoint(self, root: str, tag: str, client_state: dict, save_latest: bool) -> None:
+        Path(root, tag).mkdir(parents=True, exist_ok=True)
+        Path(root, tag, "mp_rank_00_model_states.pt").write_bytes(tag.encode())
+
+
+def save(root: Path, step: int, keep_last: int = 1) -> None:
+    checkpoint.save(FakeSavingEngine(), root, step, {"step": step}, keep_last=keep_last, barrier=lambda: None)
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    """A run directory (what the export needs to take it for one) with step 2 saved."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / export.RUN_FILE).write_text("{}")
+    save(run / export.CHECKPOINTS_DIR, 2)
+    return run
+
+
+def test_rotation_keeps_a_checkpoint_a_reader_holds_and_removes_it_later(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    save(root, 2)
+    with checkpoint.ReadLock(root / "step00000002"):
+        save(root, 3)
+        save(root, 4)
+        assert checkpoint.tags(root) == ["step00000002", "step00000004"]  # step 3 is gone, not step 2
+        assert checkpoint.latest_tag(root) == "step00000004"
+        assert checkpoint.verify(root / "step00000002") is None  # whole, still
+    save(root, 5)
+    assert checkpoint.tags(root) == ["step00000005"]
+    assert sorted(p.name for p in root.iterdir()) == ["latest", "step00000005"]  # nothing renamed away is left
+    # The lock file is the readers', not the checkpoint's: not recorded, so it never fails a verification.
+    assert checkpoint.READ_LOCK not in json.loads((root / "step00000005" / checkpoint.FILES).read_text())
+
+
+def test_readers_share_the_lock_and_rotation_never_waits(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    save(root, 2)
+    first, second = checkpoint.ReadLock(root / "step00000002"), checkpoint.ReadLock(root / "step00000002")
+    first.acquire()
+    second.acquire()  # would wait forever if readers excluded each other
+    first.release()
+    save(root, 3)
+    assert checkpoint.tags(root) == ["step00000002", "step00000003"]  # the other reader still holds it
+    assert checkpoint.rotate(root, 1, "step00000003") == ["step00000002"]
+    second.release()
+    assert checkpoint.rotate(root, 1, "step00000003") == []
+    assert checkpoint.tags(root) == ["step00000003"]
+
+
+def test_a_reader_that_dies_frees_its_checkpoint(tmp_path: Path) -> None:
+    """The lock is the kernel's: a killed export holds nothing."""
+    root = tmp_path / "checkpoints"
+    save(root, 2)
+    holder = ("import fcntl, os, sys\n"
+              f"fd = os.open({str(root / 'step00000002' / checkpoint.READ_LOCK)!r}, os.O_RDONLY)\n"
+              "fcntl.flock(fd, fcntl.LOCK_SH)\n"
+              "print('locked', flush=True)\n"
+              "sys.stdin.read()\n")
+    reader = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout is not None and reader.stdout.readline() == "locked\n"
+        save(root, 3)
+        assert checkpoint.tags(root) == ["step00000002", "step00000003"]
+    finally:
+        reader.kill()
+        reader.wait()
+    save(root, 4)
+    assert checkpoint.tags(root) == ["step00000004"]
+
+
+def test_a_rotation_killed_while_it_deleted_leaves_nothing_after_the_next(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    save(root, 2)
+    (root / f".step00000001{checkpoint.REMOVING}" / "zero").mkdir(parents=True)
+    save(root, 3)
+    assert sorted(p.name for p in root.iterdir()) == ["latest", "step00000003"]
+
+
+def hook_first(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, before: Any) -> None:
+    """Run ``before`` once, just before the first call of ``owner.name``."""
+    original, calls = getattr(owner, name), []
+
+    def hooked(*args: Any, **kwargs: Any) -> Any:
+        if not calls:
+            calls.append(1)
+            before()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, hooked)
+
+
+def test_the_newest_rotated_away_before_its_lock_exports_the_new_newest(run: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """The issue's failure: the export listed step 2, the run saved step 4 and
+    rotated step 2 away before the export read it. It exports step 4, and holds it."""
+    root = run / export.CHECKPOINTS_DIR
+    hook_first(monkeypatch, checkpoint.ReadLock, "acquire", lambda: save(root, 4))
+    with caplog.at_level("INFO", logger="tacl_scale"):
+        run_dir, ckpt_dir, lock = export._resolve(run)
+    try:
+        assert (run_dir, ckpt_dir) == (run, root / "step00000004")
+        assert "step00000002 was removed by rotation before it could be read" in caplog.text
+        assert "older checkpoint than the newest" not in caplog.text  # nothing newer failed: no warning
+        save(root, 6)
+        assert checkpoint.tags(root) == ["step00000004", "step00000006"]
+    finally:
+        lock.release()
+    save(root, 8)
+    assert checkpoint.tags(root) == ["step00000008"]
+
+
+def rotate_before_first_shared_lock(monkeypatch: pytest.MonkeyPatch, root: Path, step: int) -> None:
+    """Hold the reader between opening a lock file and locking it while the run
+    saves ``step`` and rotates (it takes the lock first)."""
+    real, calls = fcntl.flock, []
+
+    def flock(fd: int, operation: int) -> None:
+        if operation == fcntl.LOCK_SH and not calls:
+            calls.append(1)
+            save(root, step)
+        real(fd, operation)
+
+    monkeypatch.setattr(checkpoint, "fcntl", types.SimpleNamespace(
+        flock=flock, LOCK_SH=fcntl.LOCK_SH, LOCK_EX=fcntl.LOCK_EX, LOCK_NB=fcntl.LOCK_NB))
+
+
+def test_a_lock_taken_once_rotation_removed_its_checkpoint_is_refused(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader opened step 2's lock file, rotation locked it first and removed
+    step 2: the lock the reader gets then is on a file no longer at its path."""
+    root = tmp_path / "checkpoints"
+    save(root, 2)
+    rotate_before_first_shared_lock(monkeypatch, root, 4)
+    with pytest.raises(checkpoint.CheckpointGone, match="step00000002: removed by checkpoint rotation"):
+        checkpoint.ReadLock(root / "step00000002").acquire()
+    assert checkpoint.tags(root) == ["step00000004"]
+
+
+def test_the_export_looks_again_when_its_lock_came_too_late(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = run / export.CHECKPOINTS_DIR
+    rotate_before_first_shared_lock(monkeypatch, root, 4)
+    _, ckpt_dir, lock = export._resolve(run)
+    try:
+        assert ckpt_dir == root / "step00000004"
+        save(root, 6)
+        assert checkpoint.tags(root) == ["step00000004", "step00000006"]
+    finally:
+        lock.release()
+
+
+def test_a_named_checkpoint_that_is_gone_is_one_error_line(run: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    root = run / export.CHECKPOINTS_DIR
+    save(root, 4)  # rotates step 2 away
+    out = tmp_path / "out"
+    assert export.main([str(root / "step00000002"), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {root / 'step00000002'}: no such checkpoint"), err
+    assert "the run's newest now: step00000004" in err
+    assert not out.exists()
+
+
+def test_a_named_checkpoint_is_held_while_it_is_read(run: Path) -> None:
+    root = run / export.CHECKPOINTS_DIR
+    _, ckpt_dir, lock = export._resolve(root / "step00000002")
+    try:
+        assert ckpt_dir == root / "step00000002"
+        save(root, 4)
+        assert checkpoint.tags(root) == ["step00000002", "step00000004"]
+    finally:
+        lock.release()
+    save(root, 6)
+    assert checkpoint.tags(root) == ["step00000006"]
+
+
+def test_the_export_lets_go_of_its_checkpoint_when_it_fails(run: Path, tmp_path: Path) -> None:
+    """A refused export (here: no optimizer states) does not keep the checkpoint from rotation."""
+    root = run / export.CHECKPOINTS_DIR
+    with pytest.raises(ValueError, match="no ZeRO optimizer states"):
+        export.export_checkpoint(run, tmp_path / "out")
+    save(root, 4)
+    assert checkpoint.tags(root) == ["step00000004"]
