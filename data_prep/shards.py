@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tacl_scale.data.indexed import IndexedReader, IndexedWriter, bin_path, idx_path, smallest_token_dtype
+from tacl_scale.data.integrity import file_checksum
 from tacl_scale.data.manifest import (
     META_DTYPE,
     Counts,
@@ -196,7 +197,7 @@ def _move_into_place(tmp_prefix: Path, directory: Path, name: str, word_starts: 
         tmp_file = tmp_prefix.parent / file_name
         target = directory / file_name
         os.replace(tmp_file, target)
-        files[key] = FileRecord(file_name, target.stat().st_size)
+        files[key] = FileRecord(file_name, target.stat().st_size, file_checksum(target))
     return files
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tacl_scale.data.integrity import file_checksum
 from tacl_scale.data.manifest import TOKENIZER_DIR, TOKENIZER_FILES, SpecialIds, TokenizerRecord, file_sha256
 
 # Pieces never used as the random replacement of a masked token: [PAD], [unused7],
@@ -131,6 +132,7 @@ class PretrainTokenizer:
             kind=self.kind, file=self.source_file.name, sha256=sha256, vocab_size=self.vocab_size,
             lowercase=self.lowercase, special_ids=SpecialIds(**self.special_ids), path=path,
             files=tuple(p.name for p in self.files()), source=str(self.source_file.resolve()),
+            checksums={p.name: file_checksum(target / p.name) for p in self.files()},
         )
 
 

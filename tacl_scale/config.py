@@ -81,6 +81,9 @@ class DataConfig:
     pad_to_max_length: bool = False
     num_workers: int = 2
     dynamic_masking: bool = False
+    # Check every shard file's checksum before training; None: when the datasets hold
+    # at most tacl_scale.data.integrity.VERIFY_BY_DEFAULT_BYTES (20 GB).
+    verify: bool | None = None
 
     def __post_init__(self) -> None:
         _require(self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}")

@@ -12,8 +12,9 @@ moves CUDA tensors) and gloo are served by the same code.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,14 @@ class LaunchEnv:
     world_size: int = 1
     master_addr: str = ""
     master_port: str = ""
+    standalone: bool = False  # no launcher set the variables: one process, this machine
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> LaunchEnv:
+        """The launcher's variables; none at all (``tacl-train`` in a shell) is one
+        process on this machine, its port chosen when it joins."""
+        if not any(key in environ for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK")):
+            return cls(master_addr="127.0.0.1", standalone=True)
         try:
             env = cls(int(environ.get("RANK", 0)), int(environ.get("LOCAL_RANK", 0)),
                       int(environ.get("WORLD_SIZE", 1)), environ.get("MASTER_ADDR", ""),
@@ -47,6 +53,13 @@ class LaunchEnv:
             raise DistributedError(f"rank {env.rank} / local rank {env.local_rank} outside world size "
                                    f"{env.world_size}")
         return env
+
+
+def free_port(host: str) -> int:
+    """A TCP port of ``host`` that nothing holds now, chosen by the kernel."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
 
 
 def deepspeed_shm_buffer(env: LaunchEnv, rank: int) -> Path:
@@ -71,6 +84,11 @@ class Distributed:
         import deepspeed
         from deepspeed.accelerator import get_accelerator
 
+        if env.standalone:
+            # DeepSpeed reads the rendezvous from the environment (without it, it looks for MPI).
+            env = replace(env, master_port=str(free_port(env.master_addr)))
+            os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR=env.master_addr,
+                              MASTER_PORT=env.master_port)
         kind = get_accelerator().device_name()
         if kind == "cuda":
             if env.local_rank >= torch.cuda.device_count():
@@ -156,6 +174,14 @@ class Distributed:
         box = [value]
         dist.broadcast_object_list(box, src=0, device=self.device)
         return box[0]
+
+    def gather_objects(self, value: Any) -> list[Any]:
+        """Every rank's ``value`` (a picklable object), in rank order, on every rank."""
+        if self.world_size == 1:
+            return [value]
+        box: list[Any] = [None] * self.world_size
+        dist.all_gather_object(box, value)
+        return box
 
     def barrier(self) -> None:
         if not dist.is_initialized():

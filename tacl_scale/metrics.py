@@ -4,8 +4,10 @@ progress line on stdout. On other ranks every method does nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,13 +96,30 @@ class MetricsLogger:
             self._writer.add_scalar(f"{prefix}/{key}", value, step)
 
     def _write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        with naming(self._file.name):
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Close the JSONL and TensorBoard files (both, even when one fails)."""
+        writer, file, self._writer, self._file = self._writer, self._file, None, None
+        try:
+            if writer is not None:
+                with naming(writer.get_logdir()):
+                    writer.close()
+        finally:
+            if file is not None:
+                with naming(file.name):
+                    file.close()
+
+
+@contextlib.contextmanager
+def naming(path: str) -> Iterator[None]:
+    """An OSError of the block with ``path`` as its file name (a write to an open
+    file names none), so the error line says which file the disk refused."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from err

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -34,12 +35,20 @@ from .attention import varlen_unsupported
 from .config import ConfigError, ResolvedPerformance, TrainConfig
 from .data import PretrainDataset
 from .data.buckets import TokenBuckets
+from .data.integrity import (
+    VERIFY_BY_DEFAULT_BYTES,
+    shard_bytes,
+    unchecked_files,
+    verify_shards,
+    verify_tokenizer,
+)
 from .data.loader import (
     BlendedDatasets,
     CollateConfig,
     DynamicMasking,
     MicroBatchSampler,
     TrainingInstances,
+    checked_batches,
     collate,
 )
 from .data.manifest import atomic_write
@@ -59,6 +68,7 @@ from .flops import peak_flops
 from .locking import DirectoryLock, LockedError
 from .metrics import MetricsLogger
 from .model import PretrainingModule, default_teacher_dtype, load_student, make_teacher
+from .preemption import ignore_in_worker
 from .vocab import first_difference, vocabulary
 
 log = logging.getLogger("tacl_scale.trainer")
@@ -66,7 +76,13 @@ T = TypeVar("T")
 
 
 class TrainError(RuntimeError):
-    """Training refused to start or cannot go on; the message says why."""
+    """Training refused to start or cannot go on; the message says why. Every rank
+    raises it alike, and rank 0 says it."""
+
+
+class RankError(TrainError):
+    """What failed on this rank alone (its batch, its checkpoint files): the rank
+    says it; the launcher then stops the others."""
 
 
 def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
@@ -179,6 +195,9 @@ def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_pa
                              f"has {config.max_position_embeddings} positions ({model_path})")
 
 
+# run.json's layout: 1 unversioned (before the field), 2 with ``version``. A newer
+# one is refused by name, not taken for changed settings.
+RUN_RECORD_VERSION = 2
 # Settings a resumed job must share with the run (dotted paths of TrainConfig.to_dict()):
 # they decide the data, the objectives, the model and the optimizer and its schedule.
 RESUME_SETTINGS = ("model", "seed", "data.paths", "data.weights", "data.dynamic_masking", "objective", "optim")
@@ -297,7 +316,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         changes = on_main(dist, lambda: check_resume_settings(config)) if config.checkpoint.resume else []
         precision = resolve_precision(config, dist.device)
         performance = resolve_performance(config, dist, precision)
-        datasets = open_datasets(config)
+        datasets = open_datasets(config, dist)
         student, teacher = build_models(config, datasets, dist.device)
         config = resolve_micro_batch(config, dist, datasets, student, teacher is not None)
         student_fast, teacher_fast = compiled_encoders(config, performance, datasets, student, teacher)
@@ -345,7 +364,15 @@ def check_resume_settings(config: TrainConfig) -> list[str]:
     recorded = Path(config.output) / RUN_FILE
     if not recorded.is_file():
         return []
-    saved = json.loads(recorded.read_text(encoding="utf-8"))
+    try:
+        saved = json.loads(recorded.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise TrainError(f"{recorded}: unreadable run record ({err}): restore it from a backup, or start a new "
+                         "run in another --output") from err
+    version = saved.get("version", 1)  # runs before versioned records: 1
+    if not isinstance(version, int) or version > RUN_RECORD_VERSION:
+        raise TrainError(f"{recorded}: run record version {version!r}, written by a newer tacl-scale (this one "
+                         f"reads up to {RUN_RECORD_VERSION}): update tacl-scale to resume this run")
     changes = settings_changes(saved.get("config", {}), config)
     if changes and not config.checkpoint.allow_changes:
         raise TrainError(f"{Path(config.output)}: --resume with other settings than the run's ({RUN_FILE}): "
@@ -370,14 +397,53 @@ def resolve_performance(config: TrainConfig, dist: Distributed, precision: str) 
     return resolved
 
 
-def open_datasets(config: TrainConfig) -> list[PretrainDataset]:
-    """The ``--data`` directories, refused if a dataset cannot feed the objectives."""
+def open_datasets(config: TrainConfig, dist: Distributed) -> list[PretrainDataset]:
+    """The ``--data`` directories, verified (:func:`verify_datasets`), refused if a
+    dataset cannot feed the objectives."""
     try:
         datasets = [PretrainDataset(path) for path in config.data.paths]
     except ValueError as err:  # DatasetError: names the path and the problem
         raise TrainError(str(err)) from err
+    verify_datasets(datasets, config.data.verify, dist)
     check_data_and_objectives(datasets, config)
     return datasets
+
+
+def verify_datasets(datasets: list[PretrainDataset], verify: bool | None, dist: Distributed) -> None:
+    """Check each dataset's tokenizer copy against its manifest, always (the ids
+    in the shards mean that vocabulary, and the export ships it); and, when
+    ``verify`` (None: for datasets up to ``VERIFY_BY_DEFAULT_BYTES``), every shard
+    file's checksum, each rank reading its share. A bad file is a
+    :class:`TrainError` naming it, on every rank."""
+    problems = [problem for ds in datasets for problem in verify_tokenizer(ds.path, ds.manifest)]
+    _refuse_bad_files(problems)  # the same on every rank
+    total = sum(shard_bytes(ds.manifest) for ds in datasets)
+    if verify is None:
+        verify = total <= VERIFY_BY_DEFAULT_BYTES
+        if not verify and dist.is_main:
+            log.info("--data holds %.1f GB: its shards are not verified by default (--verify-data to check them; "
+                     "python -m data_prep.inspect DIR --verify checks a dataset on its own)", total / 1e9)
+    if not verify:
+        return
+    started = time.monotonic()
+    shards = [(ds, shard) for ds in datasets for shard in [*ds.manifest.train.shards, *(
+        ds.manifest.validation.shards if ds.manifest.validation else ())]]
+    mine = [problem for ds, shard in shards[dist.rank :: dist.world_size]
+            for problem in verify_shards(ds.path, ds.manifest, [shard])]
+    _refuse_bad_files([problem for rank in dist.gather_objects(mine) for problem in rank])
+    if dist.is_main:
+        unchecked = sum(unchecked_files(ds.manifest) for ds in datasets)
+        log.info("verified the %d shard(s) of --data (%.2f GB) in %.1f s%s", len(shards), total / 1e9,
+                 time.monotonic() - started,
+                 f"; {unchecked} file(s) by size only (built before checksums: rebuild to verify them)"
+                 if unchecked else "")
+
+
+def _refuse_bad_files(problems: list[str]) -> None:
+    if problems:
+        more = (f" (and {len(problems) - 1} more bad file(s): python -m data_prep.inspect DIR --verify lists them)"
+                if len(problems) > 1 else "")
+        raise TrainError(problems[0] + more)
 
 
 def build_models(config: TrainConfig, datasets: list[PretrainDataset], device: torch.device) -> tuple[Any, Any]:
@@ -416,6 +482,13 @@ def resolve_eval_every(config: TrainConfig, datasets: list[PretrainDataset], is_
     on training instances; without a split it is off, or refused if asked for."""
     asked = config.eval_every
     with_split = [d.path for d in datasets if d.manifest.has_validation]
+    empty = [d for d in datasets if d.manifest.validation is not None and not d.manifest.has_validation]
+    if asked and asked > 0 and not with_split and empty:
+        split = empty[0].manifest.validation
+        raise TrainError(f"--eval-every {asked}: {empty[0].path} was built with --validation-fraction "
+                         f"{split.fraction}, but none of its {empty[0].manifest.train.totals.documents} documents "
+                         "fell into the validation split (too few for that fraction): rebuild it with a larger "
+                         "--validation-fraction or more input, or pass --eval-every 0")
     if asked is None:
         if not with_split and is_main:
             log.info("no validation split in --data: held-out evaluation is off (build with "
@@ -542,11 +615,13 @@ def write_run_file(config: TrainConfig, dist: Distributed, dataset: PretrainData
                "unpad": performance.unpad, "compile": performance.compile, "changes": changes}
     if path.is_file():  # a resumed run keeps its record and adds this job to it
         info = json.loads(path.read_text(encoding="utf-8"))
+        info["version"] = RUN_RECORD_VERSION
         info.setdefault("history", []).append(segment)
         if changes:
             info["config"] = config.to_dict()  # the settings from now on; the segment says what changed
     else:
         info = {
+            "version": RUN_RECORD_VERSION,
             "config": config.to_dict(),
             "world_size": dist.world_size,
             "device": str(dist.device.type),
@@ -588,6 +663,7 @@ def build_data(config: TrainConfig, datasets: list[PretrainDataset], dist: Distr
         collate_fn=partial(collate, config=train_collate),
         num_workers=config.data.num_workers,
         pin_memory=dist.device.type == "cuda",
+        worker_init_fn=ignore_in_worker,  # a scheduler's signal reaches the workers too
         # Its own generator: starting an iterator must not draw from the global RNG,
         # or a resumed run's dropout would differ from an uninterrupted one's.
         generator=torch.Generator().manual_seed(config.seed),
@@ -601,4 +677,5 @@ def build_data(config: TrainConfig, datasets: list[PretrainDataset], dist: Distr
         held_out = TrainingInstances(validation, views=views)
         eval_batches = [dist.move(collate([held_out[(0, k)] for k in chosen[i : i + optim.micro_batch_size]], padded))
                         for i in range(0, len(chosen), optim.micro_batch_size)]
-    return iter(loader), eval_batches
+    vocab_size = datasets[0].manifest.tokenizer.vocab_size  # one tokenizer for all (checked)
+    return checked_batches(iter(loader), vocab_size, data), eval_batches

@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # run as a script by the deepspeed launcher
     # Python put this file's folder on sys.path, which makes the package's own modules
@@ -30,24 +32,33 @@ if __package__ in (None, ""):  # run as a script by the deepspeed launcher
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
     sys.path.insert(0, str(_here.parent))
 
+# Only the standard library and these two above the functions: main() installs the
+# preemption handler before torch is imported (seconds in which a signal would end
+# the rank without a word). Everything else is imported where it is used.
 from tacl_scale import EXIT_ERROR
-from tacl_scale.config import (
-    LR_SCHEDULES,
-    PRECISIONS,
-    CheckpointConfig,
-    ConfigError,
-    DataConfig,
-    EngineConfig,
-    OptimConfig,
-    PerformanceConfig,
-    TrainConfig,
-)
-from tacl_scale.kernels.tacl_loss import IMPLEMENTATIONS
-from tacl_scale.mirror import POOLINGS, MirrorConfig
-from tacl_scale.model import TEACHER_DTYPES, ObjectiveConfig
+from tacl_scale.preemption import StopRequest
+
+if TYPE_CHECKING:
+    from tacl_scale.config import TrainConfig
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
+    from tacl_scale.config import (
+        LR_SCHEDULES,
+        PRECISIONS,
+        CheckpointConfig,
+        DataConfig,
+        EngineConfig,
+        OptimConfig,
+        PerformanceConfig,
+        TrainConfig,
+    )
+    from tacl_scale.kernels.tacl_loss import IMPLEMENTATIONS
+    from tacl_scale.mirror import POOLINGS, MirrorConfig
+    from tacl_scale.model import TEACHER_DTYPES, ObjectiveConfig
+
     p = argparse.ArgumentParser(prog="deepspeed tacl_scale/train.py", description=__doc__,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--ds", required=True, metavar="CONFIG.json", help="DeepSpeed config (ds_configs/zero2.json)")
@@ -112,6 +123,10 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--fused-optimizer", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.optim.AdamW(fused=True), same update and checkpoint state; default: on CUDA")
     p.add_argument("--num-workers", type=int, default=DataConfig.num_workers, help="DataLoader workers per rank")
+    p.add_argument("--verify-data", action=argparse.BooleanOptionalAction, default=None,
+                   help="check every byte of the --data shards against their manifest's checksums before training "
+                   "(each rank reads its share); default: on when the datasets hold at most 20 GB. The tokenizer "
+                   "copy is checked always, token ids as batches are read")
     p.add_argument("--dynamic-masking", action="store_true",
                    help="re-mask every epoch from the unmasked ids instead of the static masks")
     p.add_argument("--save-every", type=int, default=CheckpointConfig.save_every, help="checkpoint every N steps")
@@ -170,7 +185,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         engine=engine,
         data=DataConfig(tuple(args.data), weights=tuple(args.data_weights) if args.data_weights else None,
                         pad_to_max_length=args.pad_to_max_length,
-                        num_workers=args.num_workers, dynamic_masking=args.dynamic_masking),
+                        num_workers=args.num_workers, dynamic_masking=args.dynamic_masking,
+                        verify=args.verify_data),
         objective=objective,
         optim=OptimConfig(**{k: v for k, v in chosen.items() if v is not None}),
         checkpoint=CheckpointConfig(args.save_every, args.keep_last, args.resume, args.stop_after_steps,
@@ -197,35 +213,75 @@ def _first(*values: object) -> object:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Every refusal (dataset, model, config, checkpoint) is one ``error:`` line and
-    exit code 2 (:data:`tacl_scale.EXIT_ERROR`): said once, by rank 0, when all ranks refuse alike; by the rank
-    concerned when it is about one rank's environment."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
-    from tacl_scale.trainer import Trainer, TrainError
-
-    env = LaunchEnv()
-    trainer = None
+    """Every refusal (dataset, model, config, checkpoint) and every fault inside
+    training (a full disk, a corrupt shard) is one ``error:`` line and exit code 2
+    (:data:`tacl_scale.EXIT_ERROR`): said once, by rank 0, when all ranks refuse
+    alike; by the rank concerned when it is about that rank alone. Ctrl-C is one
+    line naming the newest checkpoint and how to resume, exit code 130."""
+    stop_request = StopRequest.install()  # first: a signal from here on is a request to checkpoint
+    env: Any = None
+    config: TrainConfig | None = None
     try:
-        env = LaunchEnv.from_environ(os.environ)
-        config = parse_args(argv)
-        dist = Distributed.setup(env)
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        from tacl_scale.config import ConfigError
+        from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
+        from tacl_scale.files import describe_os_error
+        from tacl_scale.trainer import RankError, Trainer, TrainError
+
+        env = LaunchEnv()
+        trainer = None
         try:
-            trainer = Trainer.build(config, dist)
-            trainer.train()
-        finally:
-            if trainer is not None:
-                trainer.close()
-            else:
-                dist.close()
-    except DistributedError as err:
-        print(f"error: rank {env.rank}: {err}", file=sys.stderr)
-        return EXIT_ERROR
-    except (ConfigError, TrainError) as err:
-        if env.rank == 0:
-            print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+            env = LaunchEnv.from_environ(os.environ)
+            config = parse_args(argv)
+            dist = Distributed.setup(env)
+            try:
+                trainer = Trainer.build(config, dist, stop_request)
+                trainer.train()
+            finally:
+                if trainer is not None:
+                    trainer.close()
+                else:
+                    dist.close()
+        except DistributedError as err:
+            print(f"error: rank {env.rank}: {err}", file=sys.stderr)
+            return EXIT_ERROR
+        except RankError as err:
+            print(f"error: {_rank_prefix(env)}{err}", file=sys.stderr)
+            return EXIT_ERROR
+        except (ConfigError, TrainError) as err:
+            if env.rank == 0:
+                print(f"error: {err}", file=sys.stderr)
+            return EXIT_ERROR
+        except OSError as err:  # writing the run directory (a full disk, a permission)
+            where = err.filename or (config.output if config is not None else "the run directory")
+            print(f"error: {_rank_prefix(env)}{where}: {describe_os_error(err)}", file=sys.stderr)
+            return EXIT_ERROR
+    except KeyboardInterrupt:
+        if env is None or env.rank == 0:
+            print(_interrupted(config, argv, env), file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     return 0
+
+
+def _rank_prefix(env: Any) -> str:
+    return f"rank {env.rank}: " if env.world_size > 1 else ""
+
+
+def _interrupted(config: TrainConfig | None, argv: list[str] | None, env: Any) -> str:
+    """Ctrl-C's one line: where the run can continue from, and the command."""
+    if config is None:
+        return "interrupted before training started; nothing was written"
+    from tacl_scale import checkpoint
+    from tacl_scale.export import CHECKPOINTS_DIR
+
+    root = Path(config.output) / CHECKPOINTS_DIR
+    newest, _ = checkpoint.newest_verified_tag(root) if root.is_dir() else (None, [])
+    args = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--resume" and not a.startswith("--local_rank")]
+    launcher = ["tacl-train"] if env is not None and env.standalone else ["deepspeed", "tacl_scale/train.py"]
+    command = shlex.join([*launcher, *args, "--resume"])
+    if newest is None:
+        return f"interrupted; {config.output} has no checkpoint yet: start again with the same command"
+    return f"interrupted; the newest checkpoint is {root / newest}: continue with {command}"
 
 
 if __name__ == "__main__":

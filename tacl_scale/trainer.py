@@ -17,7 +17,6 @@ lr is the one each update used, and after ``--steps`` updates the lr is 0.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,16 +29,19 @@ import torch
 from . import checkpoint
 from .config import TrainConfig
 from .data.loader import sequence_lengths
+from .data.manifest import DatasetError
 from .data.shuffle import DIGEST_MODULUS, sample_digest
 from .distributed import Distributed
 from .encoder import new_micro_batch
 from .evaluation import evaluate, layer_self_similarity
 from .export import engine_master_weights, export_weights
+from .files import describe_write_error
 from .flops import mfu, step_flops
 from .model import teacher_states
-from .parts import CHECKPOINTS_DIR, RunParts, TrainError, TrainState, build_run
+from .parts import CHECKPOINTS_DIR, RankError, RunParts, TrainError, TrainState, build_run
+from .preemption import StopRequest
 
-__all__ = ["PREEMPTED_MARKER", "StepResult", "Trainer", "TrainError", "TrainState"]
+__all__ = ["PREEMPTED_MARKER", "RankError", "StepResult", "Trainer", "TrainError", "TrainState"]
 
 log = logging.getLogger("tacl_scale.trainer")
 
@@ -52,21 +54,6 @@ def micro_batch_seed(seed: int, micro_batch: int, stream: int = 0) -> int:
     ``--reference-compat``), independent of each other."""
     states = np.random.SeedSequence([seed, micro_batch]).generate_state(stream + 1, dtype=np.uint64)
     return int(states[stream] >> 1)
-
-
-class StopRequest:
-    """SIGUSR1 (Slurm's --signal before the time limit) or SIGTERM (preemption,
-    scancel) asks for a checkpoint at the next step boundary and a clean exit; the
-    job script then requeues the job, which resumes. Ranks agree with a MAX
-    all-reduce, since the signal can reach them at different moments."""
-
-    def __init__(self) -> None:
-        self.signal_name: str | None = None
-        for sig in (signal.SIGUSR1, signal.SIGTERM):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        self.signal_name = signal.Signals(signum).name
 
 
 @dataclass
@@ -120,7 +107,8 @@ class Trainer:
     """One TaCL run on this rank: the parts :func:`~tacl_scale.parts.build_run`
     built, and the loop that runs them (see the module docstring)."""
 
-    def __init__(self, config: TrainConfig, dist: Distributed, parts: RunParts) -> None:
+    def __init__(self, config: TrainConfig, dist: Distributed, parts: RunParts,
+                 stop_request: StopRequest | None = None) -> None:
         self.config = parts.config  # ``config`` with what the device decided (the micro-batch)
         self.dist = dist
         self.device = dist.device
@@ -149,19 +137,22 @@ class Trainer:
         self.peak = parts.peak_flops
         self.first_step = parts.state.step
         self.skipped_in_a_row = 0
-        self.stop_request = StopRequest()
+        self.stop_request = stop_request or StopRequest.install()
         self.pending: list[StepResult] = []  # steps whose metrics are not read yet (see train)
         self.window_started = time.monotonic()
         self.lock = parts.lock
 
     @classmethod
-    def build(cls, config: TrainConfig, dist: Distributed) -> Trainer:
+    def build(cls, config: TrainConfig, dist: Distributed, stop_request: StopRequest | None = None) -> Trainer:
         """Build a run (:func:`~tacl_scale.parts.build_run`) and its Trainer; a
-        new job clears the preemption marker the previous one left."""
+        new job clears the preemption marker the previous one left.
+        ``stop_request``: the handler ``train.py`` installed before anything else
+        (default: one installed now)."""
+        stop_request = stop_request or StopRequest.install()
         parts = build_run(config, dist)
         if dist.is_main:
             (Path(config.output) / PREEMPTED_MARKER).unlink(missing_ok=True)
-        return cls(config, dist, parts)
+        return cls(config, dist, parts, stop_request)
 
     # -- running --------------------------------------------------------------------------------------------
 
@@ -182,9 +173,10 @@ class Trainer:
         the host queues the next step while the GPU runs this one. Throughput is
         the average over those steps."""
         self.engine.train()
-        preempted = False
+        # A signal that came while the run was being built stops it before the first step.
+        preempted = self.state.step < self.last_step and self.preemption_requested(every_rank_now=True)
         self.window_started = time.monotonic()
-        while self.state.step < self.last_step:
+        while self.state.step < self.last_step and not preempted:
             try:
                 result = self.train_step()
             except TrainError:
@@ -196,9 +188,7 @@ class Trainer:
             if result.applied:
                 self.maybe_evaluate()
                 self.maybe_checkpoint()
-            if self.preemption_requested():
-                preempted = True
-                break
+            preempted = self.preemption_requested()
         self.flush_metrics()
         if self.state.step == self.config.optim.steps and not preempted and self.config.export:
             self.export()
@@ -236,7 +226,10 @@ class Trainer:
         lengths: list[int] = []
         masked_tokens = digest = 0
         for _ in range(self.accumulation):
-            cpu_batch = next(self.batches)
+            try:
+                cpu_batch = next(self.batches)
+            except DatasetError as err:  # a token id outside the vocabulary: names shard, instance, position
+                raise RankError(str(err)) from err
             lengths += sequence_lengths(cpu_batch).tolist()
             masked_tokens += int(cpu_batch["masked"].sum())
             digest += sample_digest(cpu_batch["sample_keys"].numpy())
@@ -303,18 +296,30 @@ class Trainer:
             self.flush_metrics()  # metrics.jsonl holds every step the checkpoint does
             client = {"step": step, "consumed_samples": self.state.consumed_samples, "skipped": self.state.skipped,
                       "batch_size": self.config.optim.batch_size}
-            checkpoint.save(self.engine, self.ckpt_root, step, client, self.config.checkpoint.keep_last,
-                            self.dist.barrier)
+            try:
+                checkpoint.save(self.engine, self.ckpt_root, step, client, self.config.checkpoint.keep_last,
+                                self.dist.barrier)
+            except (OSError, RuntimeError) as err:
+                raise RankError(self._save_failed(step, err)) from err
             self.saved_step = step
 
-    def preemption_requested(self) -> bool:
+    def _save_failed(self, step: int, err: BaseException) -> str:
+        """The one line of a checkpoint that could not be written."""
+        where = self.ckpt_root / checkpoint.tag_for(step)
+        newest, _ = checkpoint.newest_verified_tag(self.ckpt_root)
+        kept = (f"the newest complete checkpoint is {self.ckpt_root / newest} (--resume continues from it)"
+                if newest else "there is no complete checkpoint yet")
+        return f"{where}: the checkpoint of step {step} could not be written: {describe_write_error(err, where)}; {kept}"
+
+    def preemption_requested(self, every_rank_now: bool = False) -> bool:
         """Whether any rank got SIGUSR1/SIGTERM; if so, checkpoint this step and
         leave the PREEMPTED marker the Slurm job requeues on. Several ranks agree
         in a collective, which waits for the GPU: every ``--log-every`` steps (a
-        scheduler's warning comes minutes ahead), every step on one rank."""
-        if self.dist.world_size > 1 and self.state.step % self.config.log_every:
+        scheduler's warning comes minutes ahead), every step on one rank, and
+        whenever ``every_rank_now`` (all ranks call it at the same point)."""
+        if self.dist.world_size > 1 and self.state.step % self.config.log_every and not every_rank_now:
             return False
-        if not self.dist.any(self.stop_request.signal_name is not None):
+        if not self.dist.any(self.stop_request.requested):
             return False
         if self.state.step >= self.config.optim.steps:
             return False  # finished anyway
@@ -357,8 +362,12 @@ class Trainer:
         keep the engine, its model and its optimizer state alive for as long as
         the process runs (several Trainers in one process would add up)."""
         self.batches = iter(())  # dropping the loader's iterator shuts its worker processes down
-        self.metrics.close()
-        self.engine.destroy()
-        if self.lock is not None:
-            self.lock.release()
-        self.dist.close()
+        try:
+            self.metrics.close()  # its last write may fail (a full disk): the rest is still released
+        finally:
+            try:
+                self.engine.destroy()
+            finally:
+                if self.lock is not None:
+                    self.lock.release()
+                self.dist.close()

@@ -32,7 +32,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # -- the schema is the JSON -------------------------------------------------------------------------------------
 
-FREE_FORM_MAPS = ("skips", "length_histogram", "build_config", "pipeline_options")
+FREE_FORM_MAPS = ("skips", "length_histogram", "build_config", "pipeline_options", "checksums")
 ALIASES = (("validation.shards[]", "shards[]"), ("validation.totals.", "totals."))
 
 

@@ -94,10 +94,10 @@ def _logs(directory: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in directory.rglob("*.out"))
 
 
-def _train_args(dataset: Path, model: Path, run: Path, steps: int, save_every: int) -> list[str]:
+def _train_args(dataset: Path, model: Path, run: Path, steps: int, save_every: int, workers: int = 0) -> list[str]:
     return ["--ds", "ds_configs/cpu.json", "--model", str(model), "--data", str(dataset), "--output", str(run),
             "--steps", str(steps), "--save-every", str(save_every), "--batch-size", "8",
-            "--micro-batch-size", "4", "--num-workers", "0", "--log-every", "1"]
+            "--micro-batch-size", "4", "--num-workers", str(workers), "--log-every", "1"]
 
 
 def _losses(run: Path) -> dict[int, float]:
@@ -133,8 +133,9 @@ def test_preempted_job_checkpoints_requeues_and_matches(baseline: Path, dataset:
     model = tmp_path / "bert.json"
     model.write_text(json.dumps(TINY_BERT))
     run = tmp_path / "run"
+    # With DataLoader workers: scancel signals every process of the job step, the workers too.
     job = submit(["--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=0", "--cpus-per-task=1",
-                  "slurm/pretrain_large.sh", *_train_args(dataset, model, run, 30, 10)], tmp_path)
+                  "slurm/pretrain_large.sh", *_train_args(dataset, model, run, 30, 10, workers=2)], tmp_path)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (run / "metrics.jsonl").exists():
         time.sleep(0.1)
@@ -145,6 +146,7 @@ def test_preempted_job_checkpoints_requeues_and_matches(baseline: Path, dataset:
     assert info["JobState"] == "COMPLETED" and int(info["Restarts"]) >= 1, (info, _logs(tmp_path))
     log = next(run.glob("slurm-*.log")).read_text()
     assert "SIGUSR1: checkpointed step" in log and "requeuing job" in log and "resumed from" in log
+    assert "killed by signal" not in log
     assert _losses(run) == pytest.approx(_losses(baseline), rel=1e-6)
 
 

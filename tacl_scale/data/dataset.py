@@ -89,6 +89,7 @@ class PretrainDataset:
         records = self.manifest.split(split, self.path)
         expected = records.totals.instances
         self._shards = [_Shard(self.path, entry) for entry in records.shards]
+        self._names = [entry.name for entry in records.shards]
         sizes = np.array([len(s) for s in self._shards], dtype=np.int64)
         self._offsets = np.concatenate([[0], np.cumsum(sizes)])
         total = int(self._offsets[-1])
@@ -116,6 +117,11 @@ class PretrainDataset:
             raise IndexError(f"instance {index} out of range for {self.path} ({len(self)})")
         shard = int(np.searchsorted(self._offsets, index, side="right")) - 1
         return shard, index - int(self._offsets[shard])
+
+    def describe(self, index: int) -> str:
+        """Where instance ``index`` is stored: ``DIR/shard-NNNNN.bin, instance K``."""
+        shard_no, local = self.locate(index)
+        return f"{self.path / self._names[shard_no]}.bin, instance {local}"
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         if index < 0:

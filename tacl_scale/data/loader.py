@@ -148,6 +148,40 @@ def sequence_lengths(batch: dict[str, Any]) -> Any:
     return batch["attention_mask"].sum(dim=1)
 
 
+def check_token_ids(batch: dict[str, Any], vocab_size: int, data: Any) -> None:
+    """Refuse a collated batch holding a token id outside the vocabulary (a
+    corrupt shard, or a manifest whose ``vocab_size`` was edited), before it
+    reaches an embedding as an ``IndexError``: a
+    :class:`~tacl_scale.data.DatasetError` naming the shard file, the instance
+    and the position. ``data`` maps the batch's instances to their files
+    (``describe``); one vectorised maximum per tensor when all is well."""
+    from .manifest import DatasetError
+
+    rows = batch["sample_keys"] % len(data)
+    for key, stored_in in (("original_ids", "its tokens"), ("input_ids", "its masked tokens (.masked_tokens.bin)")):
+        ids = batch[key]
+        if int(ids.max()) < vocab_size:
+            continue
+        flat = int((ids.reshape(-1) >= vocab_size).nonzero()[0, 0])
+        if "cu_seqlens" in batch:  # packed: find the instance the token belongs to
+            starts = batch["cu_seqlens"].tolist()
+            row = int(np.searchsorted(starts, flat, side="right")) - 1
+            position = flat - starts[row]
+        else:
+            row, position = divmod(flat, ids.shape[-1])
+        raise DatasetError(f"{data.describe(int(rows[row]))}, position {position}: token id "
+                           f"{int(ids.reshape(-1)[flat])} in {stored_in}, but the vocabulary has {vocab_size} ids: "
+                           "the shard is corrupt or its manifest was edited (python -m data_prep.inspect DIR "
+                           "--verify checks it; rebuild the dataset)")
+
+
+def checked_batches(batches: Iterator[dict[str, Any]], vocab_size: int, data: Any) -> Iterator[dict[str, Any]]:
+    """``batches`` with :func:`check_token_ids` applied to each as it is read."""
+    for batch in batches:
+        check_token_ids(batch, vocab_size, data)
+        yield batch
+
+
 class MicroBatchSampler:
     """The DataLoader's ``batch_sampler``: this rank's micro-batches of the global
     order (:mod:`tacl_scale.data.shuffle`) from ``consumed`` samples on, each a list
@@ -285,6 +319,11 @@ class BlendedDatasets:
     def __getitem__(self, index: int) -> dict[str, Any]:
         d, j = self.locate(index)
         return self.datasets[d][j]
+
+    def describe(self, index: int) -> str:
+        """Where blended position ``index`` is stored (its dataset's ``describe``)."""
+        d, j = self.locate(index)
+        return self.datasets[d].describe(j)
 
 
 def _coprime_stride(size: int, rng: np.random.Generator) -> int:

@@ -31,7 +31,9 @@ reads the JSON and knows what older versions lacked:
 - version 2: the validation split; the tokenizer named by the path the build read
   it from (absolute, or relative to where the build ran);
 - version 3: the tokenizer's files copied into the dataset and named relative to
-  it, so a dataset directory can move anywhere.
+  it, so a dataset directory can move anywhere;
+- version 4: a checksum (xxh3-128, :mod:`.integrity`) of every shard file and of
+  every file of the tokenizer copy.
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ import numpy as np
 from .masking import MaskingConfig
 
 FORMAT_NAME = "tacl-scale-pretrain"
-FORMAT_VERSION = 3
-SUPPORTED_VERSIONS = (1, 2, 3)  # 1: no validation split; 2: the tokenizer outside the dataset
+FORMAT_VERSION = 4
+# 1: no validation split; 2: the tokenizer outside the dataset; 3: no checksums
+SUPPORTED_VERSIONS = (1, 2, 3, 4)
 SPLITS = ("train", "validation")
 MANIFEST_NAME = "manifest.json"
 TOKENIZER_DIR = "tokenizer"  # the dataset's copy of its tokenizer files (format 3)
@@ -155,6 +158,7 @@ class TokenizerRecord:
     path: str
     files: tuple[str, ...] = ()  # format 3: the files of the dataset's tokenizer/ copy
     source: str | None = None  # format 3: where the build read the tokenizer (a record only)
+    checksums: dict[str, str] = field(default_factory=dict)  # format 4: of each of ``files``
 
     @property
     def portable(self) -> bool:
@@ -253,6 +257,18 @@ class FileRecord:
 
     path: str
     bytes: int
+    checksum: str | None = None  # a shard's file, format 4: ``xxh3_128:<hex>`` (:mod:`.integrity`)
+
+    def to_json(self) -> dict[str, Any]:
+        """A shard file's entry (``name``, ``bytes`` and, from format 4, ``checksum``)."""
+        entry: dict[str, Any] = {"name": self.path, "bytes": self.bytes}
+        if self.checksum is not None:
+            entry["checksum"] = self.checksum
+        return entry
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileRecord:
+        return cls(data["name"], int(data["bytes"]), data.get("checksum"))
 
 
 @dataclass(frozen=True)
@@ -273,13 +289,13 @@ class ShardRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "index": self.index, "key": self.key, "split": self.split,
-                "files": {k: {"name": f.path, "bytes": f.bytes} for k, f in self.files.items()},
+                "files": {k: f.to_json() for k, f in self.files.items()},
                 "duplicate_documents": self.duplicate_documents, **self.counts.to_json(prefix="num_")}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ShardRecord:
         return cls(name=data["name"], index=int(data["index"]), key=int(data["key"]), split=data["split"],
-                   files={k: FileRecord(f["name"], int(f["bytes"])) for k, f in data.get("files", {}).items()},
+                   files={k: FileRecord.from_json(f) for k, f in data.get("files", {}).items()},
                    counts=Counts.from_json(data, prefix="num_"),
                    duplicate_documents=int(data.get("duplicate_documents", 0)))
 
@@ -358,6 +374,8 @@ class Manifest:
                                                        for f in fields(SpecialIds)}}
         if tok.portable:
             tokenizer.update(files=list(tok.files), source=tok.source)
+        if tok.checksums:
+            tokenizer["checksums"] = dict(tok.checksums)
         masking_json = {f.name: getattr(masking, f.name) for f in fields(MaskingRecord)}
         if masking.replacement_excluded_ids is not None:
             masking_json["replacement_excluded_ids"] = list(masking.replacement_excluded_ids)
@@ -426,7 +444,7 @@ class Manifest:
                 lowercase=tok.get("lowercase"), special_ids=SpecialIds(**{k: int(v) for k, v in
                                                                           tok["special_ids"].items()}),
                 path=tok["path"], files=tuple(tok.get("files", ())) if version >= 3 else (),
-                source=tok.get("source")),
+                source=tok.get("source"), checksums=dict(tok.get("checksums", {})) if version >= 4 else {}),
             token_dtype=data["token_dtype"],
             max_seq_len=int(data["max_seq_len"]),
             instance_kind=data.get("instance_kind", "pairs"),

@@ -1,0 +1,329 @@
+"""Hostile probes of training, as a table (the build's are in tests/test_hostile.py):
+each case damages a dataset or interrupts a run the way a user or a scheduler
+would, and says what a mature tool does then. Runs are ``tacl-train`` as one
+process in a plain shell (no launcher variables) unless said otherwise.
+
+| case | expected outcome |
+|---|---|
+| the dataset's tokenizer copy replaced by another vocabulary | refused in one line naming the file, before anything is written |
+| the manifest's tokenizer `sha256`, `file` or `vocab_size` edited | refused in one line naming what disagrees |
+| a bit flipped in a shard | `tacl-inspect-dataset DIR --verify` names the file (exit 2); training refuses it by default |
+| a token id past the vocabulary, shards not verified | one line naming the shard file, the instance and the position; exit 2 |
+| SIGUSR1 to the rank and its 2 DataLoader workers (as Slurm signals a job step) | checkpoint, `PREEMPTED`, exit 0; `--resume` goes on |
+| SIGTERM while the run is being built | the same: a checkpoint and `PREEMPTED`, never a silent death |
+| `metrics.jsonl` on a full disk | one `error:` line naming it and "the disk is full", exit 2, the run lock released |
+| a checkpoint written to a full disk | one `error:` line naming it and the newest complete checkpoint; that one stays `latest` and resumes |
+| Ctrl-C during training | one line naming the newest checkpoint and the resume command, exit 130, no traceback |
+| `--eval-every` on a dataset whose validation split came out empty | refused naming the fraction and the fix |
+| `run.json` written by a newer version | refused naming the version, not taken for changed settings |
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset
+
+from data_prep.inspect import main as inspect_main
+from tacl_scale.checkpoint import latest_tag
+from tacl_scale.config import CheckpointConfig, DataConfig, EngineConfig, OptimConfig, TrainConfig
+from tacl_scale.data.integrity import verify_tokenizer
+from tacl_scale.data.manifest import Manifest
+from tacl_scale.distributed import Distributed
+from tacl_scale.locking import LOCK_NAME
+from tacl_scale.trainer import PREEMPTED_MARKER, RankError, Trainer, TrainError
+
+pytestmark = pytest.mark.slow
+
+TINY_BERT = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+             "intermediate_size": 64, "max_position_embeddings": 128}
+LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("hostile-training")
+    return build_dataset(root / "ds", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+                         "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
+                         "--max-seq-len", "64")
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "bert.json"
+    path.write_text(json.dumps(TINY_BERT))
+    return path
+
+
+def copy_dataset(dataset: Path, target: Path) -> Path:
+    import shutil
+
+    shutil.copytree(dataset, target)
+    return target
+
+
+def edit_manifest(directory: Path, edit: Callable[[dict], None]) -> None:
+    path = directory / "manifest.json"
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def tacl_train(*args: str) -> list[str]:
+    return [str(Path(sys.executable).parent / "tacl-train"), "--ds", str(ROOT / "ds_configs" / "cpu.json"), *args]
+
+
+def plain_env() -> dict[str, str]:
+    """A shell's environment: no launcher variables."""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    return env | {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def common(dataset: Path, model: Path, run: Path, steps: int) -> list[str]:
+    return ["--data", str(dataset), "--model", str(model), "--output", str(run), "--steps", str(steps),
+            "--batch-size", "4", "--micro-batch-size", "2", "--no-export", "--log-every", "1"]
+
+
+def run_cli(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(tacl_train(*args), env=plain_env(), capture_output=True, text=True, timeout=600)
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+def signalled_run(args: list[str], sig: signal.Signals, when: str, log: Path) -> subprocess.Popen:
+    """``tacl-train args`` in its own process group, sent ``sig`` (to the whole group,
+    as Slurm signals every process of a job step) once ``when`` is in its output."""
+    out = open(log, "w")
+    proc = subprocess.Popen(tacl_train(*args), env=plain_env(), stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while when not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the run never printed {when!r}:\n{log.read_text()[-3000:]}")
+        time.sleep(0.05)
+    os.killpg(proc.pid, sig)
+    proc.wait(timeout=300)
+    out.close()
+    return proc
+
+
+def make_config(dataset: Path, model: Path, output: Path, steps: int, **overrides) -> TrainConfig:
+    config = TrainConfig(
+        model=str(model), output=str(output), engine=EngineConfig("inline.json", {"zero_optimization": {"stage": 2}}),
+        data=DataConfig((str(dataset),), num_workers=0),
+        optim=OptimConfig(steps=steps, lr=1e-3, warmup_ratio=0.5, batch_size=4, micro_batch_size=2),
+        checkpoint=CheckpointConfig(save_every=100), eval_every=0, log_every=1, export=False,
+    )
+    return replace(config, **overrides)
+
+
+# -- the dataset ------------------------------------------------------------------------------------------------
+
+def test_a_replaced_tokenizer_copy_is_refused_before_anything_is_written(dataset: Path, model_file: Path,
+                                                                         tmp_path: Path) -> None:
+    bad = copy_dataset(dataset, tmp_path / "ds")
+    vocab = bad / "tokenizer" / ZH_VOCAB.name
+    lines = vocab.read_text(encoding="utf-8").splitlines()
+    vocab.write_text("\n".join([lines[1], lines[0], *lines[2:]]) + "\n", encoding="utf-8")  # two ids swapped
+    res = run_cli(common(bad, model_file, tmp_path / "run", 2))
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert error_lines(res.stderr) == [error_lines(res.stderr)[0]] and str(vocab) in res.stderr
+    assert "tokenizer copy was changed" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda m: m["tokenizer"].update(sha256="0" * 64), "sha256 is not the manifest's"),
+    (lambda m: m["tokenizer"].update(file="vocab.txt"), "'vocab.txt' is not one of the copied files"),
+    (lambda m: m["tokenizer"].update(vocab_size=1000), "vocab_size 1000, but"),
+])
+def test_an_edited_tokenizer_record_is_refused(dataset: Path, tmp_path: Path, edit, says: str) -> None:
+    bad = copy_dataset(dataset, tmp_path / "ds")
+    assert verify_tokenizer(bad, Manifest.load(bad)) == []
+    edit_manifest(bad, edit)
+    problems = verify_tokenizer(bad, Manifest.load(bad))
+    assert len(problems) == 1 and says in problems[0], problems
+
+
+def test_a_flipped_bit_is_named_by_verify_and_refused_by_training(dataset: Path, model_file: Path, tmp_path: Path,
+                                                                  join: Callable[[], Distributed],
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    good = copy_dataset(dataset, tmp_path / "good")
+    assert inspect_main([str(good), "--verify"]) == 0
+    assert "all match" in capsys.readouterr().out
+    bad = copy_dataset(dataset, tmp_path / "ds")
+    target = bad / "shard-00000.masked_tokens.bin"
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 1  # one low bit: the ids stay in the vocabulary, the loss barely moves
+    target.write_bytes(bytes(data))
+    assert inspect_main([str(bad), "--verify"]) == 2
+    stderr = capsys.readouterr().err
+    assert error_lines(stderr) == [f"error: {target}: " + stderr.split(f"{target}: ", 1)[1].splitlines()[0]]
+    assert "the file is corrupt" in stderr
+    with pytest.raises(TrainError, match=rf"{target}: checksum xxh3_128:\w+, the manifest records"):
+        Trainer.build(make_config(bad, model_file, tmp_path / "run", 2), join())
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
+def test_a_token_id_past_the_vocabulary_names_shard_instance_and_position(dataset: Path, model_file: Path,
+                                                                          tmp_path: Path,
+                                                                          join: Callable[[], Distributed]) -> None:
+    bad = copy_dataset(dataset, tmp_path / "ds")
+    tokens = np.memmap(bad / "shard-00000.bin", dtype=np.uint16, mode="r+")
+    tokens[::41] = 65535
+    tokens.flush()
+    del tokens
+    config = make_config(bad, model_file, tmp_path / "run", 3, data=DataConfig((str(bad),), num_workers=0,
+                                                                              verify=False))
+    trainer = Trainer.build(config, join())
+    try:
+        with pytest.raises(RankError) as caught:
+            trainer.train()
+    finally:
+        trainer.close()
+    message = str(caught.value)
+    assert message.startswith(f"{bad / 'shard-00000.bin'}, instance ") and "token id 65535" in message
+    instance, position = (int(part.split()[-1]) for part in message.split(":")[0].split(", ")[1:])
+    from tacl_scale.data import PretrainDataset
+
+    assert PretrainDataset(bad)[instance]["original_ids"][position] == 65535
+
+
+# -- signals ----------------------------------------------------------------------------------------------------
+
+def test_a_preemption_signal_to_the_workers_too_checkpoints_and_resumes(dataset: Path, model_file: Path,
+                                                                        tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    args = [*common(dataset, model_file, run, 200), "--num-workers", "2", "--save-every", "1000"]
+    proc = signalled_run(args, signal.SIGUSR1, "step 3/200", tmp_path / "log")
+    log = (tmp_path / "log").read_text()
+    assert proc.returncode == 0, log[-3000:]
+    assert "killed by signal" not in log and "Traceback" not in log
+    marker = (run / PREEMPTED_MARKER).read_text()
+    assert marker.startswith("SIGUSR1 at step ")
+    step = int(marker.split()[-1])
+    assert latest_tag(run / "checkpoints") == f"step{step:08d}"
+    res = run_cli([*common(dataset, model_file, run, 200), "--num-workers", "2", "--resume", "--stop-after-steps", "2"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert not (run / PREEMPTED_MARKER).exists()
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, step + 3))
+
+
+def test_sigterm_while_the_run_is_built_still_checkpoints_and_leaves_the_marker(dataset: Path, model_file: Path,
+                                                                                tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    # The shards are verified early in the build: before the models, the engine and the first step.
+    proc = signalled_run([*common(dataset, model_file, run, 200), "--num-workers", "2"], signal.SIGTERM,
+                         "verified the 1 shard(s) of --data", tmp_path / "log")
+    log = (tmp_path / "log").read_text()
+    assert proc.returncode == 0, log[-3000:]
+    assert (run / PREEMPTED_MARKER).read_text().startswith("SIGTERM at step ")
+    assert latest_tag(run / "checkpoints") is not None and "step 3/200" not in log
+
+
+def test_ctrl_c_is_one_line_naming_the_checkpoint_and_the_resume_command(dataset: Path, model_file: Path,
+                                                                         tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    args = [*common(dataset, model_file, run, 200), "--num-workers", "2", "--save-every", "2"]
+    proc = signalled_run(args, signal.SIGINT, "step 3/200", tmp_path / "log")
+    log = (tmp_path / "log").read_text()
+    assert proc.returncode == 130, log[-3000:]
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log
+    [line] = [line for line in log.splitlines() if line.startswith("interrupted")]
+    newest = latest_tag(run / "checkpoints")
+    assert newest is not None and f"the newest checkpoint is {run / 'checkpoints' / newest}" in line
+    assert line.endswith("--resume") and "tacl-train" in line
+    assert not (run / LOCK_NAME).exists()
+
+
+# -- faults inside training -------------------------------------------------------------------------------------
+
+def test_metrics_on_a_full_disk_is_one_line_and_releases_the_lock(dataset: Path, model_file: Path,
+                                                                  tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").symlink_to("/dev/full")  # every write: ENOSPC
+    res = run_cli(common(dataset, model_file, run, 3))
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert error_lines(res.stderr) == [f"error: {run / 'metrics.jsonl'}: No space left on device (the disk is full)"]
+    assert "Traceback" not in res.stderr
+    assert not (run / LOCK_NAME).exists()
+
+
+def test_a_checkpoint_on_a_full_disk_names_it_and_keeps_the_older_one(dataset: Path, model_file: Path,
+                                                                      tmp_path: Path, join: Callable[[], Distributed],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import tacl_scale.files
+
+    run = tmp_path / "run"
+    full = run / "checkpoints" / "step00000004"
+    full.mkdir(parents=True)
+    for name in ("mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"):
+        (full / name).symlink_to("/dev/full")  # DeepSpeed's writes fail there as on a full disk
+    # torch.save reports a failed write without an errno; the free space says why.
+    monkeypatch.setattr(tacl_scale.files, "free_bytes", lambda path: 1 << 20)
+    config = make_config(dataset, model_file, run, 6, checkpoint=CheckpointConfig(save_every=2))
+    trainer = Trainer.build(config, join())
+    try:
+        with pytest.raises(RankError) as caught:
+            trainer.train()
+    finally:
+        trainer.close()
+    assert str(caught.value) == (f"{full}: the checkpoint of step 4 could not be written: the disk is full (1 MiB "
+                                 f"free); the newest complete checkpoint is {run / 'checkpoints' / 'step00000002'} "
+                                 "(--resume continues from it)")
+    assert latest_tag(run / "checkpoints") == "step00000002"
+    assert not (run / LOCK_NAME).exists()
+    for link in full.iterdir():
+        link.unlink()
+    resumed = Trainer.build(replace(config, checkpoint=CheckpointConfig(save_every=2, resume=True)), join())
+    try:
+        assert resumed.state.step == 2
+        assert [m["step"] for m in resumed.train()] == [3, 4, 5, 6]
+    finally:
+        resumed.close()
+
+
+# -- records ----------------------------------------------------------------------------------------------------
+
+def test_an_empty_validation_split_is_refused_naming_the_fraction(dataset: Path, model_file: Path, tmp_path: Path,
+                                                                  join: Callable[[], Distributed]) -> None:
+    small = build_dataset(tmp_path / "ds", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+                          "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
+                          "--max-seq-len", "64", "--validation-fraction", "0.0001")
+    assert not Manifest.load(small).has_validation
+    with pytest.raises(TrainError, match=r"--validation-fraction 0\.0001, but none of its \d+ documents"):
+        Trainer.build(make_config(small, model_file, tmp_path / "run", 2, eval_every=1), join())
+
+
+def test_a_run_record_from_a_newer_version_is_refused_by_name(dataset: Path, model_file: Path, tmp_path: Path,
+                                                              join: Callable[[], Distributed]) -> None:
+    run = tmp_path / "run"
+    config = make_config(dataset, model_file, run, 2)
+    trainer = Trainer.build(config, join())
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    record = json.loads((run / "run.json").read_text())
+    assert record["version"] == 2
+    record["version"] = 99
+    record["config"]["a_setting_of_the_future"] = 1
+    (run / "run.json").write_text(json.dumps(record))
+    resume = replace(config, checkpoint=CheckpointConfig(save_every=100, resume=True))
+    with pytest.raises(TrainError, match=r"run record version 99, written by a newer tacl-scale"):
+        Trainer.build(resume, join())
