@@ -6,13 +6,17 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+import numpy as np
+
 from .config import BuildConfig, OutputConfig
+from .instances import InstanceConfig
 from .sentences import ChineseWordBoundaries, SentenceSplitter
 from .sources import CountSkip, PlainDocument, WikiPage
 from .tokenization import EncodedSentence, PretrainTokenizer, load_tokenizer
 from .wikitext import clean_wikitext, is_redirect
 
-# Every reason a record can be dropped; all appear (possibly 0) in the manifest.
+# Every reason a record can be dropped, and every kind of text changed to fit (the
+# last ones); all appear (possibly 0) in the manifest's ``skips``.
 SKIP_KINDS = (
     "not_article_namespace",
     "redirect",
@@ -22,6 +26,7 @@ SKIP_KINDS = (
     "invalid_utf8_lines",
     "malformed_json_lines",
     "duplicate_documents",
+    "long_sentences_split",
 )
 
 
@@ -57,6 +62,66 @@ def shard_key(doc_id: str, output: OutputConfig) -> int:
     if is_validation(doc_id, output.validation_fraction):
         return output.num_shards + shard_of(doc_id, output.validation_shards)
     return shard_of(doc_id, output.num_shards)
+
+
+def sentence_budget(instances: InstanceConfig) -> tuple[int, int | None]:
+    """How :func:`split_long_sentence` cuts a sentence for ``instances``: the most
+    tokens a piece may have, what an instance holds besides its specials, and the
+    least (None: pieces about equal).
+
+    ``[CLS] sentence [SEP]``: at most ``max_seq_len - 2``, each an instance.
+    ``[CLS] A [SEP] B [SEP]``: at most ``max_seq_len - 3``, pieces of at least half
+    that. The pair builder gathers sentences until they reach the budget, so two such
+    pieces make one pair (A and B its true continuation) that truncation trims by a
+    word at most; pieces below half would take three, and pieces near the budget two,
+    and truncation would drop up to a third or a half of them.
+    """
+    if instances.single_segment:
+        return instances.max_seq_len - 2, None
+    budget = instances.max_seq_len - 3
+    return budget, -(-budget // 2)
+
+
+def split_long_sentence(sentence: EncodedSentence, budget: int, least: int | None = None) -> list[EncodedSentence]:
+    """``sentence`` as consecutive pieces of at most ``budget`` tokens that together
+    hold every token in order (the sentence itself when it fits).
+
+    A sentence longer than an instance (a table line, text without sentence
+    punctuation) would otherwise become one instance and lose the rest of its
+    tokens. Each cut goes at a word start: with ``least``, the first one at least
+    ``least`` tokens into the piece; without, the one nearest to an even share of
+    what is left (pieces near the budget, and the end shared out rather than left as
+    a short last piece). A word too long for that is cut inside, and a piece opens a
+    word, as a sentence does. The cuts depend on the tokens alone, so the dataset
+    stays the same whatever the runner, the workers or a resume.
+    """
+    length = len(sentence.ids)
+    if length <= budget:
+        return [sentence]
+    if least is not None and not 1 <= least <= budget:
+        raise ValueError(f"a piece of at least {least} tokens cannot fit {budget}")
+    word_starts = np.flatnonzero(sentence.word_starts)
+    pieces: list[EncodedSentence] = []
+    start = 0
+    while start < length:
+        left = length - start
+        if left <= budget:
+            stop = length
+        else:
+            if least is None:
+                needed = -(-left // budget)  # pieces still needed, at the fewest
+                ideal, earliest = start + -(-left // needed), start + 1  # an even share of what is left
+            else:
+                ideal = earliest = start + least
+            lo, hi = np.searchsorted(word_starts, [earliest, start + budget + 1])
+            candidates = word_starts[lo:hi]  # the word starts where this piece may end
+            # The nearest (the earlier on a tie); none within reach: cut inside the word.
+            stop = int(candidates[np.argmin(np.abs(candidates - ideal))]) if len(candidates) else ideal
+        starts = sentence.word_starts[start:stop].copy()
+        starts[0] = True
+        pieces.append(EncodedSentence(sentence.ids[start:stop], starts))
+        start = stop
+    return pieces
 
 
 def extract_sentences(
@@ -124,4 +189,12 @@ class DocumentProcessor:
         if not encoded:
             count_skip("no_sentences")
             return None
+        budget, least = sentence_budget(self.config.instances)
+        if any(len(e.ids) > budget for e in encoded):
+            fitted: list[EncodedSentence] = []
+            for e in encoded:
+                if len(e.ids) > budget:
+                    count_skip("long_sentences_split")
+                fitted += split_long_sentence(e, budget, least)
+            encoded = fitted
         return TokenizedDocument(record.doc_id, encoded, sum(len(s) for s in sentences))

@@ -31,7 +31,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from tacl_scale.data.manifest import shard_name
+from tacl_scale.data.manifest import ShardRecord, shard_name
 
 from .config import BuildConfig
 from .documents import SKIP_KINDS, DocumentProcessor, shard_key
@@ -159,6 +159,23 @@ class BuildShard(beam.DoFn):
         yield shard
 
 
+def empty_validation_warnings(config: BuildConfig, shards: list[ShardRecord]) -> list[str]:
+    """The warning for a validation split that was asked for (``--validation-fraction``)
+    but holds no instance, as a small input leaves it: the documents are held out by a
+    hash of their id, so a few documents may give none."""
+    fraction = config.output.validation_fraction
+    held = [s for s in shards if s.split == "validation"]
+    if fraction <= 0 or sum(s.counts.instances for s in held):
+        return []
+    held_documents = sum(s.counts.documents for s in held)
+    documents = held_documents + sum(s.counts.documents for s in shards if s.split == "train")
+    what = "no document" if not held_documents else f"{held_documents} document(s) that made no instance"
+    return [f"the validation split is empty: --validation-fraction {fraction:g} held out {what} of the "
+            f"{documents} documents built (about {fraction * documents:.1f} expected; each document is held out "
+            "by a hash of its id), so training has nothing to validate on; use a larger --validation-fraction "
+            "or more input"]
+
+
 def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any],
              recorded_directory: str | None = None) -> Path:
     """Complete the dataset after the pipeline: gather the shard entries and the
@@ -186,6 +203,7 @@ def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]
         config, output=replace(config.output, directory=recorded_directory))
     manifest = make_manifest(recorded, tokenizer, shards, skip_counts, context["sources"],
                              context["pipeline_options"], facts)
+    manifest = replace(manifest, warnings=(*manifest.warnings, *empty_validation_warnings(config, shards)))
     for warning in manifest.warnings:
         log.warning("%s", warning)
     return manifest.write(directory)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +20,18 @@ from conftest_sources_helpers import (
 )
 
 from data_prep.config import BuildConfig, CleaningConfig, InputConfig, OutputConfig
-from data_prep.documents import SKIP_KINDS, DocumentProcessor, TokenizedDocument, shard_of
+from data_prep.documents import (
+    SKIP_KINDS,
+    DocumentProcessor,
+    TokenizedDocument,
+    sentence_budget,
+    shard_of,
+    split_long_sentence,
+)
+from data_prep.instances import InstanceConfig
 from data_prep.sentences import SentenceConfig
 from data_prep.sources import PlainDocument, WikiPage, WorkUnit, read_text_documents
-from data_prep.tokenization import PretrainTokenizer, TokenizerConfig
+from data_prep.tokenization import EncodedSentence, PretrainTokenizer, TokenizerConfig
 from tacl_scale.data.masking import MaskingConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -206,6 +215,67 @@ def test_real_articles_processed(en_processor: DocumentProcessor) -> None:
     first = anarchism.sentences[0]
     assert decode(en_processor.tokenizer, first.ids).startswith("anarchism is a political philosophy")
     assert len(anarchism.sentences) > 300
+
+
+# ---------------------------------------------------------------- sentences longer than an instance
+
+
+def test_a_1mb_sentence_is_split_into_pieces_that_each_fit_an_instance(en_processor: DocumentProcessor) -> None:
+    """Text without sentence punctuation (a huge table line) is one "sentence": once
+    it made one instance and the rest of it was dropped, counted nowhere. Now it is
+    split into consecutive pieces that each fit, cut between words, and counted."""
+    prose = ("during the war he worked on the enigma code at bletchley park and his unaffable colleagues "
+             "admired the work of the mathematician in the cryptanalytic section ")
+    line = (prose * (1_000_000 // len(prose) + 1)).strip()
+    assert len(line) > 1_000_000
+    whole = en_processor.tokenizer.encode([line])[0]
+    assert not whole.word_starts.all()  # some words are several tokens: cuts must find word starts
+    for single_segment, budget, least in ((False, 61, 31), (True, 62, 1)):
+        config = replace(make_config(min_doc_chars=0), instances=InstanceConfig(64, single_segment=single_segment))
+        assert sentence_budget(config.instances) == (budget, None if single_segment else least)
+        processor = DocumentProcessor(config, tokenizer=en_processor.tokenizer)
+        for pre_split in (True, False):  # one line a sentence, or paragraphs the splitter cuts
+            skips = SkipCounter()
+            record = PlainDocument("long", "t", ["A short first sentence.", line], pre_split, "s")
+            doc = processor(record, skips)
+            assert doc is not None and skips == {"long_sentences_split": 1}
+            assert decode(processor.tokenizer, doc.sentences[0].ids) == "a short first sentence ."
+            pieces = doc.sentences[1:]
+            assert np.array_equal(np.concatenate([p.ids for p in pieces]), whole.ids)  # every token, in order
+            lengths = [len(p.ids) for p in pieces]
+            assert max(lengths) <= budget and min(lengths[:-1]) >= least
+            if single_segment:  # near the budget (less what a cut at a word start costs), no short tail
+                assert np.mean(lengths) > 0.8 * budget and min(lengths) > budget / 3
+            cuts = np.cumsum(lengths)[:-1]
+            assert whole.word_starts[cuts].all() and all(p.word_starts[0] for p in pieces)
+            assert all(np.array_equal(p.word_starts[1:], whole.word_starts[c + 1 : c + n])
+                       for p, c, n in zip(pieces, [0, *cuts], lengths, strict=True))
+            again = processor(record, SkipCounter())
+            assert [p.ids.tolist() for p in again.sentences] == [p.ids.tolist() for p in doc.sentences]
+
+
+def test_split_long_sentence() -> None:
+    ids = np.arange(100, 130, dtype=np.int32)
+    starts = np.zeros(30, dtype=bool)
+    starts[[0, 3, 4, 12, 20, 29]] = True  # words of 3, 1, 8, 8, 9 and 1 tokens
+    sentence = EncodedSentence(ids, starts)
+    assert split_long_sentence(sentence, 30) == [sentence] and split_long_sentence(sentence, 31) == [sentence]
+
+    def cut(budget: int, least: int | None = None) -> list[list[int]]:
+        pieces = split_long_sentence(sentence, budget, least)
+        assert all(p.word_starts[0] for p in pieces)
+        assert np.array_equal(np.concatenate([p.ids for p in pieces]), ids)
+        return [[int(p.ids[0]) - 100, len(p.ids)] for p in pieces]
+
+    assert cut(29) == [[0, 12], [12, 18]]  # the word start nearest an even share (15)
+    assert cut(16) == [[0, 12], [12, 8], [20, 10]]
+    assert cut(16, least=8) == [[0, 12], [12, 8], [20, 10]]  # the first word start at 8 tokens or more
+    assert cut(20, least=13) == [[0, 20], [20, 10]]
+    # A word longer than the budget is cut inside, where no word start is within reach.
+    assert cut(5) == [[0, 4], [4, 5], [9, 3], [12, 5], [17, 3], [20, 5], [25, 5]]
+    assert cut(5, least=3) == [[0, 3], [3, 3], [6, 3], [9, 3], [12, 3], [15, 5], [20, 3], [23, 3], [26, 4]]
+    with pytest.raises(ValueError, match="at least 6 tokens"):
+        split_long_sentence(sentence, 5, 6)
 
 
 # ---------------------------------------------------------------- shard_of

@@ -8,6 +8,8 @@ what a mature tool does then. The next hostile test starts from this file.
 | `--resume` after an input was regenerated (new size or mtime) | refused in one line naming the input |
 | a second build into an output that a build holds | refused at once, naming the holder's pid |
 | a build that makes no instance | fails in one line; no empty shard files are left |
+| a 1 MB "sentence" (no sentence punctuation, a huge table line) | split into consecutive pieces that each fit an instance, none of its tokens lost, counted as `long_sentences_split` in the manifest and the summary; the same bytes on 1 or 2 worker processes |
+| `--validation-fraction 0.1` on an input too small to hold any document out | the build warns (log, manifest `warnings`, summary), naming the fraction, the number of documents and the fix (tests/test_validation_split.py) |
 | `--overwrite` with a corrupt input among good ones | fails; the old dataset is whole and readable; a good `--overwrite` then replaces it, keeping the user's own files |
 | Ctrl-C during a build | one line, "interrupted; rerun ... with --resume", exit status 130, no traceback |
 | a lost, empty or stale `checkpoints/latest` | `--resume` takes the newest checkpoint that verifies (tests/test_checkpoint.py) |
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import resource
 import shutil
 import signal
@@ -37,6 +40,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import EN_DUMP, EN_VOCAB, ROOT, ZH_TEXT, ZH_VOCAB, Corpus
 
@@ -182,6 +186,69 @@ def test_a_build_that_makes_no_instance_leaves_no_empty_shards(tmp_path: Path) -
     with pytest.raises(BuildError, match="no instance was built"):
         build(out, *zh_args(ZH_VOCAB, ZH_TEXT), "--min-doc-chars", "100000000")
     assert not [p for p in out.iterdir() if p.name.startswith(("shard-", "validation-", "tokenizer"))]
+
+
+FIRST = "A table follows."  # the sentence before the long one
+
+
+def long_sentence_inputs(directory: Path, vocab: Path) -> tuple[list[str], str]:
+    """Two text files of ordinary documents, the second also holding one document
+    whose second sentence is a 1 MB line without sentence punctuation; the line.
+    Its words are whole words of ``vocab``, a token each."""
+    entries = vocab.read_text(encoding="utf-8").splitlines()
+    words = [w for w in entries if w.isascii() and w.isalpha() and w.islower() and len(w) > 2][:300]
+    rng = random.Random(0)
+    directory.mkdir()
+    documents = [
+        "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(8, 15))).capitalize() + "." for _ in range(6))
+        for _ in range(40)
+    ]
+    line = " ".join(rng.choice(words) for _ in range(200_000))
+    assert len(line) > 1_000_000
+    (directory / "a.txt").write_text("\n\n".join(documents[:20]) + "\n", encoding="utf-8")
+    (directory / "b.txt").write_text("\n\n".join([*documents[20:], f"{FIRST}\n{line}"]) + "\n",
+                                     encoding="utf-8")
+    return [str(directory / "a.txt"), str(directory / "b.txt")], line
+
+
+def test_a_1mb_sentence_is_split_into_instances_not_cut_to_one(made_en: Corpus, tmp_path: Path) -> None:
+    """Once, such a line made one instance of its first tokens and the rest was
+    dropped, counted nowhere."""
+    from data_prep.inspect import format_summary
+    from data_prep.tokenization import TokenizerConfig, load_tokenizer
+    from tacl_scale.data import PretrainDataset
+
+    inputs, line = long_sentence_inputs(tmp_path / "in", made_en.vocab)
+    first, tokens = (e.ids for e in load_tokenizer(TokenizerConfig(str(made_en.vocab))).encode([FIRST, line]))
+    args = [*(item for path in inputs for item in ("--input", path)), "--format", "text", "--tokenizer",
+            str(made_en.vocab), "--num-shards", "1", "--dupe-factor", "1", "--max-seq-len", "64"]
+    out = build(tmp_path / "ds", *args).parent
+    ds = PretrainDataset(out)
+    assert ds.manifest.skips["long_sentences_split"] == 1
+    assert "long_sentences_split 1" in format_summary(ds.manifest, str(out))
+    # Pieces of 31 to 61 tokens (64 less [CLS] [SEP] [SEP]), two to a pair: its instances
+    # hold nearly every token of the line, as A or as B that follows A.
+    documents = ds.source_documents()
+    kept = 0
+    for i in np.flatnonzero(documents == np.bincount(documents).argmax()):
+        item = ds[int(i)]
+        a_end = int(np.flatnonzero(item["original_ids"] == ds.manifest.tokenizer.special_ids.sep)[0])
+        kept += a_end - 1 if item["nsp_label"] else len(item["original_ids"]) - 3
+        assert len(item["original_ids"]) <= 64
+    assert 0.97 * len(tokens) < kept <= len(first) + len(tokens)
+    # The same bytes on 2 worker processes (one work unit each), and the summary says it.
+    res = run_cli([*args, "--output", str(tmp_path / "two")])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "long_sentences_split 1" in res.stdout
+    assert dataset_files(tmp_path / "two") == dataset_files(out)
+    # Single-segment instances: the pieces, in order, are the line's tokens, every one.
+    single = PretrainDataset(build(tmp_path / "single", *args, "--single-segment").parent)
+    assert single.manifest.skips["long_sentences_split"] == 1
+    documents = single.source_documents()
+    pieces = [single[int(i)]["original_ids"] for i in np.flatnonzero(documents == np.bincount(documents).argmax())]
+    assert max(len(p) for p in pieces) <= 64
+    assert np.array_equal(pieces[0][1:-1], first)
+    assert np.array_equal(np.concatenate([p[1:-1] for p in pieces[1:]]), tokens)
 
 
 def test_ctrl_c_is_one_line_that_says_resume(tmp_path: Path) -> None:

@@ -117,3 +117,37 @@ def test_small_random_b_pools_are_warned_about(tmp_path: Path, caplog: pytest.Lo
     assert all(w.startswith(name) for w, name in zip(manifest["warnings"], warned, strict=True))
     assert "random B" in caplog.text
     assert f"warning: {warned[0]}" in format_summary(Manifest.from_json(manifest), str(small))
+
+
+def test_an_empty_validation_split_is_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``--validation-fraction 0.1`` on 4 documents: the hash holds none of them out.
+    Once the build said nothing and training found no split; now the build warns in
+    its log, the manifest and the summary, naming the fraction, the documents and the
+    fix."""
+    from data_prep.inspect import format_summary
+
+    text = tmp_path / "tiny.txt"  # its documents are tiny.txt:0 .. tiny.txt:3
+    sentences = ["The war ended in the spring.", "He worked on the code at the park.",
+                 "His colleagues admired the work.", "The section was moved to the city."]
+    text.write_text("\n\n".join("\n".join(sentences[k:] + sentences[:k]) for k in range(4)) + "\n")
+    assert not any(is_validation(f"tiny.txt:{k}", 0.1) for k in range(4))
+    with caplog.at_level("WARNING"):
+        out = build_dataset(tmp_path / "ds", "--input", str(text), "--format", "text", "--tokenizer",
+                            str(EN_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1", "--max-seq-len", "64",
+                            "--num-shards", "1", "--validation-fraction", "0.1")
+    manifest = Manifest.load(out)
+    assert manifest.train.totals.documents == 4 and manifest.validation.totals.instances == 0
+    empty = [w for w in manifest.warnings if "validation split is empty" in w]
+    assert len(empty) == 1
+    for part in ("--validation-fraction 0.1", "no document of the 4 documents", "larger --validation-fraction",
+                 "more input"):
+        assert part in empty[0]
+    assert empty[0] in caplog.text
+    assert f"warning: {empty[0]}" in format_summary(manifest, str(out))
+    # A split that holds instances is not warned about.
+    split = build_dataset(tmp_path / "split", "--input", str(text), "--format", "text", "--tokenizer", str(EN_VOCAB),
+                          "--min-doc-chars", "10", "--dupe-factor", "1", "--max-seq-len", "64", "--num-shards", "1",
+                          "--validation-fraction", "0.5")
+    held = Manifest.load(split)
+    assert held.validation.totals.instances > 0
+    assert not any("validation split is empty" in w for w in held.warnings)
