@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tacl_scale import EXIT_ERROR
@@ -136,9 +137,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"(decoding with ids only: {err})")
         id_to_token = str
     print()
+    decode = within_vocabulary(id_to_token, manifest.tokenizer.vocab_size)
     for index in range(args.start, min(args.start + args.num_instances, len(dataset))):
-        print(format_instance(dataset, index, id_to_token))
+        print(format_instance(dataset, index, decode))
     return 0
+
+
+def within_vocabulary(id_to_token: Callable[[int], str], vocab_size: int) -> Callable[[int], str]:
+    """``id_to_token`` that shows an id outside the vocabulary (a corrupt shard) as
+    such, not as the empty string a tokenizer returns for it."""
+    def decode(token_id: int) -> str:
+        if 0 <= token_id < vocab_size:
+            return id_to_token(token_id)
+        return f"<id {token_id} outside the vocabulary of {vocab_size}: run --verify>"
+    return decode
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ process in a plain shell (no launcher variables) unless said otherwise.
 | the dataset's tokenizer copy replaced by another vocabulary | refused in one line naming the file, before anything is written |
 | the manifest's tokenizer `sha256`, `file` or `vocab_size` edited | refused in one line naming what disagrees |
 | a bit flipped in a shard | `tacl-inspect-dataset DIR --verify` names the file (exit 2); training refuses it by default |
-| a token id past the vocabulary, shards not verified | one line naming the shard file, the instance and the position; exit 2 |
+| a token id past the vocabulary, shards not verified | one line naming the shard file, the instance and the position; exit 2; `inspect` shows the id as outside the vocabulary |
 | SIGUSR1 to the rank and its 2 DataLoader workers (as Slurm signals a job step) | checkpoint, `PREEMPTED`, exit 0; `--resume` goes on |
 | SIGTERM while the run is being built | the same: a checkpoint and `PREEMPTED`, never a silent death |
 | `metrics.jsonl` on a full disk | one `error:` line naming it and "the disk is full", exit 2, the run lock released |
@@ -180,12 +180,15 @@ def test_a_flipped_bit_is_named_by_verify_and_refused_by_training(dataset: Path,
 
 def test_a_token_id_past_the_vocabulary_names_shard_instance_and_position(dataset: Path, model_file: Path,
                                                                           tmp_path: Path,
-                                                                          join: Callable[[], Distributed]) -> None:
+                                                                          join: Callable[[], Distributed],
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
     bad = copy_dataset(dataset, tmp_path / "ds")
     tokens = np.memmap(bad / "shard-00000.bin", dtype=np.uint16, mode="r+")
     tokens[::41] = 65535
     tokens.flush()
     del tokens
+    assert inspect_main([str(bad), "--num-instances", "1"]) == 0
+    assert "<id 65535 outside the vocabulary of 21128: run --verify>" in capsys.readouterr().out
     config = make_config(bad, model_file, tmp_path / "run", 3, data=DataConfig((str(bad),), num_workers=0,
                                                                               verify=False))
     trainer = Trainer.build(config, join())
