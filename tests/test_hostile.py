@@ -25,6 +25,8 @@ what a mature tool does then. The next hostile test starts from this file.
 | `--resume` with other data, objectives, model or optimizer settings | refused naming each change; `--allow-changes` continues and records them (tests/test_trainer.py) |
 | a second job on a live run directory | refused at once, naming the holder (tests/test_trainer.py) |
 | a job resumed after a kill | each step logged once (tests/test_trainer.py, tests/test_train.py) |
+| an export while training rotates checkpoints (`--keep-last 1`) | the export holds its checkpoint; rotation keeps it for later (tests/test_export_rotation.py) |
+| corrupt shards, an edited tokenizer copy, signals, a full disk and Ctrl-C inside training | tests/test_hostile_training.py |
 """
 
 from __future__ import annotations
