@@ -294,7 +294,9 @@ def test_without_flash_attention_cuda_falls_back_to_padded_batches(monkeypatch: 
 
 def test_launch_environment_is_checked() -> None:
     assert LaunchEnv.from_environ({"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8"}) == LaunchEnv(3, 1, 8)
-    assert LaunchEnv.from_environ({}) == LaunchEnv(0, 0, 1)
+    # No launcher (tacl-train in a shell): one process here, its port picked when it joins.
+    assert LaunchEnv.from_environ({}) == LaunchEnv(0, 0, 1, "127.0.0.1", "", standalone=True)
+    assert not LaunchEnv.from_environ({"WORLD_SIZE": "1"}).standalone
     with pytest.raises(DistributedError, match="outside world size"):
         LaunchEnv.from_environ({"RANK": "2", "WORLD_SIZE": "2"})
     with pytest.raises(DistributedError, match="integers"):
