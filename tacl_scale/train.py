@@ -256,11 +256,32 @@ def main(argv: list[str] | None = None) -> int:
             where = err.filename or (config.output if config is not None else "the run directory")
             print(f"error: {_rank_prefix(env)}{where}: {describe_os_error(err)}", file=sys.stderr)
             return EXIT_ERROR
+        except RuntimeError as err:
+            if not _in_a_collective(err):
+                raise  # a defect: its traceback is the report
+            # Another rank stopped (it prints why); this one's collective lost it.
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            print(f"error: {_rank_prefix(env)}another rank stopped, so this one stops too (its own error line "
+                  f"says why; here: {first[:200]})", file=sys.stderr)
+            return EXIT_ERROR
     except KeyboardInterrupt:
         if env is None or env.rank == 0:
             print(_interrupted(config, argv, env), file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     return 0
+
+
+def _in_a_collective(err: BaseException) -> bool:
+    """Whether ``err`` came out of a torch.distributed call (a collective whose peer
+    is gone), not out of our own code."""
+    import traceback
+
+    import torch.distributed
+
+    if isinstance(err, getattr(torch.distributed, "DistError", ())):
+        return True
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and f"torch{os.sep}distributed{os.sep}" in frames[-1].filename
 
 
 def _rank_prefix(env: Any) -> str:

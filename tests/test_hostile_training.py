@@ -11,7 +11,7 @@ process in a plain shell (no launcher variables) unless said otherwise.
 | a token id past the vocabulary, shards not verified | one line naming the shard file, the instance and the position; exit 2; `inspect` shows the id as outside the vocabulary |
 | SIGUSR1 to the rank and its 2 DataLoader workers (as Slurm signals a job step) | checkpoint, `PREEMPTED`, exit 0; `--resume` goes on |
 | SIGTERM while the run is being built | the same: a checkpoint and `PREEMPTED`, never a silent death |
-| `metrics.jsonl` on a full disk | one `error:` line naming it and "the disk is full", exit 2, the run lock released |
+| `metrics.jsonl` on a full disk (2 ranks, through the launcher) | rank 0: one `error:` line naming it and "the disk is full"; rank 1: one line saying another rank stopped; exit 2, the run lock released, no traceback |
 | a checkpoint written to a full disk | one `error:` line naming it and the newest complete checkpoint; that one stays `latest` and resumes |
 | Ctrl-C during training | one line naming the newest checkpoint and the resume command, exit 130, no traceback |
 | `--eval-every` on a dataset whose validation split came out empty | refused naming the fraction and the fix |
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset
+from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset, free_port
 
 from data_prep.inspect import main as inspect_main
 from tacl_scale.checkpoint import latest_tag
@@ -255,15 +255,24 @@ def test_ctrl_c_is_one_line_naming_the_checkpoint_and_the_resume_command(dataset
 
 # -- faults inside training -------------------------------------------------------------------------------------
 
-def test_metrics_on_a_full_disk_is_one_line_and_releases_the_lock(dataset: Path, model_file: Path,
-                                                                  tmp_path: Path) -> None:
+def test_metrics_on_a_full_disk_is_one_line_per_rank_and_releases_the_lock(dataset: Path, model_file: Path,
+                                                                           tmp_path: Path) -> None:
+    """Two ranks through the launcher: rank 0 names the file; rank 1, whose
+    collective lost rank 0, says that instead of a traceback."""
     run = tmp_path / "run"
     run.mkdir()
     (run / "metrics.jsonl").symlink_to("/dev/full")  # every write: ENOSPC
-    res = run_cli(common(dataset, model_file, run, 3))
-    assert res.returncode == 2, res.stderr[-3000:]
-    assert error_lines(res.stderr) == [f"error: {run / 'metrics.jsonl'}: No space left on device (the disk is full)"]
-    assert "Traceback" not in res.stderr
+    deepspeed = Path(sys.executable).parent / "deepspeed"
+    env = plain_env() | {"DS_ACCELERATOR": "cpu"}
+    res = subprocess.run([str(deepspeed), "--num_gpus", "2", "--master_port", str(free_port()), "tacl_scale/train.py",
+                          "--ds", "ds_configs/cpu.json", *common(dataset, model_file, run, 3)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    output = res.stdout + res.stderr
+    assert res.returncode == 2, output[-3000:]
+    first, second = error_lines(output)
+    assert first == f"error: rank 0: {run / 'metrics.jsonl'}: No space left on device (the disk is full)"
+    assert second.startswith("error: rank 1: another rank stopped, so this one stops too")
+    assert "Traceback" not in output
     assert not (run / LOCK_NAME).exists()
 
 
