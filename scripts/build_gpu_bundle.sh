@@ -25,7 +25,7 @@ done
 
 version() { "$PY" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$1"; }
 rm -rf "$BUNDLE.tmp" && mkdir -p "$BUNDLE.tmp/wheels"
-# deepspeed exactly as installed here; its runtime needs that the GPU image lacks
+# deepspeed exactly as installed here (and xxhash, the dataset checksums); its runtime needs that the GPU image lacks
 # (it has torch, numpy, ninja, psutil, py-cpuinfo, msgpack, einops, nvidia-ml-py, tqdm).
 "$PY" -m pip wheel -q --no-deps --no-build-isolation "deepspeed==$(version deepspeed)" -w "$BUNDLE.tmp/wheels"
 PURE=(hjson annotated-types typing-inspection typing-extensions pydantic)
@@ -36,7 +36,7 @@ HERE_PY=$("$PY" -c "import sys; print(f'{sys.version_info[0]}.{sys.version_info[
 for pyver in $(printf '%s\n' "$GPU_PY" "$HERE_PY" | sort -u); do
   "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
-    "pydantic-core==$(version pydantic-core)" -d "$BUNDLE.tmp/wheels"
+    "pydantic-core==$(version pydantic-core)" "xxhash==$(version xxhash)" -d "$BUNDLE.tmp/wheels"
 done
 
 # The real English sample with bert-base-uncased at the paper's length 256 (the
@@ -52,7 +52,7 @@ bundle = pathlib.Path(sys.argv[1])
 wheels = sorted(p.name for p in (bundle / "wheels").glob("*.whl"))
 manifest = Manifest.load(bundle / "data/enwiki-bert-base-uncased-256")
 packages = ["deepspeed", "hjson", "annotated-types", "typing-inspection", "typing-extensions", "pydantic",
-            "pydantic-core"]
+            "pydantic-core", "xxhash"]
 info = {"packages": packages, "wheels": wheels, "dataset": "data/enwiki-bert-base-uncased-256",
         "instances": manifest.train.totals.instances}
 (bundle / "bundle.json").write_text(json.dumps(info, indent=2))

@@ -3,7 +3,7 @@
 # virtualenv that reuses the machine's own torch, triton and transformers, so that
 # `VENV/bin/deepspeed tacl_scale/train.py ...` runs there. What the machine lacks
 # (deepspeed and its pydantic, pydantic-core, annotated-types, typing-inspection,
-# typing-extensions, hjson) comes as wheels from the bundle that
+# typing-extensions, hjson; xxhash for the dataset checksums) comes as wheels from the bundle that
 # scripts/build_gpu_bundle.sh builds on a networked machine; the project itself is
 # this checkout, put on the venv's path (as `pip install -e` would). Data preparation
 # (Apache Beam and its parsers) is not installed: build datasets elsewhere.

@@ -55,7 +55,7 @@ def offline_venv(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 def test_the_bundle_holds_what_the_gpu_image_lacks(bundle: Path) -> None:
     info = json.loads((bundle / "bundle.json").read_text())
     wheels = {name.split("-")[0] for name in info["wheels"]}
-    assert {"deepspeed", "pydantic", "pydantic_core", "hjson"} <= wheels
+    assert {"deepspeed", "pydantic", "pydantic_core", "hjson", "xxhash"} <= wheels
     assert any("cp312" in name for name in info["wheels"])  # the GPU machine's Python
     manifest = json.loads((bundle / info["dataset"] / "manifest.json").read_text())
     assert manifest["max_seq_len"] == 256 and manifest["totals"]["instances"] > 1_000
