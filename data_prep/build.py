@@ -24,7 +24,15 @@ from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError
 
 from .build_log import build_logging
-from .config import BuildConfig, CleaningConfig, InputConfig, OutputConfig
+from .config import (
+    SHARD_INPUT_BYTES,
+    BuildConfig,
+    CleaningConfig,
+    InputConfig,
+    OutputConfig,
+    auto_num_shards,
+    estimated_input_bytes,
+)
 from .instances import InstanceConfig
 from .sentences import SentenceConfig
 from .shards import EmptyDatasetError, TokenizerFacts
@@ -75,9 +83,10 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                     "document (a sentence list, as Mirror-BERT/SimCSE train on); wikiextractor-json: "
                     "WikiExtractor --json output")
     io.add_argument("--output", required=True, metavar="DIR", help="dataset directory")
-    io.add_argument("--num-shards", type=int, default=OutputConfig.num_shards,
+    io.add_argument("--num-shards", type=int, default=None,
                     help="output shards; random B segments are drawn from the documents of the same shard, "
-                    "so keep at least a few hundred documents a shard")
+                    "so keep at least a few hundred documents a shard (default: one per 256 MB of uncompressed "
+                    "input, estimated from the files' sizes; the summary says how many)")
     io.add_argument("--validation-fraction", type=float, default=OutputConfig.validation_fraction, metavar="F",
                     help="share of documents (by a stable hash of their id) held out as a validation split, "
                     "built among themselves into validation-NNNNN files (0: none)")
@@ -143,8 +152,9 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                 unit_bytes=int(args.unit_mb * (1 << 20)),
             ),
             tokenizer=TokenizerConfig(args.tokenizer, args.lowercase),
-            output=OutputConfig(os.path.abspath(args.output), args.num_shards, args.overwrite,
-                                args.validation_fraction, args.validation_shards),
+            output=OutputConfig(os.path.abspath(args.output), args.num_shards or 1, args.overwrite,
+                                args.validation_fraction, args.validation_shards,
+                                auto_shards=args.num_shards is None),
             sentences=SentenceConfig(args.language, args.traditional_to_simplified),
             cleaning=CleaningConfig.for_format(args.format, args.min_doc_chars, args.zh_segmenter),
             instances=InstanceConfig(args.max_seq_len, args.short_seq_prob, single_segment=args.single_segment),
@@ -220,6 +230,11 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
         tokenizer = load_tokenizer(config.tokenizer)
     except (InputError, TokenizerError) as err:
         raise BuildError(str(err)) from err
+    if config.output.auto_shards:  # the same input gives the same shards, whatever the runner
+        shards = auto_num_shards(estimated_input_bytes(paths))
+        config = replace(config, output=replace(config.output, num_shards=shards))
+        log.info("%d shard(s) for about %.0f MB of input (one per %.0f MB; --num-shards to choose)", shards,
+                 estimated_input_bytes(paths) / 1e6, SHARD_INPUT_BYTES / 1e6)
     max_len = config.instances.max_seq_len
     if max_len > tokenizer.max_positions:
         raise BuildError(

@@ -3,7 +3,9 @@ by the CLI (:mod:`data_prep.build`) and passed down."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tacl_scale.data.masking import MaskingConfig
@@ -54,6 +56,9 @@ class OutputConfig:
     # Share of documents (by a stable hash of their id) put in the validation split.
     validation_fraction: float = 0.0
     validation_shards: int = 1
+    # num_shards was not given: data_prep.build sets it from the input's size
+    # (auto_num_shards) before anything is planned, and the manifest records both.
+    auto_shards: bool = False
 
     def __post_init__(self) -> None:
         if self.num_shards < 1:
@@ -73,6 +78,27 @@ class OutputConfig:
     def split_of_key(self, key: int) -> tuple[str, int]:
         """(split, index within the split) of shard key ``key``."""
         return ("train", key) if key < self.num_shards else ("validation", key - self.num_shards)
+
+
+# A shard's share of the input when data_prep.build chooses the shard count: bounded
+# text per shard keeps a shard build's memory bounded (it holds its documents' sentence
+# lengths), and 256 MB of XML is some 10,000 Wikipedia articles, far above the 100
+# documents a shard's random-B pool wants.
+SHARD_INPUT_BYTES = 256 * 10**6
+# Uncompressed size per compressed byte, for sizing: bz2 on MediaWiki XML is 3.6 on the
+# English sample (the 22 GB English dump holds about 90 GB); gzip compresses text about 3x.
+EXPANSION = {".bz2": 3.6, ".gz": 3.0}
+
+
+def estimated_input_bytes(paths: list[str]) -> int:
+    """The inputs' uncompressed size, estimated from their file sizes."""
+    return sum(int(os.path.getsize(p) * EXPANSION.get(Path(p).suffix, 1.0)) for p in paths)
+
+
+def auto_num_shards(input_bytes: int) -> int:
+    """Shards for ``input_bytes`` of uncompressed input: one per
+    :data:`SHARD_INPUT_BYTES` (rounded up), at least one."""
+    return max(1, -(-input_bytes // SHARD_INPUT_BYTES))
 
 
 @dataclass(frozen=True)

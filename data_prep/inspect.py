@@ -18,6 +18,7 @@ from tacl_scale.data import DatasetError, Manifest, PretrainDataset
 from tacl_scale.data.integrity import shard_bytes, unchecked_files, verify_dataset
 from tacl_scale.data.manifest import FORMAT_NAME
 
+from .config import SHARD_INPUT_BYTES
 from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
 
 
@@ -27,10 +28,12 @@ def format_summary(manifest: Manifest, path: str) -> str:
     instances = max(t.instances, 1)
     masked = max(t.masked, 1)
     carried = f"carried in {tok.path}" if tok.portable else f"read from {tok.path}"
+    chosen = f" (one per {SHARD_INPUT_BYTES / 1e6:.0f} MB of input: --num-shards to choose)" if manifest.build_config.get(
+        "output", {}).get("auto_shards") else ""
     lines = [
         f"dataset {path}",
         f"  format {FORMAT_NAME} v{manifest.format_version}, language {manifest.language}, "
-        f"{manifest.train.num_shards} shard(s), {manifest.token_dtype} tokens",
+        f"{manifest.train.num_shards} shard(s){chosen}, {manifest.token_dtype} tokens",
         f"  tokenizer {tok.kind} {tok.file} (vocab {tok.vocab_size}, sha256 {tok.sha256[:12]}…, lowercase "
         f"{tok.lowercase}; {carried})",
         f"  documents {t.documents:,}  instances {t.instances:,}  tokens {t.tokens:,}  "

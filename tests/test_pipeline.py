@@ -17,6 +17,7 @@ import pytest
 from conftest import EN_DUMP, EN_VOCAB, REAL_ZH_VOCAB, ROOT, ZH_SEGMENTED, ZH_TEXT, ZH_VOCAB, build_dataset
 
 from data_prep.build import BuildError, parse_args
+from data_prep.inspect import format_summary
 from data_prep.multistream import write_multistream
 from data_prep.tokenization import TokenizerConfig, load_tokenizer
 from tacl_scale.data import DatasetError, PretrainDataset
@@ -120,6 +121,27 @@ def test_determinism_across_workers_and_seeds(tmp_path: Path, caplog: pytest.Log
         np.array_equal(a[i]["masked_positions"], b[i]["masked_positions"])
         for i in range(min(len(a), len(b), 20))
     )
+
+
+def test_the_shard_count_is_chosen_from_the_input_size_when_not_given(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from data_prep import config as build_config
+    from data_prep.config import auto_num_shards, estimated_input_bytes
+
+    assert auto_num_shards(0) == 1 and auto_num_shards(256 * 10**6) == 1 and auto_num_shards(256 * 10**6 + 1) == 2
+    assert auto_num_shards(estimated_input_bytes([str(EN_DUMP)])) == 1  # a small input: one shard
+    # The English dump's 22 GB of bz2 (about 90 GB of XML): some 300 shards of 256 MB.
+    assert 300 <= auto_num_shards(int(22e9 * build_config.EXPANSION[".bz2"])) <= 330
+    monkeypatch.setattr(build_config, "SHARD_INPUT_BYTES", estimated_input_bytes([str(ZH_TEXT)]) // 3 + 1)
+    common = ["--input", str(ZH_TEXT), "--format", "text", "--language", "zh", "--tokenizer", str(ZH_VOCAB),
+              "--min-doc-chars", "10", "--dupe-factor", "1"]
+    chosen = build_dataset(tmp_path / "auto", *common)
+    manifest = PretrainDataset(chosen).manifest
+    assert manifest.train.num_shards == 3 and manifest.build_config["output"]["auto_shards"] is True
+    assert manifest.build_config["output"]["num_shards"] == 3
+    given = build_dataset(tmp_path / "given", *common, "--num-shards", "3")
+    assert shard_bytes(chosen) == shard_bytes(given)  # the same shards as asking for them
+    assert "(one per " in format_summary(manifest, str(chosen))
 
 
 def test_multistream_index_splits_one_dump_with_identical_output(tmp_path: Path, en_dataset: PretrainDataset) -> None:
