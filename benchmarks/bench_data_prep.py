@@ -128,6 +128,7 @@ class Result:
     peak_tree_rss: int  # bytes, sampled sum over the process tree
     peak_single_rss: int  # bytes, largest single process (time -v, else sampled)
     peak_processes: int  # most processes seen at once in the tree
+    shards: int  # training shards the build wrote (fixed, or chosen by the build: --num-shards auto)
     cpu_percent: int | None  # (user + system CPU of the tree) / wall, from time -v
     cpu_s: float | None  # user + system CPU seconds of the tree, from time -v
     load_before: float  # 1-minute load average of the machine when the run started
@@ -215,17 +216,17 @@ def dask_cluster(workers: int, work: Path):
 
 def run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: int,
               work: Path, unit_mb: float | None, runner: str = "direct",
-              code: tuple[str, Path] = ("HEAD", REPO)) -> Result:
+              code: tuple[str, Path] = ("HEAD", REPO), num_shards: str = "8") -> Result:
     """Time one build; ``code`` is (label, checkout) of the code that builds (the
     build imports ``data_prep`` from its working directory)."""
     if runner == "dask":
         with dask_cluster(workers, work) as (address, cluster_pids):
             return _run_build(corpus, xml_bytes, scale, units, workers, work, unit_mb, runner,
                               ["--runner", "DaskRunner", "--dask_client_address", address], cluster_pids,
-                              code)
+                              code, num_shards)
     mode = "in_memory" if workers == 1 else "multi_processing"
     return _run_build(corpus, xml_bytes, scale, units, workers, work, unit_mb, runner,
-                      ["--direct_num_workers", str(workers), "--direct_running_mode", mode], [], code)
+                      ["--direct_num_workers", str(workers), "--direct_running_mode", mode], [], code, num_shards)
 
 
 def _dataset_digest(directory: Path) -> str:
@@ -241,7 +242,7 @@ def _dataset_digest(directory: Path) -> str:
 
 def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: int, work: Path,
                unit_mb: float | None, runner: str, runner_args: list[str], cluster_pids: list[int],
-               code: tuple[str, Path]) -> Result:
+               code: tuple[str, Path], num_shards: str = "8") -> Result:
     label, checkout = code
     name = f"{runner}-x{scale}-w{workers}-{label}"
     out = work / f"out-{name}"
@@ -253,7 +254,7 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
         "--input", str(corpus),
         "--tokenizer", str(VOCAB),
         "--output", str(out),
-        "--num-shards", "8",
+        *(["--num-shards", num_shards] if num_shards != "auto" else []),
         "--quiet",
         *runner_args,
     ]
@@ -299,11 +300,12 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
             cpu_s = float(user.group(1)) + float(system.group(1))
     from tacl_scale.data.manifest import Manifest
 
-    totals = Manifest.load(manifest_path.parent).train.totals
+    train = Manifest.load(manifest_path.parent).train
+    totals = train.totals
     result = Result(
         code=label, runner=runner, scale=scale, xml_bytes=xml_bytes, bz2_bytes=corpus.stat().st_size, units=units,
         workers=workers, wall_s=wall, documents=totals.documents, instances=totals.instances, tokens=totals.tokens,
-        peak_tree_rss=peak_sum, peak_single_rss=peak_single, peak_processes=peak_procs,
+        peak_tree_rss=peak_sum, peak_single_rss=peak_single, peak_processes=peak_procs, shards=train.num_shards,
         cpu_percent=cpu_percent, cpu_s=cpu_s, load_before=load_before, digest=_dataset_digest(out),
     )
     shutil.rmtree(out, ignore_errors=True)  # datasets are large; the log stays
@@ -484,7 +486,7 @@ def machine_lines() -> list[str]:
 
 
 def table(results: list[Result]) -> str:
-    head = ["code", "runner", "scale", "XML MB", "bz2 MB", "units", "workers", "wall s", "worst s", "XML MB/s",
+    head = ["code", "runner", "scale", "XML MB", "bz2 MB", "units", "shards", "workers", "wall s", "worst s", "XML MB/s",
             "MB/s/worker", "MB/CPU-s", "tokens/s", "documents", "instances", "RSS tree MB",
             "RSS max proc MB", "procs", "CPU%", "load"]
     rows = []
@@ -492,6 +494,7 @@ def table(results: list[Result]) -> str:
         rate = r.xml_bytes / MB / r.wall_s
         rows.append([
             r.code, r.runner, f"{r.scale}x", f"{r.xml_bytes / MB:.1f}", f"{r.bz2_bytes / MB:.1f}", str(r.units),
+            str(r.shards),
             str(r.workers), f"{r.wall_s:.1f}", f"{r.worst_wall_s:.1f}", f"{rate:.2f}", f"{rate / r.workers:.2f}",
             "-" if r.cpu_s is None else f"{r.xml_bytes / MB / r.cpu_s:.2f}",
             f"{r.tokens / r.wall_s:,.0f}", f"{r.documents:,}", f"{r.instances:,}",
@@ -519,6 +522,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="--unit-mb passed to the build: compressed MB per unit of parallel "
                         "work (default 1, so a 50 MB corpus is ~14 units; 0 = the CLI's "
                         "own default)")
+    p.add_argument("--num-shards", default="8", metavar="N|auto",
+                   help="shards of every build (default 8: a fixed count); auto: the build's own choice, one per "
+                   "256 MB of XML, so shards scale with the corpus")
     p.add_argument("--runners", nargs="*", choices=("direct", "dask"), default=["direct", "dask"],
                    help="direct: DirectRunner; dask: DaskRunner on a local cluster of --workers processes "
                    "(only for 2 workers and more); none: no build (with --stages)")
@@ -538,6 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if any(s <= 0 for s in args.scales) or any(w <= 0 for w in args.workers) or args.repeat < 1:
         p.error("--scales, --workers and --repeat must be positive")
+    if args.num_shards != "auto" and not (args.num_shards.isdigit() and int(args.num_shards) > 0):
+        p.error(f"--num-shards {args.num_shards}: a positive number or auto")
     for path in (SAMPLE, VOCAB):
         if not path.is_file():
             p.error(f"{path}: missing (set TACL_TEST_DATA to the directory of the real samples: "
@@ -547,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in machine_lines():
         print(line)
     print(f"corpus: {SAMPLE.name} repeated, multistream {PAGES_PER_STREAM} pages/stream; "
-          f"build: --num-shards 8, bert-base-uncased vocab, defaults otherwise; "
+          f"build: --num-shards {args.num_shards}, bert-base-uncased vocab, defaults otherwise; "
           f"--unit-mb {unit_mb if unit_mb is not None else 'CLI default'}", flush=True)
 
     if args.keep:
@@ -588,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
                     for _ in range(args.repeat):  # alternating, so a slow spell hits both codes
                         for code in codes if runner == "direct" else codes[-1:]:
                             r = run_build(corpus, xml_bytes, scale, units, workers, work, unit_mb, runner,
-                                          code)
+                                          code, args.num_shards)
                             print(f"[{code[0]}, {runner}, {scale}x, {workers} worker(s)] {r.wall_s:.1f} s, "
                                   f"{r.xml_bytes / MB / r.wall_s:.2f} MB/s, peak RSS tree "
                                   f"{r.peak_tree_rss / MB:,.0f} MB", flush=True)
@@ -626,6 +634,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  HEAD / {args.baseline}, {r.runner} {r.scale}x {r.workers} worker(s): "
                       f"{base.wall_s / r.wall_s:.2f}x the throughput, datasets "
                       f"{'byte-identical' if base.digest == r.digest else 'DIFFERENT'}")
+    for code in dict.fromkeys(r.code for r in results):
+        for runner, workers in dict.fromkeys((r.runner, r.workers) for r in results if r.code == code):
+            same = sorted((r for r in results if (r.code, r.runner, r.workers) == (code, runner, workers)),
+                          key=lambda r: r.xml_bytes)
+            if len(same) > 1:
+                growth = ", ".join(f"{r.xml_bytes / MB:,.0f} MB: {r.peak_single_rss / same[0].peak_single_rss:.2f}"
+                                   for r in same[1:])
+                print(f"  {code} {runner}, {workers} worker(s): largest process against the "
+                      f"{same[0].xml_bytes / MB:,.0f} MB corpus's: {growth} (target ≤ 1.20)")
     by_key = {(r.runner, r.scale, r.workers): r for r in results if r.code == "HEAD"}
     for (runner, scale, workers), r in sorted(by_key.items()):
         direct = by_key.get(("direct", scale, workers))

@@ -376,6 +376,21 @@ def test_shard_documents_sorted_by_id(tmp_path):
             assert np.array_equal(starts.astype(bool), np.concatenate([s.word_starts for s in sentences]))
 
 
+def test_a_shard_build_holds_its_own_documents_sentences_only(tmp_path):
+    """A shard build's memory follows the shard, not the corpus: of every part it
+    touches it keeps the sentence offsets of its own documents only (it once kept
+    every part's, ~36 bytes per sentence of the whole corpus in each shard build)."""
+    others = {d.doc_id: 1 for d in DOCUMENTS}
+    others[DOCUMENTS[0].doc_id] = 0  # shard 0 holds one document; shard 1 all the others
+    prefixes = spill(tmp_path, [DOCUMENTS[:6], DOCUMENTS[6:]], others)
+    docs = ShardDocuments(0, prefixes)
+    held = sum(len(starts) for store in (docs.tokens, docs.word_starts) for starts in store._starts)
+    assert docs.doc_ids == [DOCUMENTS[0].doc_id]
+    assert held == 2 * len(DOCUMENTS[0].sentences)
+    whole = Segment(0, 0, len(DOCUMENTS[0].sentences) - 1, 0, sum(len(s.ids) for s in DOCUMENTS[0].sentences))
+    assert np.array_equal(docs.tokens.values(whole), np.concatenate([s.ids for s in DOCUMENTS[0].sentences]))
+
+
 def test_duplicate_document_across_parts_is_dropped_and_counted(tmp_path, built):
     out = tmp_path / "dupes"
     duplicated = DOCUMENTS[3]
@@ -586,7 +601,9 @@ def test_the_build_command_line_takes_its_defaults_from_the_config_dataclasses(t
     from data_prep.build import parse_args
 
     config = parse_args(["--input", "x.xml", "--tokenizer", "vocab.txt", "--output", str(tmp_path / "o")]).config
-    assert config == BuildConfig(InputConfig(("x.xml",)), TokenizerConfig("vocab.txt"), OutputConfig(str(tmp_path / "o")))
+    # Without --num-shards the build chooses the count from the input's size (auto_shards).
+    assert config == BuildConfig(InputConfig(("x.xml",)), TokenizerConfig("vocab.txt"),
+                                 OutputConfig(str(tmp_path / "o"), auto_shards=True))
     lines = parse_args(["--input", "s.txt", "--format", "lines", "--tokenizer", "v", "--output", "o"]).config
     assert lines.cleaning.min_doc_chars == 1  # a line is a whole document
 
