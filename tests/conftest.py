@@ -19,6 +19,7 @@ Two kinds of input, chosen by name:
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import shutil
@@ -204,6 +205,28 @@ def build_dataset(output: Path, *args: str) -> Path:
     command = parse_args(["--output", str(output), "--quiet", *args])
     run_build(command.config, command.beam_args)
     return output
+
+
+# A BERT small enough for CPU tests, over the made Chinese vocabulary's 21,128 ids.
+TINY_BERT = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+             "intermediate_size": 64, "max_position_embeddings": 128}
+
+
+@pytest.fixture(scope="session")
+def zh_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small Chinese dataset at length 64 (one shard, dupe factor 1), shared by the
+    training tests; a test that damages it works on a copy."""
+    return build_dataset(tmp_path_factory.mktemp("zh-dataset") / "ds", "--input", str(ZH_TEXT), "--format",
+                         "text", "--language", "zh", "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10",
+                         "--dupe-factor", "1", "--max-seq-len", "64")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:data:`TINY_BERT` as a BertConfig JSON (a random init)."""
+    path = tmp_path_factory.mktemp("model") / "bert.json"
+    path.write_text(json.dumps(TINY_BERT))
+    return path
 
 
 def free_port() -> int:

@@ -45,24 +45,17 @@ from tacl_scale.trainer import PREEMPTED_MARKER, RankError, Trainer, TrainError
 
 pytestmark = pytest.mark.slow
 
-TINY_BERT = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-             "intermediate_size": 64, "max_position_embeddings": 128}
 LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("hostile-training")
-    return build_dataset(root / "ds", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
-                         "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
-                         "--max-seq-len", "64")
+def dataset(zh_dataset: Path) -> Path:
+    return zh_dataset
 
 
 @pytest.fixture(scope="module")
-def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("model") / "bert.json"
-    path.write_text(json.dumps(TINY_BERT))
-    return path
+def model_file(tiny_bert_file: Path) -> Path:
+    return tiny_bert_file
 
 
 def copy_dataset(dataset: Path, target: Path) -> Path:
@@ -102,9 +95,10 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("error:")]
 
 
-def signalled_run(args: list[str], sig: signal.Signals, when: str, log: Path) -> subprocess.Popen:
+def signalled_run(args: list[str], sig: signal.Signals, when: str, log: Path) -> tuple[int, str]:
     """``tacl-train args`` in its own process group, sent ``sig`` (to the whole group,
-    as Slurm signals every process of a job step) once ``when`` is in its output."""
+    as Slurm signals every process of a job step) once ``when`` is in its output;
+    its exit status and output."""
     out = open(log, "w")
     proc = subprocess.Popen(tacl_train(*args), env=plain_env(), stdout=out, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -117,7 +111,7 @@ def signalled_run(args: list[str], sig: signal.Signals, when: str, log: Path) ->
     os.killpg(proc.pid, sig)
     proc.wait(timeout=300)
     out.close()
-    return proc
+    return proc.returncode, log.read_text()
 
 
 def make_config(dataset: Path, model: Path, output: Path, steps: int, **overrides) -> TrainConfig:
@@ -211,9 +205,8 @@ def test_a_preemption_signal_to_the_workers_too_checkpoints_and_resumes(dataset:
                                                                         tmp_path: Path) -> None:
     run = tmp_path / "run"
     args = [*common(dataset, model_file, run, 200), "--num-workers", "2", "--save-every", "1000"]
-    proc = signalled_run(args, signal.SIGUSR1, "step 3/200", tmp_path / "log")
-    log = (tmp_path / "log").read_text()
-    assert proc.returncode == 0, log[-3000:]
+    status, log = signalled_run(args, signal.SIGUSR1, "step 3/200", tmp_path / "log")
+    assert status == 0, log[-3000:]
     assert "killed by signal" not in log and "Traceback" not in log
     marker = (run / PREEMPTED_MARKER).read_text()
     assert marker.startswith("SIGUSR1 at step ")
@@ -230,10 +223,9 @@ def test_sigterm_while_the_run_is_built_still_checkpoints_and_leaves_the_marker(
                                                                                 tmp_path: Path) -> None:
     run = tmp_path / "run"
     # The shards are verified early in the build: before the models, the engine and the first step.
-    proc = signalled_run([*common(dataset, model_file, run, 200), "--num-workers", "2"], signal.SIGTERM,
-                         "verified the 1 shard(s) of --data", tmp_path / "log")
-    log = (tmp_path / "log").read_text()
-    assert proc.returncode == 0, log[-3000:]
+    status, log = signalled_run([*common(dataset, model_file, run, 200), "--num-workers", "2"], signal.SIGTERM,
+                                "verified the 1 shard(s) of --data", tmp_path / "log")
+    assert status == 0, log[-3000:]
     assert (run / PREEMPTED_MARKER).read_text().startswith("SIGTERM at step ")
     assert latest_tag(run / "checkpoints") is not None and "step 3/200" not in log
 
@@ -242,9 +234,8 @@ def test_ctrl_c_is_one_line_naming_the_checkpoint_and_the_resume_command(dataset
                                                                          tmp_path: Path) -> None:
     run = tmp_path / "run"
     args = [*common(dataset, model_file, run, 200), "--num-workers", "2", "--save-every", "2"]
-    proc = signalled_run(args, signal.SIGINT, "step 3/200", tmp_path / "log")
-    log = (tmp_path / "log").read_text()
-    assert proc.returncode == 130, log[-3000:]
+    status, log = signalled_run(args, signal.SIGINT, "step 3/200", tmp_path / "log")
+    assert status == 130, log[-3000:]
     assert "Traceback" not in log and "KeyboardInterrupt" not in log
     [line] = [line for line in log.splitlines() if line.startswith("interrupted")]
     newest = latest_tag(run / "checkpoints")

@@ -12,14 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EN_DUMP, EN_VOCAB, ROOT, ZH_TEXT, ZH_VOCAB
+from conftest import EN_DUMP, EN_VOCAB, ROOT, TINY_BERT, ZH_TEXT, ZH_VOCAB
 
 from tacl_scale.data import PretrainDataset
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
-TINY_BERT = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-             "intermediate_size": 64, "max_position_embeddings": 128}
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset, free_port
+from conftest import ROOT, TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.framework]
 
 DEEPSPEED = Path(sys.executable).parent / "deepspeed"
-TINY_BERT = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-             "intermediate_size": 64, "max_position_embeddings": 128}
 
 
 def _env() -> dict[str, str]:

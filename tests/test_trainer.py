@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ZH_TEXT, ZH_VOCAB, build_dataset
+from conftest import TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset
 
 from tacl_scale.config import (
     CheckpointConfig,
@@ -30,25 +30,18 @@ from tacl_scale.trainer import Trainer, TrainError
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
 
-TINY_BERT = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-             "intermediate_size": 64, "max_position_embeddings": 128}
 FP32 = {"zero_optimization": {"stage": 2}}
 BF16 = {"zero_optimization": {"stage": 2}, "bf16": {"enabled": True}}
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("trainer")
-    return build_dataset(root / "ds", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
-                         "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
-                         "--max-seq-len", "64")
+def dataset(zh_dataset: Path) -> Path:
+    return zh_dataset
 
 
 @pytest.fixture(scope="module")
-def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("model") / "bert.json"
-    path.write_text(json.dumps(TINY_BERT))
-    return path
+def model_file(tiny_bert_file: Path) -> Path:
+    return tiny_bert_file
 
 
 def make_config(dataset: Path, model: Path, output: Path, steps: int = 4, settings: dict | None = None,
