@@ -127,6 +127,10 @@ class Result:
     tokens: int
     peak_tree_rss: int  # bytes, sampled sum over the process tree
     peak_single_rss: int  # bytes, largest single process (time -v, else sampled)
+    # bytes, the largest single process's private memory (RSS less its file-backed and
+    # shared pages: what the spill files it memory-maps add is page cache the kernel
+    # reclaims, not memory the process holds), sampled
+    peak_single_anon: int
     peak_processes: int  # most processes seen at once in the tree
     shards: int  # training shards the build wrote (fixed, or chosen by the build: --num-shards auto)
     cpu_percent: int | None  # (user + system CPU of the tree) / wall, from time -v
@@ -163,26 +167,30 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def sample_tree(root: int, include_root: bool) -> tuple[int, int, int]:
-    """(sum of RSS, largest single RSS, process count) of ``root``'s tree now."""
+def sample_tree(root: int, include_root: bool) -> tuple[int, int, int, int]:
+    """(sum of RSS, largest single RSS, process count, largest private RSS) of
+    ``root``'s tree now."""
     try:
         import psutil
     except ImportError:
         psutil = None
     rss: list[int] = []
+    anon: list[int] = []
     if psutil is not None:
         try:
             proc = psutil.Process(root)
             procs = ([proc] if include_root else []) + proc.children(recursive=True)
         except psutil.NoSuchProcess:
-            return 0, 0, 0
+            return 0, 0, 0, 0
         for p in procs:
             with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                rss.append(p.memory_info().rss)
+                info = p.memory_info()
+                rss.append(info.rss)
+                anon.append(info.rss - info.shared)  # Linux: shared = file-backed + shmem pages
     else:
         pids = ([root] if include_root else []) + _descendants(root)
         rss = [r for r in (_rss(p) for p in pids) if r]
-    return sum(rss), max(rss, default=0), len(rss)
+    return sum(rss), max(rss, default=0), len(rss), max(anon, default=0)
 
 
 @contextlib.contextmanager
@@ -263,7 +271,7 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
     use_time = os.access(TIME_BIN, os.X_OK)
     if use_time:
         cmd = [TIME_BIN, "-v", "-o", str(time_path)] + cmd
-    peak_sum = peak_single = peak_procs = 0
+    peak_sum = peak_single = peak_procs = peak_anon = 0
     load_before = os.getloadavg()[0]
     with open(log_path, "wb") as log:
         started = time.perf_counter()
@@ -272,9 +280,10 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
             # The /usr/bin/time wrapper itself is not counted; a Dask cluster's processes are.
             samples = [sample_tree(proc.pid, include_root=not use_time),
                        *(sample_tree(pid, include_root=True) for pid in cluster_pids)]
-            peak_sum = max(peak_sum, sum(t for t, _, _ in samples))
-            peak_single = max(peak_single, *(single for _, single, _ in samples))
-            peak_procs = max(peak_procs, sum(c for _, _, c in samples))
+            peak_sum = max(peak_sum, sum(t for t, _, _, _ in samples))
+            peak_single = max(peak_single, *(single for _, single, _, _ in samples))
+            peak_procs = max(peak_procs, sum(c for _, _, c, _ in samples))
+            peak_anon = max(peak_anon, *(a for _, _, _, a in samples))
             time.sleep(POLL_S)
         wall = time.perf_counter() - started
     rc = proc.returncode
@@ -306,6 +315,7 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
         code=label, runner=runner, scale=scale, xml_bytes=xml_bytes, bz2_bytes=corpus.stat().st_size, units=units,
         workers=workers, wall_s=wall, documents=totals.documents, instances=totals.instances, tokens=totals.tokens,
         peak_tree_rss=peak_sum, peak_single_rss=peak_single, peak_processes=peak_procs, shards=train.num_shards,
+        peak_single_anon=peak_anon,
         cpu_percent=cpu_percent, cpu_s=cpu_s, load_before=load_before, digest=_dataset_digest(out),
     )
     shutil.rmtree(out, ignore_errors=True)  # datasets are large; the log stays
@@ -488,7 +498,7 @@ def machine_lines() -> list[str]:
 def table(results: list[Result]) -> str:
     head = ["code", "runner", "scale", "XML MB", "bz2 MB", "units", "shards", "workers", "wall s", "worst s", "XML MB/s",
             "MB/s/worker", "MB/CPU-s", "tokens/s", "documents", "instances", "RSS tree MB",
-            "RSS max proc MB", "procs", "CPU%", "load"]
+            "RSS max proc MB", "private max proc MB", "procs", "CPU%", "load"]
     rows = []
     for r in results:
         rate = r.xml_bytes / MB / r.wall_s
@@ -498,7 +508,7 @@ def table(results: list[Result]) -> str:
             str(r.workers), f"{r.wall_s:.1f}", f"{r.worst_wall_s:.1f}", f"{rate:.2f}", f"{rate / r.workers:.2f}",
             "-" if r.cpu_s is None else f"{r.xml_bytes / MB / r.cpu_s:.2f}",
             f"{r.tokens / r.wall_s:,.0f}", f"{r.documents:,}", f"{r.instances:,}",
-            f"{r.peak_tree_rss / MB:,.0f}", f"{r.peak_single_rss / MB:,.0f}",
+            f"{r.peak_tree_rss / MB:,.0f}", f"{r.peak_single_rss / MB:,.0f}", f"{r.peak_single_anon / MB:,.0f}",
             str(r.peak_processes), "-" if r.cpu_percent is None else str(r.cpu_percent),
             f"{r.load_before:.1f}",
         ])
@@ -639,7 +649,8 @@ def main(argv: list[str] | None = None) -> int:
             same = sorted((r for r in results if (r.code, r.runner, r.workers) == (code, runner, workers)),
                           key=lambda r: r.xml_bytes)
             if len(same) > 1:
-                growth = ", ".join(f"{r.xml_bytes / MB:,.0f} MB: {r.peak_single_rss / same[0].peak_single_rss:.2f}"
+                growth = ", ".join(f"{r.xml_bytes / MB:,.0f} MB: RSS {r.peak_single_rss / same[0].peak_single_rss:.2f}, "
+                                   f"private {r.peak_single_anon / max(same[0].peak_single_anon, 1):.2f}"
                                    for r in same[1:])
                 print(f"  {code} {runner}, {workers} worker(s): largest process against the "
                       f"{same[0].xml_bytes / MB:,.0f} MB corpus's: {growth} (target ≤ 1.20)")
