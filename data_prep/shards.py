@@ -130,17 +130,18 @@ class _SpillStore:
         self._entries = entries  # (part, first sequence, end sequence)
         # Per part: all values as one (memory-mapped) array.
         self._values = [r.span(0, len(r) - 1) if len(r) else np.zeros(0, r.dtype) for r in readers]
-        # Per document of this shard: where each of its sentences starts in its part's
-        # values (Python ints: a segment is then one slice, no numpy scalar arithmetic).
-        # Only this shard's documents: the memory follows the shard, not the corpus
-        # (every part's pointers as ints grew a shard build by ~36 bytes per sentence
-        # of the whole corpus).
-        self._starts = [(readers[part].sequence_pointers[first:end] // readers[part].dtype.itemsize).tolist()
-                        for part, first, end in entries]
+        # Where each sentence of this shard's documents starts in its part's values, all
+        # in one int64 array (8 bytes a sentence), and where each document's run of it
+        # begins. Only this shard's documents: every part's pointers as Python ints grew
+        # a shard build by ~36 bytes per sentence of the whole corpus.
+        starts = [readers[part].sequence_pointers[first:end] // readers[part].dtype.itemsize
+                  for part, first, end in entries]
+        self._starts = np.concatenate(starts).astype(np.int64) if starts else np.zeros(0, dtype=np.int64)
+        self._first = np.cumsum([0, *(end - first for _, first, end in entries)]).tolist()
 
     def values(self, segment: Segment) -> np.ndarray:
         part = self._entries[segment.document][0]
-        base = self._starts[segment.document][segment.first]
+        base = int(self._starts[self._first[segment.document] + segment.first])
         return self._values[part][base + segment.start : base + segment.stop]
 
     def sentence_lengths(self) -> list[list[int]]:

@@ -384,7 +384,7 @@ def test_a_shard_build_holds_its_own_documents_sentences_only(tmp_path):
     others[DOCUMENTS[0].doc_id] = 0  # shard 0 holds one document; shard 1 all the others
     prefixes = spill(tmp_path, [DOCUMENTS[:6], DOCUMENTS[6:]], others)
     docs = ShardDocuments(0, prefixes)
-    held = sum(len(starts) for store in (docs.tokens, docs.word_starts) for starts in store._starts)
+    held = sum(len(store._starts) for store in (docs.tokens, docs.word_starts))
     assert docs.doc_ids == [DOCUMENTS[0].doc_id]
     assert held == 2 * len(DOCUMENTS[0].sentences)
     whole = Segment(0, 0, len(DOCUMENTS[0].sentences) - 1, 0, sum(len(s.ids) for s in DOCUMENTS[0].sentences))
