@@ -144,9 +144,11 @@ class _SpillStore:
         base = int(self._starts[self._first[segment.document] + segment.first])
         return self._values[part][base + segment.start : base + segment.stop]
 
-    def sentence_lengths(self) -> list[list[int]]:
+    def sentence_lengths(self) -> list[array]:
+        """Each document's sentence lengths, as compact ``array("i")`` (4 bytes a
+        sentence; indexing gives Python ints, as the pair loop wants)."""
         return [
-            self._readers[part].sequence_lengths[first:end].tolist()
+            array("i", self._readers[part].sequence_lengths[first:end].astype(np.int32).tobytes())
             for part, first, end in self._entries
         ]
 

@@ -368,7 +368,7 @@ def test_shard_documents_sorted_by_id(tmp_path):
         by_id = {d.doc_id: d for d in DOCUMENTS}
         for number, doc_id in enumerate(docs.doc_ids):
             sentences = by_id[doc_id].sentences
-            assert docs.sentence_lengths[number] == [len(s.ids) for s in sentences]
+            assert list(docs.sentence_lengths[number]) == [len(s.ids) for s in sentences]
             whole = Segment(number, 0, len(sentences) - 1, 0, sum(len(s.ids) for s in sentences))
             joined = docs.tokens.values(whole)
             assert np.array_equal(joined, np.concatenate([s.ids for s in sentences]))

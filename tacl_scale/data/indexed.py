@@ -28,6 +28,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from array import array
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -87,8 +88,9 @@ class IndexedWriter:
             raise ValueError(f"dtype {self.dtype} has no MMIDIDX code")
         self._range = np.iinfo(self.dtype) if self.dtype.kind in "ui" else None
         self._bin: BinaryIO | None = open(bin_path(prefix), "wb")
-        self._lengths: list[int] = []
-        self._document_index: list[int] = [0]
+        # Compact arrays, not lists: a shard writer keeps one entry per instance.
+        self._lengths = array("i")
+        self._document_index = array("q", [0])
 
     def add(self, sequence: np.ndarray) -> None:
         """Append one sequence (cast to the writer's dtype)."""
@@ -115,7 +117,7 @@ class IndexedWriter:
             raise ValueError(f"{self.prefix}: lengths add up to {sum(lengths)}, not {len(values)} values")
         if lengths:
             self.add(values)
-            self._lengths[-1:] = lengths
+            self._lengths[-1:] = array("i", lengths)
         self.end_document()
 
     def end_document(self) -> None:
@@ -132,7 +134,7 @@ class IndexedWriter:
             return
         self._bin.close()
         self._bin = None
-        lengths = np.asarray(self._lengths, dtype=np.int32)
+        lengths = np.frombuffer(self._lengths, dtype=np.int32) if self._lengths else np.zeros(0, dtype=np.int32)
         pointers = np.zeros(len(lengths), dtype=np.int64)
         if len(lengths) > 1:
             np.cumsum(lengths[:-1].astype(np.int64) * self.dtype.itemsize, out=pointers[1:])
@@ -144,7 +146,7 @@ class IndexedWriter:
             f.write(struct.pack("<Q", len(self._document_index)))
             f.write(lengths.tobytes(order="C"))
             f.write(pointers.tobytes(order="C"))
-            f.write(np.asarray(self._document_index, dtype=np.int64).tobytes(order="C"))
+            f.write(np.frombuffer(self._document_index, dtype=np.int64).tobytes(order="C"))
 
     def abort(self) -> None:
         """Drop the partial files."""
