@@ -15,7 +15,7 @@ from typing import Any
 
 from tacl_scale import EXIT_ERROR
 from tacl_scale.data import DatasetError, Manifest, PretrainDataset
-from tacl_scale.data.integrity import shard_bytes, unchecked_files, verify_dataset
+from tacl_scale.data.integrity import all_shards, shard_bytes, unchecked_files, verify_dataset
 from tacl_scale.data.manifest import FORMAT_NAME
 
 from .config import SHARD_INPUT_BYTES
@@ -97,8 +97,7 @@ def verify(directory: str) -> int:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
         return EXIT_ERROR
-    files = sum(len(s.files) for s in [*manifest.train.shards, *(manifest.validation.shards
-                                                                  if manifest.validation else ())])
+    files = sum(len(s.files) for s in all_shards(manifest))
     unchecked = unchecked_files(manifest)
     print(f"{directory}: verified {files} shard files ({shard_bytes(manifest) / 1e9:.2f} GB) and the tokenizer "
           f"copy against the manifest in {time.monotonic() - started:.1f} s: all match"

@@ -22,7 +22,6 @@ the progress line counts markers there, so it spans worker processes and runners
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -42,6 +41,7 @@ from tacl_scale.data.manifest import (
     atomic_write,
     shard_name,
 )
+from tacl_scale.files import describe_os_error
 from tacl_scale.locking import LOCK_NAME
 
 from .sources import WorkUnit
@@ -58,14 +58,6 @@ _SHARD_FILE = re.compile("|".join(re.escape(shard_name(0, split)).replace("00000
 class OutputError(RuntimeError):
     """Writing the build's files failed; the message names the file or directory
     and the cause (a full disk says so)."""
-
-
-def describe_os_error(err: OSError) -> str:
-    """An OSError's cause in words, saying so when the disk is full."""
-    cause = err.strerror or str(err)
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        cause += " (the disk is full)"
-    return cause
 
 
 @contextlib.contextmanager

@@ -37,6 +37,7 @@ from .data import PretrainDataset
 from .data.buckets import TokenBuckets
 from .data.integrity import (
     VERIFY_BY_DEFAULT_BYTES,
+    all_shards,
     shard_bytes,
     unchecked_files,
     verify_shards,
@@ -426,8 +427,7 @@ def verify_datasets(datasets: list[PretrainDataset], verify: bool | None, dist: 
     if not verify:
         return
     started = time.monotonic()
-    shards = [(ds, shard) for ds in datasets for shard in [*ds.manifest.train.shards, *(
-        ds.manifest.validation.shards if ds.manifest.validation else ())]]
+    shards = [(ds, shard) for ds in datasets for shard in all_shards(ds.manifest)]
     mine = [problem for ds, shard in shards[dist.rank :: dist.world_size]
             for problem in verify_shards(ds.path, ds.manifest, [shard])]
     _refuse_bad_files([problem for rank in dist.gather_objects(mine) for problem in rank])

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -234,9 +233,9 @@ def free_port() -> int:
     port from the global ``random`` collided: resuming a checkpoint restores the
     Python RNG state, so the next test drew the port a trainer had just used, and
     a fixed range also meets the kernel's ephemeral ports of live connections."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    from tacl_scale.distributed import free_port as kernel_port
+
+    return kernel_port("127.0.0.1")
 
 
 @pytest.fixture

@@ -45,10 +45,11 @@ def file_checksum(path: str | os.PathLike) -> str:
 
 def shard_bytes(manifest: Manifest) -> int:
     """The bytes of every shard file of both splits, as the manifest records them."""
-    return sum(f.bytes for shard in _all_shards(manifest) for f in shard.files.values())
+    return sum(f.bytes for shard in all_shards(manifest) for f in shard.files.values())
 
 
-def _all_shards(manifest: Manifest) -> list[ShardRecord]:
+def all_shards(manifest: Manifest) -> list[ShardRecord]:
+    """The shards of both splits, training first."""
     return [*manifest.train.shards, *(manifest.validation.shards if manifest.validation else ())]
 
 
@@ -59,7 +60,7 @@ def verify_shards(directory: str | os.PathLike, manifest: Manifest,
     records none: :func:`unchecked_files` counts them; their sizes are checked)."""
     directory = Path(directory)
     problems: list[str] = []
-    for shard in (_all_shards(manifest) if shards is None else shards):
+    for shard in (all_shards(manifest) if shards is None else shards):
         for record in shard.files.values():
             path = directory / record.path
             if not path.is_file():
@@ -76,7 +77,7 @@ def verify_shards(directory: str | os.PathLike, manifest: Manifest,
 
 def unchecked_files(manifest: Manifest) -> int:
     """Shard files whose checksum the manifest does not record (format < 4)."""
-    return sum(f.checksum is None for shard in _all_shards(manifest) for f in shard.files.values())
+    return sum(f.checksum is None for shard in all_shards(manifest) for f in shard.files.values())
 
 
 def verify_tokenizer(directory: str | os.PathLike, manifest: Manifest) -> list[str]:
