@@ -121,6 +121,11 @@ class SpillWriter:
         self._docs_path.unlink(missing_ok=True)
 
 
+# How often a shard build unmaps the spill pages it has read (ShardDocuments.release_pages):
+# a few MB of tokens between releases, and the refaults from page cache cost nothing measurable.
+RELEASE_EVERY_DOCUMENTS = 256
+
+
 class _SpillStore:
     """A :class:`~data_prep.instances.TokenStore` over spill parts: document i is
     sequences ``[first, end)`` of part ``part`` (a contiguous run in its .bin)."""
@@ -143,6 +148,12 @@ class _SpillStore:
         part = self._entries[segment.document][0]
         base = int(self._starts[self._first[segment.document] + segment.first])
         return self._values[part][base + segment.start : base + segment.stop]
+
+    def release_pages(self) -> None:
+        """Drop the pages read so far from this process's RSS (see
+        :meth:`~tacl_scale.data.indexed.IndexedReader.release_pages`)."""
+        for reader in self._readers:
+            reader.release_pages()
 
     def sentence_lengths(self) -> list[array]:
         """Each document's sentence lengths, as compact ``array("i")`` (4 bytes a
@@ -178,6 +189,7 @@ class ShardDocuments:
                     content = ids.span(first, end - 1).tobytes() if end > first else b""
                     digest = hashlib.blake2b(content, digest_size=8).hexdigest()
                     found.append((doc_id, digest, part, first, end))
+            ids.release_pages()
         found.sort()
         # doc_ids are unique keys (they seed the random choices): a second document
         # with the same id but other content keeps its own, content-derived key.
@@ -196,6 +208,13 @@ class ShardDocuments:
         self.tokens = _SpillStore(ids_readers, entries)
         self.word_starts = _SpillStore(start_readers, entries)
         self.sentence_lengths = self.tokens.sentence_lengths()
+
+    def release_pages(self) -> None:
+        """Unmap the spill pages read so far: a shard build reads its documents
+        scattered over every part, and mapped pages, once read, would count in its
+        RSS until the end (page cache, but RSS is what Dask's nanny watches)."""
+        self.tokens.release_pages()
+        self.word_starts.release_pages()
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -318,6 +337,8 @@ def build_shard(
         starts_out = (writers.enter_context(IndexedWriter(tmp_dir / f"{name}.word_starts", np.uint8))
                       if whole_words else None)
         for doc_index in range(len(docs)):
+            if doc_index % RELEASE_EVERY_DOCUMENTS == RELEASE_EVERY_DOCUMENTS - 1:
+                docs.release_pages()
             instances = document_instances(docs, doc_index, config, facts, is_special)
             tokens_out.add_joined_document(instances.tokens, instances.lengths)
             positions_out.add_joined_document(instances.masked_positions, instances.masked_counts)

@@ -171,12 +171,20 @@ class IndexedWriter:
             self.abort()
 
 
-def _map(path: Path) -> memoryview | bytes:
+def _map(path: Path) -> mmap.mmap | bytes:
     """Read-only memory map of a file (an empty file maps to empty bytes)."""
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
             return b""
-        return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _release(mapped: mmap.mmap | bytes) -> None:
+    """Unmap the resident pages of a read-only map from this process (they stay in
+    the page cache and fault back in when read again)."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if isinstance(mapped, mmap.mmap) and advice is not None:
+        mapped.madvise(advice)
 
 
 class IndexedReader:
@@ -216,16 +224,16 @@ class IndexedReader:
         # millions of small slices a shard build or a data loader takes).
         self._index_mmap = _map(index_file)
         self.sequence_lengths = np.frombuffer(
-            self._index_mmap, dtype=np.int32, count=num_sequences, offset=_HEADER_SIZE
+            memoryview(self._index_mmap), dtype=np.int32, count=num_sequences, offset=_HEADER_SIZE
         )
         self.sequence_pointers = np.frombuffer(
-            self._index_mmap,
+            memoryview(self._index_mmap),
             dtype=np.int64,
             count=num_sequences,
             offset=_HEADER_SIZE + num_sequences * 4,
         )
         self.document_index = np.frombuffer(
-            self._index_mmap,
+            memoryview(self._index_mmap),
             dtype=np.int64,
             count=num_doc_entries,
             offset=_HEADER_SIZE + num_sequences * 12,
@@ -244,7 +252,8 @@ class IndexedReader:
                 f"{index_file}: document index runs {self.document_index[0]}..{self.document_index[-1]}, "
                 f"expected 0..{num_sequences}"
             )
-        self._data = np.frombuffer(_map(data_file), dtype=self.dtype)
+        self._data_mmap = _map(data_file)
+        self._data = np.frombuffer(memoryview(self._data_mmap), dtype=self.dtype)
 
     def __len__(self) -> int:
         return len(self.sequence_lengths)
@@ -260,6 +269,17 @@ class IndexedReader:
         start = int(self.sequence_pointers[first]) // self.dtype.itemsize
         stop = int(self.sequence_pointers[last]) // self.dtype.itemsize + int(self.sequence_lengths[last])
         return self._data[start:stop]
+
+    def release_pages(self) -> None:
+        """Stop counting the pages read so far in this process's resident memory.
+
+        A mapped page, once read, stays in the process's RSS until the map closes.
+        A reader that walks a large file (a shard build over every spill part)
+        would grow with the file; calling this now and then keeps it flat. The
+        pages stay in the page cache: reading them again costs a minor fault.
+        """
+        _release(self._index_mmap)
+        _release(self._data_mmap)
 
     @property
     def num_documents(self) -> int:
