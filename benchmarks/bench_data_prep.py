@@ -240,7 +240,7 @@ def run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: int
 def _dataset_digest(directory: Path) -> str:
     """One digest of a dataset's data files (their names and sha256s; the manifest,
     which records paths and times, left out)."""
-    from tacl_scale.data.manifest import file_sha256
+    from tacl_scale.files import file_sha256
 
     digest = hashlib.sha256()
     for path in sorted(p for p in directory.iterdir() if p.is_file() and p.name != "manifest.json"):

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from tacl_scale.data.manifest import atomic_write  # noqa: E402
+from tacl_scale.files import atomic_write  # noqa: E402
 
 PHASES = ("env", "tests", "tacl_loss", "training")
 # A fresh machine compiles everything once: the tests' small BERT, then BERT-base in

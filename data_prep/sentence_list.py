@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tacl_scale import EXIT_ERROR
-from tacl_scale.data.manifest import atomic_write
+from tacl_scale.files import atomic_write
 
 from .config import CleaningConfig, InputConfig
 from .documents import extract_sentences, is_validation

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from tacl_scale.data.integrity import file_checksum
-from tacl_scale.data.manifest import TOKENIZER_DIR, TOKENIZER_FILES, SpecialIds, TokenizerRecord, file_sha256
+from tacl_scale.data.manifest import TOKENIZER_DIR, TOKENIZER_FILES, SpecialIds, TokenizerRecord
+from tacl_scale.files import file_sha256
 
 # Pieces never used as the random replacement of a masked token: [PAD], [unused7],
 # <s>, <unk>, ... — special or placeholder entries rather than text.

@@ -38,10 +38,9 @@ from tacl_scale.data.manifest import (
     SPLITS,
     TOKENIZER_DIR,
     ShardRecord,
-    atomic_write,
     shard_name,
 )
-from tacl_scale.files import describe_os_error
+from tacl_scale.files import atomic_write, describe_os_error
 from tacl_scale.locking import LOCK_NAME
 
 from .sources import WorkUnit

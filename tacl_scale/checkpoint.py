@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .data.manifest import atomic_write, file_sha256
+from .files import atomic_write, file_sha256
 
 LATEST = "latest"
 FILES = "files.json"

@@ -1,10 +1,13 @@
-"""What went wrong writing a file, in words (shared by training and its tools)."""
+"""Files written whole or not at all, their fingerprints, and what went wrong writing
+one, in words: shared by data preparation, training and their tools."""
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
@@ -42,3 +45,31 @@ def describe_write_error(err: BaseException, path: str | os.PathLike) -> str:
     if free is not None and free < NEARLY_FULL_BYTES:
         return f"the disk is full ({free / 2**20:.0f} MiB free)"
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes: the vocabulary fingerprint the manifest records
+    (``tokenizer.sha256``), and the checksum of checkpoint files."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def atomic_write(path: str | os.PathLike, data: str | bytes, fsync: bool = False) -> Path:
+    """Write ``path`` through a temporary file beside it and a rename: a reader (or
+    a crash now) sees the old file or the new one, never half of one. ``fsync``
+    makes the bytes durable before the rename."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .data.manifest import atomic_write
+from .files import atomic_write
 
 PROGRESS_KEYS = ("loss", "tacl", "mlm", "nsp", "mirror", "mirror_acc")
 METRICS_FILE = "metrics.jsonl"

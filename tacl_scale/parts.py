@@ -52,7 +52,6 @@ from .data.loader import (
     checked_batches,
     collate,
 )
-from .data.manifest import atomic_write
 from .data.shuffle import BatchLayout, GlobalOrder
 from .data.views import MirrorViews
 from .distributed import Distributed
@@ -65,6 +64,7 @@ from .export import (
     student_config_dict,
     tokenizer_source,
 )
+from .files import atomic_write
 from .flops import peak_flops
 from .locking import DirectoryLock, LockedError
 from .metrics import MetricsLogger

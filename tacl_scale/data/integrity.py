@@ -21,7 +21,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from .manifest import Manifest, ShardRecord, file_sha256
+from ..files import file_sha256
+from .manifest import Manifest, ShardRecord
 
 CHECKSUM_ALGORITHM = "xxh3_128"
 # Training verifies the shards of datasets up to this size unless told otherwise

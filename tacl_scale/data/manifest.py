@@ -38,16 +38,15 @@ reads the JSON and knows what older versions lacked:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..files import atomic_write
 from .masking import MaskingConfig
 
 FORMAT_NAME = "tacl-scale-pretrain"
@@ -85,34 +84,6 @@ META_DTYPE = [("len_a", "<u2"), ("nsp_label", "u1")]
 
 class DatasetError(ValueError):
     """A dataset directory is missing, incomplete or inconsistent."""
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """The sha256 of a file's bytes: the vocabulary fingerprint the manifest records
-    (``tokenizer.sha256``), and the checksum of checkpoint files."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def atomic_write(path: str | os.PathLike, data: str | bytes, fsync: bool = False) -> Path:
-    """Write ``path`` through a temporary file beside it and a rename: a reader (or
-    a crash now) sees the old file or the new one, never half of one. ``fsync``
-    makes the bytes durable before the rename."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
 
 
 def shard_name(index: int, split: str = "train") -> str:
