@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from .analysis import LayerStats, sentence_self_similarity
 from .model import ObjectiveConfig, pretraining_losses, teacher_states
+from .similarity import LayerStats, sentence_self_similarity
 
 
 def layer_self_similarity(encoder: Any, batches: Iterable[dict[str, torch.Tensor]]) -> list[float]:

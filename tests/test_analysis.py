@@ -11,8 +11,9 @@ import torch
 from conftest import EN_VOCAB  # noqa: I001
 from transformers import BertConfig, BertModel, BertTokenizerFast
 
-from tacl_scale.analysis import LayerStats, isotropy, main, sentence_self_similarity
+from tacl_scale.analysis import isotropy, main
 from tacl_scale.evaluation import layer_self_similarity
+from tacl_scale.similarity import LayerStats, sentence_self_similarity
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
 
