@@ -316,9 +316,32 @@ def test_masking_config_rejects_bad_values(kwargs):
 
 
 def test_masking_config_accepts_edge_values():
-    MaskingConfig(mask_token_prob=1.0, random_token_prob=0.0)
-    MaskingConfig(mask_token_prob=0.0, random_token_prob=0.0)
-    MaskingConfig(masked_lm_prob=0.999, whole_word_masking=True)
+    """The ends of the accepted ranges are kept as given and mean what they say:
+    every chosen token [MASK]; every chosen token left as it is; and nearly every
+    maskable token chosen, in whole words."""
+    tokens, maskable, word_starts = make_sequence(np.random.default_rng(7))
+    maskable_positions = np.flatnonzero(maskable)
+
+    always_mask = MaskingConfig(mask_token_prob=1.0, random_token_prob=0.0)
+    assert (always_mask.mask_token_prob, always_mask.random_token_prob) == (1.0, 0.0)
+    out = run(tokens, maskable, None, always_mask)
+    check_basic(tokens, maskable, out, 20)
+    assert len(out.positions) == min(20, round(0.15 * len(maskable_positions)))
+    assert np.all(out.placed == MASK)
+
+    never_replace = MaskingConfig(mask_token_prob=0.0, random_token_prob=0.0)
+    assert (never_replace.mask_token_prob, never_replace.random_token_prob) == (0.0, 0.0)
+    out = run(tokens, maskable, None, never_replace)
+    check_basic(tokens, maskable, out, 20)
+    assert len(out.positions) > 0 and np.array_equal(out.placed, tokens[out.positions])
+
+    nearly_all = MaskingConfig(masked_lm_prob=0.999, whole_word_masking=True)
+    assert nearly_all.masked_lm_prob == 0.999 and nearly_all.whole_word_masking
+    assert nearly_all.resolved_max_predictions(128) == 128  # ceil(127.872)
+    # round(0.999 * m) == m for fewer than 500 maskable tokens: every word fits the budget.
+    out = run(tokens, maskable, word_starts, nearly_all, max_predictions=128)
+    check_basic(tokens, maskable, out, 128)
+    assert np.array_equal(out.positions, maskable_positions)
 
 
 def test_masking_config_rejects_negative_max_predictions():

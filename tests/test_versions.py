@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import sys
 
 import pytest
-import tomllib
 from conftest import ROOT
 from packaging.requirements import Requirement
 from packaging.version import Version
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser as the PyPI package tomli (the test extra installs it there)
+    import tomli as tomllib
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
 
