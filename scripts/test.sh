@@ -2,6 +2,12 @@
 # Install and run the test suite on CPU, by tier:
 #   bash scripts/test.sh [PYTEST_ARGS...]              default tier: lint, then every test, in .venv
 #                                                      (the newest pinned versions: torch 2.13 CPU)
+#   bash scripts/test.sh --quick [PYTEST_ARGS...]      the default tier's pure logic, in .venv: lint, then
+#                                                      the tests not marked 'slow' (-m "not slow and not
+#                                                      cluster"; marked by hand or by tests/conftest.py):
+#                                                      no dataset build or Beam pipeline, no training or
+#                                                      launcher run, no subprocess, no wheel build; under 2
+#                                                      minutes on 2 cores once .venv exists
 #   bash scripts/test.sh --gpu-image [PYTEST_ARGS...]  the GPU image's versions (scripts/gpu_image_versions.txt:
 #                                                      torch 2.11, triton 3.6, transformers 5.17) in
 #                                                      .venv-gpu-image, every test marked 'framework' (torch,
@@ -11,7 +17,8 @@
 #                                                      /etc/munge/munge.key, /etc/slurm/slurm.conf and host
 #                                                      lines in /etc/hosts, starts munged, slurmctld and slurmd
 #                                                      and stops them by PID (tests/slurm/)
-#   bash scripts/test.sh --all [PYTEST_ARGS...]        every tier, one after the other (.ci/run)
+#   bash scripts/test.sh --all [PYTEST_ARGS...]        the default, cluster and GPU-image tiers, one after the
+#                                                      other (.ci/run)
 # The default and GPU-image tiers change nothing outside the clone and its temporary directories.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +30,7 @@ export TORCH_EXTENSIONS_DIR="$PWD/.cache/torch_extensions" TRITON_CACHE_DIR="$PW
   TORCHINDUCTOR_CACHE_DIR="$PWD/.cache/inductor"
 TIER=default
 case "${1:-}" in
+  --quick) TIER=quick; shift ;;
   --gpu-image) TIER=gpu-image; shift ;;
   --cluster) TIER=cluster; shift ;;
   --all) TIER=all; shift ;;
@@ -32,6 +40,12 @@ default_tier() {
   bash scripts/setup.sh
   .venv/bin/python -m ruff check .
   .venv/bin/python -m pytest -q -p no:cacheprovider -m "not cluster" "$@"
+}
+
+quick_tier() {
+  bash scripts/setup.sh
+  .venv/bin/python -m ruff check .
+  .venv/bin/python -m pytest -q -p no:cacheprovider -m "not slow and not cluster" "$@"
 }
 
 daemon_pids() {  # the PIDs of the daemons the cluster tier starts, sorted
@@ -63,6 +77,7 @@ transformers.__version__, '| deepspeed', deepspeed.__version__)"
 
 case "$TIER" in
   default) default_tier "$@" ;;
+  quick) quick_tier "$@" ;;
   gpu-image) gpu_image_tier "$@" ;;
   cluster) cluster_tier "$@" ;;
   all)

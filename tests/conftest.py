@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import tempfile
+import types
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,9 +98,58 @@ def reads_real_data(item: pytest.Item) -> bool:
     return any(_NAMES_REAL.search(source) for source in sources)
 
 
+# The quick tier (scripts/test.sh --quick: -m "not slow and not cluster") runs no test
+# that builds a dataset, runs a Beam pipeline, trains, starts a process or builds the
+# wheel. Such a test is marked ``slow`` by hand, or at collection when it uses one of
+# these fixtures, or one of these names in its own code, its fixtures' code or the
+# test-module and conftest functions they call (tests/test_quick_tier.py).
+SLOW_FIXTURES = frozenset({"zh_dataset", "pytester"})  # the shared built dataset; pytest in subprocesses
+SLOW_NAMES = frozenset({"build_dataset", "run_build",  # a dataset build
+                        "Trainer",  # DeepSpeed engines, the teacher and the student
+                        "subprocess", "Popen", "runpytest_subprocess",  # a CLI, a launcher, a wheel build
+                        "spawn", "multiprocessing", "torch.multiprocessing"})  # ranks in processes of their own
+
+
+def slow_names(function: Any, seen: set[Any] | None = None) -> set[str]:
+    """The names of :data:`SLOW_NAMES` that ``function`` uses (in its nested functions
+    too) or that the test-module and conftest functions it names use."""
+    function = getattr(function, "__wrapped__", function)
+    seen = set() if seen is None else seen
+    if not isinstance(function, types.FunctionType) or function in seen:
+        return set()
+    seen.add(function)
+    found: set[str] = set()
+    codes = [function.__code__]
+    for code in codes:
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        found |= SLOW_NAMES & set(code.co_names)
+        for name in code.co_names:
+            called = function.__globals__.get(name)
+            if (getattr(called, "__module__", None) or "").startswith(("test_", "conftest")):
+                found |= slow_names(called, seen)
+    return found
+
+
+def why_slow(item: pytest.Item) -> list[str]:
+    """What makes a collected test slow (see :data:`SLOW_NAMES`); empty where nothing does."""
+    names = getattr(item, "fixturenames", ())
+    info = getattr(item, "_fixtureinfo", None)
+    functions = [getattr(item, "function", None)]
+    for name in names:
+        functions += [d.func for d in (info.name2fixturedefs.get(name, ()) if info is not None else ())]
+    return [f"fixture {name}" for name in sorted(SLOW_FIXTURES & set(names))] + [
+        f"{name} in {function.__name__}" for function in functions for name in sorted(slow_names(function))]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Write the made stand-ins if a collected module names them; without the real
-    samples, skip the tests that read them, saying why."""
+    """Mark ``slow`` the tests that build, train or start a process (:func:`why_slow`;
+    ``scripts/test.sh --quick`` runs the others); write the made stand-ins if a
+    collected module names them; without the real samples, skip the tests that read
+    them, saying why."""
+    for item in items:
+        if item.get_closest_marker("slow") is None and why_slow(item):
+            item.add_marker(pytest.mark.slow)
     modules = {str(item.path): item.path for item in items}
     if any(_NAMES_MADE.search(path.read_text(encoding="utf-8")) for path in modules.values()):
         write_made_data(MADE)

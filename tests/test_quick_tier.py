@@ -1,0 +1,72 @@
+"""The quick tier's promise: ``scripts/test.sh --quick`` runs ``-m "not slow and not
+cluster"``, and no test it runs builds a dataset, runs a Beam pipeline, trains,
+starts a process or builds the wheel. conftest marks such tests ``slow`` by what they
+use (``why_slow``); these tests check that the check sees what it must, and that
+every test it flags among those collected beside them (the whole suite in every
+tier) carries the mark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, slow_names, why_slow
+
+
+def test_every_test_that_builds_trains_or_starts_a_process_is_marked_slow(request: pytest.FixtureRequest) -> None:
+    here = Path(__file__)
+    unmarked = {item.nodeid: why_slow(item) for item in request.session.items
+                if item.path != here and item.get_closest_marker("slow") is None and why_slow(item)}
+    assert unmarked == {}, "scripts/test.sh --quick would run these"
+
+
+def test_the_quick_tier_deselects_the_slow_tests() -> None:
+    script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    assert "--quick) TIER=quick" in script
+    assert '-m "not slow and not cluster"' in script.split("quick_tier() {", 1)[1].split("}", 1)[0]
+
+
+# The check itself, on functions written for it (this module's tests name the slow
+# calls without making them; the check above passes over them).
+
+def _builds(tmp_path: Path) -> None:
+    from conftest import build_dataset
+
+    build_dataset(tmp_path)
+
+
+def _calls_a_helper_that_builds(tmp_path: Path) -> None:
+    _builds(tmp_path)
+
+
+def _starts_a_process() -> None:
+    import subprocess
+
+    subprocess.run(["true"], check=True)
+
+
+def _pure(values: list[int]) -> int:
+    return sum(values)
+
+
+def test_the_check_sees_calls_through_helpers_and_inside_functions() -> None:
+    assert slow_names(_builds) == {"build_dataset"}
+    assert slow_names(_calls_a_helper_that_builds) == {"build_dataset"}
+    assert slow_names(_starts_a_process) == {"subprocess"}
+    assert slow_names(_pure) == set()
+
+    def spawns() -> None:
+        import torch.multiprocessing as mp
+
+        mp.spawn(print, nprocs=2)
+
+    assert {"spawn", "torch.multiprocessing"} <= slow_names(spawns)
+
+
+def test_a_test_on_the_built_dataset_is_slow_and_a_pure_one_beside_it_is_not(
+        request: pytest.FixtureRequest) -> None:
+    this = next(item for item in request.session.items if item.name == request.node.name)
+    assert why_slow(this) == [] and this.get_closest_marker("slow") is None
+    on_the_dataset = [item for item in request.session.items if "zh_dataset" in getattr(item, "fixturenames", ())]
+    for item in on_the_dataset:  # where this run collected any (not under --quick)
+        assert "fixture zh_dataset" in why_slow(item) and item.get_closest_marker("slow") is not None
