@@ -67,21 +67,21 @@ def main() -> int:
             together = time.perf_counter() - together
             tag = checkpoint.tag_for(2)  # then the same parts one at a time (after the first save's warm-up)
             started = time.perf_counter()
-            trainer.engine.save_checkpoint(str(trainer.ckpt_root), tag=tag, save_latest=False)
+            trainer.engine.save_checkpoint(str(trainer.run.checkpoints), tag=tag, save_latest=False)
             saved = time.perf_counter()
-            checkpoint.record_files(trainer.ckpt_root / tag)
+            checkpoint.record_files(trainer.run.checkpoints / tag)
             recorded = time.perf_counter()
             weights = engine_master_weights(trainer.engine)
-            export_weights(weights, trainer.run_dir, work / "export")
+            export_weights(weights, trainer.run.path, work / "export")
             exported = time.perf_counter()
-            size = sum(f.stat().st_size for f in (trainer.ckpt_root / tag).rglob("*") if f.is_file())
-            export_checkpoint(trainer.ckpt_root / tag, work / "export-from-disk")
+            size = sum(f.stat().st_size for f in (trainer.run.checkpoints / tag).rglob("*") if f.is_file())
+            export_checkpoint(trainer.run.checkpoints / tag, work / "export-from-disk")
             from_disk = time.perf_counter() - exported
         finally:
             trainer.close()
     rows = [("save_checkpoint", saved - started), ("record (sha256 of every file)", recorded - saved),
             ("export from memory", exported - recorded)]
-    print(f"{trainer.device} | {args.ds.name} | checkpoint {size / 1e9:.2f} GB")
+    print(f"{trainer.dist.device} | {args.ds.name} | checkpoint {size / 1e9:.2f} GB")
     for name, seconds in rows:
         print(f"{name:>40}: {seconds:6.2f} s")
     print(f"{'one after the other':>40}: {exported - started:6.2f} s")

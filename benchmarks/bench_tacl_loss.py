@@ -20,7 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from tacl_scale.config import ObjectiveConfig  # noqa: E402
 from tacl_scale.kernels import tacl_loss  # noqa: E402
+
+TAU = ObjectiveConfig().temperature  # the paper's
 
 
 def measure(impl: str, batch: int, length: int, dim: int, dtype: torch.dtype, iters: int,
@@ -40,7 +43,7 @@ def measure(impl: str, batch: int, length: int, dim: int, dtype: torch.dtype, it
 
     def step() -> None:
         student.grad = None
-        tacl_loss(student, teacher, masked, attention, impl=impl, rows=rows)[0].backward()
+        tacl_loss(student, teacher, masked, attention, TAU, impl=impl, rows=rows)[0].backward()
 
     for _ in range(3):
         step()

@@ -180,7 +180,7 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
         torch.cuda.reset_peak_memory_stats()
     trainer = build_trainer(data, model, workdir, setup, workers)
     try:
-        device = trainer.device
+        device = trainer.dist.device
         compile_started = time.perf_counter()
         for _ in range(warmup):
             trainer.train_step().read()
@@ -198,13 +198,13 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
         losses = [r.read()["loss"] for r in results]
         _sync(device)
         step_s = (time.perf_counter() - start) / steps
-        batches = [trainer.dist.move(next(trainer.batches)) for _ in range(trainer.accumulation)]
+        batches = [trainer.dist.move(next(trainer.parts.batches)) for _ in range(trainer.parts.engine.accumulation)]
         for batch in batches:  # warm
-            teacher_states(trainer.teacher, batch, fast=trainer.teacher_fast)
+            teacher_states(trainer.parts.teacher, batch, fast=trainer.parts.teacher_fast)
         _sync(device)
         start = time.perf_counter()
         for batch in batches:
-            teacher_states(trainer.teacher, batch, fast=trainer.teacher_fast)
+            teacher_states(trainer.parts.teacher, batch, fast=trainer.parts.teacher_fast)
         _sync(device)
         teacher_s = time.perf_counter() - start
         loss_s = tacl_loss_seconds(trainer, batches)
@@ -212,9 +212,9 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
         per_step = {k: v / steps for k, v in flops.items()}
         return {
             "name": setup.name, "ds_config": setup.ds_config, "zero_stage": trainer.engine.zero_optimization_stage(),
-            "micro_batch": trainer.config.optim.micro_batch_size, "unpad": trainer.unpad,
-            "accumulation": trainer.accumulation, "precision": trainer.precision,
-            "compiled": trainer.teacher_fast is not None or trainer.module.fast is not None,
+            "micro_batch": trainer.config.optim.micro_batch_size, "unpad": trainer.parts.performance.unpad,
+            "accumulation": trainer.parts.engine.accumulation, "precision": trainer.parts.precision,
+            "compiled": trainer.parts.teacher_fast is not None or trainer.parts.engine.module.fast is not None,
             "cuda_graphs": trainer.cuda_graphs,
             "readme": setup.readme, "warmup_s": warmup_s,
             "step_ms": 1000 * step_s, "tokens_per_s": tokens / steps / step_s, "teacher_share": teacher_s / step_s,
@@ -233,16 +233,16 @@ def tacl_loss_seconds(trainer, batches: list[dict]) -> float:
     the step says whether its speed matters."""
     from tacl_scale.kernels import tacl_loss, tacl_loss_packed
 
-    device, objective = trainer.device, trainer.config.objective
+    device, objective = trainer.dist.device, trainer.config.objective
     if "tacl" not in objective.objectives:
         return 0.0
-    width = trainer.student.config.hidden_size
+    width = trainer.parts.student.config.hidden_size
     dtype = next(trainer.engine.module.parameters()).dtype
     calls = []
     for batch in batches:
         shape = (*batch["input_ids"].shape, width)
         student = torch.randn(shape, device=device, dtype=dtype, requires_grad=True)
-        teacher = torch.randn(shape, device=device, dtype=next(trainer.teacher.parameters()).dtype)
+        teacher = torch.randn(shape, device=device, dtype=next(trainer.parts.teacher.parameters()).dtype)
         if "cu_seqlens" in batch:
             calls.append(lambda s=student, t=teacher, b=batch: tacl_loss_packed(
                 s, t, b["masked"], b["cu_seqlens"], objective.temperature, objective.tacl_impl, b["tacl_rows"]))

@@ -58,7 +58,7 @@ def loader_ms(trainer, micro_batches: int) -> float:
     """Milliseconds per micro-batch that the loader alone delivers."""
     start = time.perf_counter()
     for _ in range(micro_batches):
-        next(trainer.batches)
+        next(trainer.parts.batches)
     return 1000 * (time.perf_counter() - start) / micro_batches
 
 
@@ -67,17 +67,17 @@ def part_times(trainer, steps: int) -> dict[str, float]:
     ended by a synchronisation (the order of ``Trainer.train_step``)."""
     from tacl_scale.model import teacher_states
 
-    device = trainer.device
+    device = trainer.dist.device
     totals: dict[str, float] = defaultdict(float)
     for _ in range(steps):
-        for _ in range(trainer.accumulation):
+        for _ in range(trainer.parts.engine.accumulation):
             marks = [time.perf_counter()]
-            cpu_batch = next(trainer.batches)
+            cpu_batch = next(trainer.parts.batches)
             marks.append(time.perf_counter())
             batch = trainer.dist.move(cpu_batch)
             sync(device)
             marks.append(time.perf_counter())
-            hidden = teacher_states(trainer.teacher, batch) if trainer.teacher is not None else None
+            hidden = teacher_states(trainer.parts.teacher, batch) if trainer.parts.teacher is not None else None
             sync(device)
             marks.append(time.perf_counter())
             parts = trainer.engine(batch, hidden)
@@ -99,14 +99,14 @@ def profile_steps(trainer, steps: int, rows: int) -> str:
     self host time) over ``steps`` whole training steps."""
     from torch.profiler import ProfilerActivity, profile
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if trainer.device.type == "cuda" else [])
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if trainer.dist.device.type == "cuda" else [])
     with profile(activities=activities) as prof:
         for _ in range(steps):
             trainer.train_step()
-        sync(trainer.device)
+        sync(trainer.dist.device)
     averages = prof.key_averages()
     tables = []
-    if trainer.device.type == "cuda":
+    if trainer.dist.device.type == "cuda":
         tables.append(averages.table(sort_by="self_cuda_time_total", row_limit=rows))
     tables.append(averages.table(sort_by="self_cpu_time_total", row_limit=rows))
     return "\n".join(tables)
@@ -117,14 +117,14 @@ def profile_setup(data: Path, model: Path, workdir: Path, setup: Setup, args: ar
     try:
         for _ in range(args.warmup):
             trainer.train_step()
-        sync(trainer.device)
+        sync(trainer.dist.device)
         start = time.perf_counter()
         for _ in range(args.steps):
             trainer.train_step()
-        sync(trainer.device)
+        sync(trainer.dist.device)
         step_ms = 1000 * (time.perf_counter() - start) / args.steps
-        row = {"name": setup.name, "accumulation": trainer.accumulation, "step_ms": step_ms,
-               "loader_ms_per_micro_batch": loader_ms(trainer, 4 * trainer.accumulation),
+        row = {"name": setup.name, "accumulation": trainer.parts.engine.accumulation, "step_ms": step_ms,
+               "loader_ms_per_micro_batch": loader_ms(trainer, 4 * trainer.parts.engine.accumulation),
                "parts_ms_per_step": part_times(trainer, args.steps)}
         tables = profile_steps(trainer, args.profile_steps, args.rows)
     finally:

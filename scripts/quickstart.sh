@@ -37,7 +37,7 @@ cat > "$OUT/bert-tiny.json" <<JSON
 JSON
 rm -rf "$OUT/run"
 DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 "$(dirname "$PY")/deepspeed" --num_gpus 2 tacl_scale/train.py \
-  --ds ds_configs/cpu.json --data "$OUT/dataset" --model "$OUT/bert-tiny.json" --output "$OUT/run" \
+  --recipe tiny-cpu --data "$OUT/dataset" --model "$OUT/bert-tiny.json" --output "$OUT/run" \
   --steps ${STEPS:-30} --save-every 10 --log-every 5 --lr 5e-4 --num-workers 1 2>&1 \
   | grep -E "^step |exported|error|Error" || true
 test -f "$OUT/run/export/config.json" || { echo "training failed; see above" >&2; exit 1; }

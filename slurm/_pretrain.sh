@@ -11,6 +11,8 @@
 #               multi-node runner with a hostfile generated from the allocation; needs
 #               passwordless ssh/pdsh between the nodes)
 #   SIZE        base | large (set by the wrapper scripts); LANG_CODE en | zh (base only)
+#   RECIPE      the train.py --recipe (default: tacl-large-en; tacl-base-en or tacl-base-zh
+#               by LANG_CODE); `python -m tacl_scale.recipes` lists them
 #   MASTER_PORT rendezvous port (default 20000 + job id mod 10000)
 set -euo pipefail
 # shellcheck disable=SC1091
@@ -24,58 +26,42 @@ export HF_HOME=${HF_HOME:-$TACL_HOME/.cache/huggingface}
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$TACL_HOME/.cache/triton}
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$TACL_HOME/.cache/torch_extensions}
 
-# --- the paper's recipe (TaCL, Su et al. 2022): max len 256, batch 256, lr 1e-4,
-# 10% warm-up, 150k steps, ZeRO-2 (bf16 where the GPUs have it; the paper trained in fp16:
-# add --precision fp16). Those numbers are train.py's defaults (its
-# config dataclasses), so the recipe names only the model, data, run and micro-batch.
+# --- the recipe: the paper's settings by name (tacl_scale/recipes.py), given to train.py
+# first, so every flag given here replaces the recipe's value (a --ds config of the
+# user's too), and a --recipe given here replaces the script's.
 case ${SIZE:-large} in
-  large) MODEL=${MODEL:-models/bert-large-uncased}; DATA=${DATA:-data/enwiki-bert-uncased-256}
-         RUN_DIR=${RUN_DIR:-runs/tacl-large-en}; MICRO=${MICRO:-8} ;;
-  base)  if [[ ${LANG_CODE:-en} == zh ]]; then
-           MODEL=${MODEL:-models/bert-base-chinese}; DATA=${DATA:-data/zhwiki-bert-chinese-256}
-           RUN_DIR=${RUN_DIR:-runs/tacl-base-zh}
-         else
-           MODEL=${MODEL:-models/bert-base-uncased}; DATA=${DATA:-data/enwiki-bert-uncased-256}
-           RUN_DIR=${RUN_DIR:-runs/tacl-base-en}
-         fi
-         MICRO=${MICRO:-32} ;;
+  large) RECIPE=${RECIPE:-tacl-large-en} ;;
+  base)  RECIPE=${RECIPE:-tacl-base-${LANG_CODE:-en}} ;;
   *) echo "error: SIZE must be base or large, not '${SIZE}'" >&2; exit 2 ;;
 esac
-declare -A RECIPE=(
-  [--ds]=ds_configs/zero2.json [--model]=$MODEL [--data]=$DATA [--output]=$RUN_DIR [--micro-batch-size]=$MICRO
-)
-# A flag given on the command line replaces the recipe's (argparse would otherwise
-# see both, and --data accumulates).
-for arg in "$@"; do
-  [[ $arg == --* ]] && unset "RECIPE[$arg]"
-done
-ARGS=()
-for flag in "${!RECIPE[@]}"; do ARGS+=("$flag" "${RECIPE[$flag]}"); done
-ARGS+=("$@" --resume)
+ARGS=(--recipe "$RECIPE" "$@" --resume)
 
-# What the checks below need, resolved by train.py's own parser (defaults included).
-read -r RUN_DIR BATCH MICRO MARKER < <(python - "${ARGS[@]}" <<'PYCODE'
+# What the checks below need, resolved by train.py's own parser and the batch shape's
+# owner (tacl_scale.data.shuffle.BatchLayout), for this job's task count.
+WORLD=${SLURM_NTASKS:-1}
+read -r RUN_DIR BATCH MICRO ACCUMULATION MARKER < <(python - "$WORLD" "${ARGS[@]}" <<'PYCODE'
 import sys
+from tacl_scale.data.shuffle import BatchLayout, BatchShapeError
+from tacl_scale.run_dir import PREEMPTED_MARKER
 from tacl_scale.train import parse_args
-from tacl_scale.trainer import PREEMPTED_MARKER
-config = parse_args(sys.argv[1:])
-print(config.output, config.optim.batch_size, config.optim.micro_batch_size, PREEMPTED_MARKER)
+world, config = int(sys.argv[1]), parse_args(sys.argv[2:])
+optim = config.optim
+try:  # an "auto" micro-batch is chosen by train.py among the sizes that fit; 1 always does
+    layout = BatchLayout(optim.batch_size, optim.micro_batch_size or 1, world)
+except BatchShapeError as err:
+    sys.exit(f"error: {err} ({world} Slurm task(s))")
+print(config.output, optim.batch_size, optim.micro_batch_size or "auto",
+      layout.accumulation if optim.micro_batch_size else "auto", PREEMPTED_MARKER)
 PYCODE
 ) || true
 if [[ -z "${MARKER:-}" ]]; then
-  echo "error: train.py refuses these flags (above): ${ARGS[*]}" >&2
-  exit 2
-fi
-WORLD=${SLURM_NTASKS:-1}
-if (( BATCH % (MICRO * WORLD) != 0 )); then
-  echo "error: global batch $BATCH is not micro-batch $MICRO x $WORLD tasks x an integer accumulation;" \
-       "choose --micro-batch-size or the task count so that it divides" >&2
+  echo "error: the job stops before training: train.py refuses these flags (above): ${ARGS[*]}" >&2
   exit 2
 fi
 mkdir -p "$RUN_DIR"
 exec > >(tee -a "$RUN_DIR/slurm-${SLURM_JOB_ID:-local}.log") 2>&1
 echo "job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $WORLD task(s) on ${SLURM_JOB_NODELIST:-localhost}," \
-     "global batch $BATCH = micro $MICRO x $WORLD x accumulation $((BATCH / (MICRO * WORLD)))"
+     "recipe $RECIPE, global batch $BATCH = micro $MICRO x $WORLD x accumulation $ACCUMULATION"
 
 MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 export MASTER_ADDR

@@ -29,9 +29,8 @@ import numpy as np
 import torch
 
 from .files import atomic_write, file_sha256
+from .run_dir import CHECKPOINT_RECORD, LATEST
 
-LATEST = "latest"
-FILES = "files.json"
 STATE = "trainer_state.json"  # step, data position, batch and world size, readable without torch
 UNIVERSAL = ".universal"  # suffix of a checkpoint's DeepSpeed universal conversion
 READ_LOCK = ".tacl-read-lock"  # in each checkpoint: shared-locked by its readers (ReadLock)
@@ -65,16 +64,16 @@ def record_files(directory: Path) -> dict[str, dict[str, Any]]:
     files = {
         str(path.relative_to(directory)): {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
         for path in sorted(directory.rglob("*"))
-        if path.is_file() and path.name not in (FILES, READ_LOCK) and not path.name.startswith(f".{FILES}.")
+        if path.is_file() and path.name not in (CHECKPOINT_RECORD, READ_LOCK) and not path.name.startswith(f".{CHECKPOINT_RECORD}.")
     }
-    atomic_write(directory / FILES, json.dumps(files, indent=1))
+    atomic_write(directory / CHECKPOINT_RECORD, json.dumps(files, indent=1))
     return files
 
 
 def verify(directory: Path) -> str | None:
     """``None`` when every file of a checkpoint matches its record, else what is
     wrong, naming the file."""
-    record = directory / FILES
+    record = directory / CHECKPOINT_RECORD
     if not record.is_file():
         return f"{record}: missing (the save did not finish)"
     try:
@@ -112,14 +111,14 @@ def verify_unrecorded(directory: Path) -> str | None:
 def _problem(directory: Path, latest: str | None) -> str | None:
     """``None`` when checkpoint ``directory`` may be loaded, else what is wrong
     (``latest``: the tag the pointer names; see :func:`newest_verified_tag`)."""
-    if not (directory / FILES).exists():
-        if directory.name == latest and not any(directory.glob(f".{FILES}.*")):
+    if not (directory / CHECKPOINT_RECORD).exists():
+        if directory.name == latest and not any(directory.glob(f".{CHECKPOINT_RECORD}.*")):
             problem = verify_unrecorded(directory)
             if problem is None:
                 log.warning("%s has no %s (saved before checkpoints were verified): loading it unchecked",
-                            directory, FILES)
+                            directory, CHECKPOINT_RECORD)
             return problem
-        return f"{directory / FILES}: missing (the save did not finish)"
+        return f"{directory / CHECKPOINT_RECORD}: missing (the save did not finish)"
     return verify(directory)
 
 
@@ -377,7 +376,7 @@ def universal_copy(root: Path, tag: str, log_file: Path) -> str:
     number of ranks), converting it first with DeepSpeed's ``ds_to_universal`` if
     that was not done before (call on one rank; the others wait)."""
     target = f"{tag}{UNIVERSAL}"
-    if (root / target / FILES).is_file() and verify(root / target) is None:
+    if (root / target / CHECKPOINT_RECORD).is_file() and verify(root / target) is None:
         return target
     tmp = root / f".{target}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)

@@ -8,7 +8,69 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .model import ObjectiveConfig
+from .data.loader import PAD_TO_MULTIPLE_OF
+
+OBJECTIVES = ("tacl", "mlm", "nsp", "mirror")
+
+POOLINGS = ("cls", "mean")
+
+
+@dataclass(frozen=True)
+class MirrorConfig:
+    """The sentence-level contrastive objective. The defaults are Mirror-BERT's
+    sentence settings, except ``pooling``: ``cls``, Mirror-BERT's default
+    ``agg_mode``. Its sentence script uses ``mean``; ``--mirror-pooling mean`` for that.
+
+    ``span_tokens``: length in tokens of the random span of view 2 replaced by
+    ``[MASK]`` tokens (0: no span masking, SimCSE). Mirror-BERT erases a span of 5
+    *characters* of the string and puts one ``[MASK]`` in its place. Our data is
+    already tokenized, so we mask 2 WordPiece tokens, about 5 characters of English
+    text, and keep the length. As in Mirror-BERT, short sequences are left
+    unmasked: a sequence needs ``6 × span_tokens`` maskable tokens, where
+    Mirror-BERT asks for 30 characters for its 5.
+    """
+
+    temperature: float = 0.04  # Mirror-BERT's infoNCE_tau for sentences (SimCSE: 0.05)
+    pooling: str = "cls"
+    span_tokens: int = 2
+
+    def __post_init__(self) -> None:
+        if self.temperature <= 0:
+            raise ValueError(f"mirror temperature must be > 0, got {self.temperature}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"mirror pooling {self.pooling!r} not in {POOLINGS}")
+        if self.span_tokens < 0:
+            raise ValueError(f"mirror span must be >= 0 tokens, got {self.span_tokens}")
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """Which losses, the TaCL temperature (the paper's τ by default) and the settings of the
+    sentence-level ``mirror`` objective. The default is TaCL: ``tacl,mlm,nsp``."""
+
+    objectives: tuple[str, ...] = ("tacl", "mlm", "nsp")
+    temperature: float = 0.01  # the paper's τ of Eq. 1
+    tacl_impl: str = "auto"
+    mirror: MirrorConfig = field(default_factory=MirrorConfig)
+    # The paper's released code instead of Eq. 1 as written (docs/design.md, "What
+    # differs from the paper's released code"): padding columns are TaCL negatives and
+    # the teacher's dropout is on while training. Needs padded batches.
+    reference_compat: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = set(self.objectives) - set(OBJECTIVES)
+        if unknown or not self.objectives:
+            raise ValueError(f"objectives must be a non-empty subset of {','.join(OBJECTIVES)}, got "
+                             f"{','.join(self.objectives)}")
+        if len(set(self.objectives)) != len(self.objectives):
+            raise ValueError(f"objectives {','.join(self.objectives)} name one twice")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+# Evaluation every this many steps when --eval-every is not given and a --data
+# directory has a validation split.
+EVAL_EVERY_WITH_SPLIT = 1000
 
 
 class ConfigError(ValueError):
@@ -67,17 +129,41 @@ class EngineConfig:
             return "fp32"
         return "fp32" if device_type == "cpu" and wanted == "fp16" else wanted
 
+    def trainer_settings_note(self) -> str | None:
+        """What to say once when the config holds trainer settings (an older
+        config): they are used, and where they belong now."""
+        found = self.trainer_settings
+        if not found:
+            return None
+        listed = ", ".join(f"{name} {value}" for name, value in found.items())
+        return (f"{self.path} holds settings of the trainer's ({listed}): used where no flag gives them, over a "
+                "--recipe; DeepSpeed configs now leave them to the trainer (\"auto\"): give them as flags instead")
+
     @property
-    def optimizer_params(self) -> dict[str, Any]:
-        """The ``optimizer.params`` section, read as defaults of the AdamW flags."""
-        return dict(self.settings.get("optimizer", {}).get("params", {}))
+    def trainer_settings(self) -> dict[str, Any]:
+        """Settings of the trainer's that an older DeepSpeed config holds as numbers
+        (batch sizes, clipping, the optimizer's params), by OptimConfig field name.
+        The user's config wins over a recipe with them (see tacl_scale.recipes);
+        ``"auto"`` (the trainer decides) is not one."""
+        found: dict[str, Any] = {}
+        for key, name in (("train_batch_size", "batch_size"), ("train_micro_batch_size_per_gpu", "micro_batch_size"),
+                          ("gradient_clipping", "grad_clip")):
+            if self.settings.get(key, "auto") != "auto":
+                found[name] = self.settings[key]
+        params = self.settings.get("optimizer", {}).get("params", {})
+        for key in ("lr", "weight_decay", "eps"):
+            if params.get(key, "auto") != "auto":
+                found[key] = params[key]
+        if params.get("betas", "auto") != "auto":
+            found["betas"] = tuple(params["betas"])
+        return found
 
 
 @dataclass(frozen=True)
 class DataConfig:
     paths: tuple[str, ...]
     weights: tuple[float, ...] | None = None  # share of each dataset; None: their sizes
-    pad_to_multiple_of: int = 8
+    pad_to_multiple_of: int = PAD_TO_MULTIPLE_OF
     pad_to_max_length: bool = False
     num_workers: int = 2
     dynamic_masking: bool = False
@@ -226,8 +312,8 @@ class TrainConfig:
     seed: int = 1234
     log_every: int = 10
     export: bool = True
-    # Validation losses and self-similarity every N steps; None: 1000 when a --data
-    # directory has a validation split, else off; 0: off.
+    # Validation losses and self-similarity every N steps; None: EVAL_EVERY_WITH_SPLIT
+    # when a --data directory has a validation split, else off; 0: off.
     eval_every: int | None = None
     eval_instances: int = 256  # validation instances evaluated, spread over the split(s)
 

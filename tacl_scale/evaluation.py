@@ -9,7 +9,8 @@ from typing import Any
 
 import torch
 
-from .model import ObjectiveConfig, pretraining_losses, teacher_states
+from .config import ObjectiveConfig
+from .model import pretraining_losses, teacher_states
 from .similarity import LayerStats, sentence_self_similarity
 
 

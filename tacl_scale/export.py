@@ -21,7 +21,6 @@ not there is refused in one line naming it.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -33,63 +32,12 @@ import torch
 from transformers import BertConfig, BertForPreTraining
 
 from . import EXIT_ERROR
-from .checkpoint import FILES, CheckpointGone, ReadLock, lock_newest_verified, tags, verify
-from .data import PretrainDataset
-from .data.manifest import TOKENIZER_FILES
+from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify
+from .run_dir import CHECKPOINT_RECORD, RUN_FILE, RunDir, snapshot_tokenizer
 
 log = logging.getLogger("tacl_scale.export")
 
-RUN_FILE = "run.json"
-TOKENIZER_DIR = "tokenizer"
-CHECKPOINTS_DIR = "checkpoints"  # a run directory's checkpoints
 MODULE_PREFIX = "student."  # the student's parameters inside the engine's PretrainingModule
-
-
-def tokenizer_source(model_path: str, dataset: PretrainDataset) -> dict[str, Any]:
-    """Where the exported model's tokenizer comes from: the model directory's own
-    files, or else the dataset's tokenizer (its own copy, from format 3 on)."""
-    model_dir = Path(model_path)
-    if model_dir.is_dir() and any((model_dir / name).is_file() for name in TOKENIZER_FILES):
-        return {"directory": str(model_dir.resolve())}
-    tok = dataset.manifest.tokenizer
-    location = tok.location(dataset.path).resolve()
-    if tok.kind == "hf":  # a tokenizer directory (format 2 recorded the file fingerprinted in it)
-        return {"directory": str(location if location.is_dir() else location.parent)}
-    return {"vocab_file": str(location), "lowercase": tok.lowercase, "kind": tok.kind}
-
-
-def write_tokenizer(source: dict[str, Any], out: Path) -> None:
-    if "directory" in source:
-        for name in TOKENIZER_FILES:
-            path = Path(source["directory"]) / name
-            if path.is_file():
-                shutil.copy2(path, out / name)
-        return
-    if source.get("kind") == "sentencepiece":
-        shutil.copy2(source["vocab_file"], out / Path(source["vocab_file"]).name)
-        return
-    from transformers import BertTokenizerFast
-
-    # from_pretrained on a directory holding vocab.txt reads it the same way in
-    # every transformers version (constructor arguments changed in v5).
-    shutil.copy2(source["vocab_file"], out / "vocab.txt")
-    lowercase = source.get("lowercase")
-    tokenizer = BertTokenizerFast.from_pretrained(str(out), do_lower_case=True if lowercase is None else lowercase)
-    tokenizer.save_pretrained(out)
-
-
-def snapshot_tokenizer(source: dict[str, Any], run_dir: Path) -> Path:
-    """Copy the run's tokenizer files to ``RUN_DIR/tokenizer`` once (written to a
-    temporary folder, then renamed), so exports never depend on the original paths."""
-    target = run_dir / TOKENIZER_DIR
-    if target.is_dir():
-        return target
-    tmp = run_dir / f".{TOKENIZER_DIR}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    write_tokenizer(source, tmp)
-    os.replace(tmp, target)
-    return target
 
 
 def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path) -> Path:
@@ -108,13 +56,6 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path) 
         if path.is_file():
             shutil.copy2(path, out / path.name)
     return out
-
-
-def student_config_dict(student: BertForPreTraining) -> dict[str, Any]:
-    """The student's ``BertConfig`` as ``run.json`` keeps it (no attention choice:
-    that belongs to the run, not to the exported model)."""
-    config = student.config.to_dict()
-    return {k: v for k, v in config.items() if "attn_implementation" not in k}
 
 
 def master_weights(ckpt_dir: Path) -> dict[str, torch.Tensor]:
@@ -166,8 +107,8 @@ def _resolve(ckpt: Path) -> tuple[Path, Path, ReadLock]:
     record (said when it is not the newest one; the newest again when one is
     rotated away before it is locked), or the named checkpoint, refused if it is
     not there or does not verify."""
-    if (ckpt / RUN_FILE).is_file():
-        root = ckpt / CHECKPOINTS_DIR
+    if RunDir(ckpt).has_record():
+        root = RunDir(ckpt).checkpoints
         lock, problems = lock_newest_verified(root)
         if lock is None:
             detail = f": {problems[0]}" if problems else ""
@@ -178,7 +119,7 @@ def _resolve(ckpt: Path) -> tuple[Path, Path, ReadLock]:
         log.info("exporting %s", lock.directory)
         return ckpt, lock.directory, lock
     run_dir = ckpt.parent.parent
-    if not (run_dir / RUN_FILE).is_file():
+    if not RunDir(run_dir).has_record():
         raise ValueError(f"{ckpt}: neither a run directory nor a checkpoint inside one ({RUN_FILE} not found)")
     lock = ReadLock(ckpt)
     try:
@@ -189,12 +130,13 @@ def _resolve(ckpt: Path) -> tuple[Path, Path, ReadLock]:
         raise ValueError(f"{ckpt}: no such checkpoint (a training run keeps only its newest --keep-last)"
                          f"{now}") from None
     try:
-        if (ckpt / FILES).is_file():
+        if (ckpt / CHECKPOINT_RECORD).is_file():
             problem = verify(ckpt)
             if problem is not None:
                 raise ValueError(f"{ckpt}: does not verify, not exported: {problem}")
         else:
-            log.warning("%s has no %s (saved before checkpoints were verified): exported unchecked", ckpt, FILES)
+            log.warning("%s has no %s (saved before checkpoints were verified): exported unchecked", ckpt,
+                        CHECKPOINT_RECORD)
     except BaseException:
         lock.release()
         raise
@@ -237,19 +179,20 @@ def export_weights(weights: dict[str, torch.Tensor], run_dir: Path, out: Path, s
     (its ``BertConfig`` from ``run.json``, its tokenizer from the run directory);
     ``source`` names where the weights came from in errors."""
     source = source or run_dir
-    run = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
-    if "student_config" in run:
+    run = RunDir(run_dir)
+    record = run.read_record()
+    if record.student_config is not None:
         # Built on the meta device and given the weights as they are: a random
         # initialisation of BERT-base alone takes seconds, for values thrown away.
         with torch.device("meta"):
-            student = BertForPreTraining(BertConfig.from_dict(run["student_config"]))
+            student = BertForPreTraining(BertConfig.from_dict(record.student_config))
         embeddings = student.bert.embeddings
         embeddings.position_ids = torch.arange(student.config.max_position_embeddings).expand((1, -1))
         embeddings.token_type_ids = torch.zeros(embeddings.position_ids.size(), dtype=torch.long)
     else:  # runs written before run.json kept the config
         from .model import load_student
 
-        student = load_student(run["config"]["model"])
+        student = load_student(record.model)
     missing, unexpected = student.load_state_dict(weights, strict=False, assign=True)
     student.tie_weights()
     # Tied or buffer-like entries (the MLM decoder shares the word embeddings) may be absent.
@@ -258,9 +201,9 @@ def export_weights(weights: dict[str, torch.Tensor], run_dir: Path, out: Path, s
     if missing or unexpected or still_meta:
         raise ValueError(f"{source}: weights do not fit the run's BertConfig: missing {(missing or still_meta)[:5]}, "
                          f"unexpected {unexpected[:5]}")
-    tokenizer_dir = run_dir / TOKENIZER_DIR
-    if not tokenizer_dir.is_dir():
-        tokenizer_dir = snapshot_tokenizer(run["tokenizer_source"], run_dir)
+    tokenizer_dir = run.tokenizer
+    if not tokenizer_dir.is_dir():  # runs before the snapshot: from where the first job took it
+        tokenizer_dir = snapshot_tokenizer(record.tokenizer_source, run)
     return export_student(student.float(), out, tokenizer_dir)
 
 

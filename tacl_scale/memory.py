@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .data.shuffle import BatchLayout
+
 # Bytes per parameter the student holds while training in mixed precision: bf16/fp16
 # weights and gradients (2 + 2), fp32 masters (4), fp32 gradient accumulation (4)
 # and AdamW's two fp32 moments (8); the teacher keeps a half copy (2).
@@ -61,14 +63,10 @@ def training_bytes(config: Any, micro_batch: int, max_len: int, with_teacher: bo
     return SAFETY * (fixed + micro_batch * max_len * activation_bytes_per_token(config))
 
 
-def divisors_descending(number: int) -> list[int]:
-    return [d for d in range(number, 0, -1) if number % d == 0]
-
-
 def largest_micro_batch(per_rank_batch: int, fits: Any) -> int:
     """The largest divisor of ``per_rank_batch`` for which ``fits(divisor)``; 1 if
     none does (the step then runs out of memory with the device's own message)."""
-    return next((d for d in divisors_descending(per_rank_batch) if fits(d)), 1)
+    return next((d for d in reversed(BatchLayout.micro_batch_sizes(per_rank_batch, 1)) if fits(d)), 1)
 
 
 def auto_micro_batch(config: Any, per_rank_batch: int, max_len: int, with_teacher: bool,

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from .files import atomic_write
+from .run_dir import RunDir
 
 PROGRESS_KEYS = ("loss", "tacl", "mlm", "nsp", "mirror", "mirror_acc")
-METRICS_FILE = "metrics.jsonl"
 
 
 def drop_after(path: Path, step: int) -> None:
@@ -25,17 +25,17 @@ def drop_after(path: Path, step: int) -> None:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            entry = json.loads(line)
         except ValueError:
             continue  # a line cut by a kill
         # An applied step up to the checkpoint's stays; an event after it happens again.
-        if record["step"] <= step if "step" in record else record.get("after_step", 0) < step:
+        if entry["step"] <= step if "step" in entry else entry.get("after_step", 0) < step:
             kept.append(line)
     atomic_write(path, "".join(f"{line}\n" for line in kept))
 
 
 class MetricsLogger:
-    def __init__(self, run_dir: Path, enabled: bool, total_steps: int, log_every: int, first_step: int) -> None:
+    def __init__(self, run: RunDir, enabled: bool, total_steps: int, log_every: int, first_step: int) -> None:
         self.enabled = enabled
         self.total_steps = total_steps
         self.log_every = max(1, log_every)
@@ -47,11 +47,11 @@ class MetricsLogger:
         if enabled:
             from torch.utils.tensorboard import SummaryWriter
 
-            path = run_dir / METRICS_FILE
+            path = run.metrics_file
             if path.is_file():
                 drop_after(path, first_step)
             # purge_step: TensorBoard drops what an earlier job logged from this step on.
-            self._writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=first_step + 1 if first_step else None)
+            self._writer = SummaryWriter(str(run.tensorboard), purge_step=first_step + 1 if first_step else None)
             self._file = open(path, "a", encoding="utf-8")
 
     def log_step(self, step: int, values: dict[str, float], record_only: dict[str, Any] | None = None) -> None:

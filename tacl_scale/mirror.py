@@ -30,7 +30,6 @@ seeded by (seed, epoch, instance), so a run's views do not depend on rank count.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -38,37 +37,6 @@ import torch.nn.functional as F
 
 # ``gather(rows)`` → (the rows of every rank stacked in rank order, where this rank's start).
 Gather = Callable[[torch.Tensor], tuple[torch.Tensor, int]]
-
-POOLINGS = ("cls", "mean")
-
-
-@dataclass(frozen=True)
-class MirrorConfig:
-    """The sentence-level contrastive objective. The defaults are Mirror-BERT's
-    sentence settings, except ``pooling``: ``cls``, Mirror-BERT's default
-    ``agg_mode``. Its sentence script uses ``mean``; ``--mirror-pooling mean`` for that.
-
-    ``span_tokens``: length in tokens of the random span of view 2 replaced by
-    ``[MASK]`` tokens (0: no span masking, SimCSE). Mirror-BERT erases a span of 5
-    *characters* of the string and puts one ``[MASK]`` in its place. Our data is
-    already tokenized, so we mask 2 WordPiece tokens, about 5 characters of English
-    text, and keep the length. As in Mirror-BERT, short sequences are left
-    unmasked: a sequence needs ``6 × span_tokens`` maskable tokens, where
-    Mirror-BERT asks for 30 characters for its 5.
-    """
-
-    temperature: float = 0.04  # Mirror-BERT's infoNCE_tau for sentences (SimCSE: 0.05)
-    pooling: str = "cls"
-    span_tokens: int = 2
-
-    def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise ValueError(f"mirror temperature must be > 0, got {self.temperature}")
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"mirror pooling {self.pooling!r} not in {POOLINGS}")
-        if self.span_tokens < 0:
-            raise ValueError(f"mirror span must be >= 0 tokens, got {self.span_tokens}")
-
 
 def both_views(batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
     """The two views of every sequence as one batch of twice the size, so the

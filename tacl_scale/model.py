@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,42 +31,16 @@ import torch.nn.functional as F
 from transformers import BertConfig, BertForPreTraining, BertModel
 
 from .attention import register as register_attention
+from .config import MirrorConfig, ObjectiveConfig
 from .encoder import CompiledEncoder, masked_lm_loss
 from .kernels import tacl_loss, tacl_loss_packed
-from .kernels.tacl_loss import TACL_TEMPERATURE
-from .mirror import Gather, MirrorConfig, both_views, info_nce, pool
+from .mirror import Gather, both_views, info_nce, pool
 
 log = logging.getLogger(__name__)
 
-OBJECTIVES = ("tacl", "mlm", "nsp", "mirror")
 # Objectives that read the student on the MLM-masked input (mirror reads its own views).
 MASKED_INPUT_OBJECTIVES = ("tacl", "mlm", "nsp")
 TEACHER_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-
-
-@dataclass(frozen=True)
-class ObjectiveConfig:
-    """Which losses, the TaCL temperature (the paper's τ by default) and the settings of the
-    sentence-level ``mirror`` objective. The default is TaCL: ``tacl,mlm,nsp``."""
-
-    objectives: tuple[str, ...] = ("tacl", "mlm", "nsp")
-    temperature: float = TACL_TEMPERATURE
-    tacl_impl: str = "auto"
-    mirror: MirrorConfig = field(default_factory=MirrorConfig)
-    # The paper's released code instead of Eq. 1 as written (docs/design.md, "What
-    # differs from the paper's released code"): padding columns are TaCL negatives and
-    # the teacher's dropout is on while training. Needs padded batches.
-    reference_compat: bool = False
-
-    def __post_init__(self) -> None:
-        unknown = set(self.objectives) - set(OBJECTIVES)
-        if unknown or not self.objectives:
-            raise ValueError(f"objectives must be a non-empty subset of {','.join(OBJECTIVES)}, got "
-                             f"{','.join(self.objectives)}")
-        if len(set(self.objectives)) != len(self.objectives):
-            raise ValueError(f"objectives {','.join(self.objectives)} name one twice")
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
 
 
 def load_student(path: str | Path) -> BertForPreTraining:
@@ -210,14 +183,14 @@ def pretraining_losses(
     ``mirror_acc``. ``teacher_hidden`` (from :func:`teacher_states`) is needed for
     TaCL; ``gather`` makes the other ranks' sequences ``mirror``'s negatives too;
     ``fast`` is the student's encoder compiled (:mod:`tacl_scale.encoder`)."""
-    parts: dict[str, torch.Tensor] = {}
+    losses: dict[str, torch.Tensor] = {}
     total = torch.zeros((), dtype=torch.float32, device=batch["original_ids"].device)
     if "mirror" in config.objectives:
-        parts["mirror"], parts["mirror_acc"] = mirror_loss(student.bert, batch, config.mirror, gather, fast)
-        total = total + parts["mirror"]
+        losses["mirror"], losses["mirror_acc"] = mirror_loss(student.bert, batch, config.mirror, gather, fast)
+        total = total + losses["mirror"]
     if not set(config.objectives) & set(MASKED_INPUT_OBJECTIVES):
-        parts["loss"] = total
-        return parts
+        losses["loss"] = total
+        return losses
     hidden, pooled = student_states(student, batch, fast)
     masked = batch["masked"]
     rows = batch.get("tacl_rows")  # the masked rows as the collate found them on the CPU
@@ -228,17 +201,17 @@ def pretraining_losses(
         else:
             picked, labels = hidden[masked], batch["original_ids"][masked]
         if not labels.numel():
-            parts["mlm"] = student.cls.predictions(picked).float().sum() * 0.0
+            losses["mlm"] = student.cls.predictions(picked).float().sum() * 0.0
         elif fast is not None:
-            parts["mlm"], parts["mlm_acc"] = fast.masked_lm(student.cls.predictions, picked, labels)
+            losses["mlm"], losses["mlm_acc"] = fast.masked_lm(student.cls.predictions, picked, labels)
         else:  # (M, V) logits: masked rows only
-            parts["mlm"], parts["mlm_acc"] = masked_lm_loss(student.cls.predictions, picked, labels)
-        total = total + parts["mlm"]
+            losses["mlm"], losses["mlm_acc"] = masked_lm_loss(student.cls.predictions, picked, labels)
+        total = total + losses["mlm"]
     if "nsp" in config.objectives:
         nsp_logits = student.cls.seq_relationship(pooled)
-        parts["nsp"] = F.cross_entropy(nsp_logits.float(), batch["nsp_label"])
-        parts["nsp_acc"] = (nsp_logits.argmax(-1) == batch["nsp_label"]).float().mean()
-        total = total + parts["nsp"]
+        losses["nsp"] = F.cross_entropy(nsp_logits.float(), batch["nsp_label"])
+        losses["nsp_acc"] = (nsp_logits.argmax(-1) == batch["nsp_label"]).float().mean()
+        total = total + losses["nsp"]
     if "tacl" in config.objectives:
         if teacher_hidden is None:
             raise ValueError("the tacl objective needs the teacher's hidden states")
@@ -251,11 +224,11 @@ def pretraining_losses(
             loss, correct, count = tacl_loss(hidden, teacher_hidden, masked, batch["attention_mask"],
                                              config.temperature, config.tacl_impl, rows,
                                              padding_negatives=config.reference_compat)
-        parts["tacl"] = loss
-        parts["tacl_acc"] = correct.float() / count.clamp(min=1)
+        losses["tacl"] = loss
+        losses["tacl_acc"] = correct.float() / count.clamp(min=1)
         total = total + loss
-    parts["loss"] = total
-    return parts
+    losses["loss"] = total
+    return losses
 
 
 class PretrainingModule(torch.nn.Module):

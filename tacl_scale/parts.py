@@ -32,7 +32,7 @@ import torch
 
 from . import checkpoint
 from .attention import varlen_unsupported
-from .config import ConfigError, ResolvedPerformance, TrainConfig
+from .config import EVAL_EVERY_WITH_SPLIT, ConfigError, ResolvedPerformance, TrainConfig
 from .data import PretrainDataset
 from .data.buckets import TokenBuckets
 from .data.integrity import (
@@ -52,24 +52,26 @@ from .data.loader import (
     checked_batches,
     collate,
 )
-from .data.shuffle import BatchLayout, GlobalOrder
+from .data.shuffle import BatchLayout, BatchShapeError, GlobalOrder
 from .data.views import MirrorViews
 from .distributed import Distributed
 from .encoder import CompiledEncoder
-from .export import (
-    CHECKPOINTS_DIR,
-    RUN_FILE,
-    export_student,
-    snapshot_tokenizer,
-    student_config_dict,
-    tokenizer_source,
-)
-from .files import atomic_write
 from .flops import peak_flops
 from .locking import DirectoryLock, LockedError
 from .metrics import MetricsLogger
 from .model import PretrainingModule, default_teacher_dtype, load_student, make_teacher
 from .preemption import ignore_in_worker
+from .run_dir import (
+    RUN_FILE,
+    JobSegment,
+    RunDir,
+    RunRecord,
+    check_resume_settings,
+    record_job,
+    snapshot_inputs,
+    student_config_dict,
+    tokenizer_source,
+)
 from .vocab import first_difference, vocabulary
 
 log = logging.getLogger("tacl_scale.trainer")
@@ -103,18 +105,12 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
     optimizer = ds.pop("optimizer", None)
     if optimizer is not None and str(optimizer.get("type", "")).lower() not in ("adam", "adamw"):
         raise TrainError(f"{engine.path}: optimizer {optimizer.get('type')!r}; TaCL trains with "
-                         "AdamW (its params are read as defaults of --lr/--weight-decay)")
-    optim = config.optim
-    micro = optim.micro_batch_size
-    per_step = (micro or 1) * world_size
-    if optim.batch_size % per_step:
-        raise TrainError(
-            f"batch size {optim.batch_size} is not a multiple of micro-batch {micro or 1} × {world_size} rank(s)"
-        )
-    ds["train_batch_size"] = optim.batch_size
-    ds["train_micro_batch_size_per_gpu"] = micro if micro is not None else optim.batch_size // world_size
-    ds["gradient_accumulation_steps"] = optim.batch_size // (ds["train_micro_batch_size_per_gpu"] * world_size)
-    ds["gradient_clipping"] = optim.grad_clip
+                         "AdamW (an older config's AdamW params are used as your --lr, --weight-decay, ...)")
+    layout = batch_layout(config, world_size)
+    ds["train_batch_size"] = layout.batch_size
+    ds["train_micro_batch_size_per_gpu"] = layout.micro_batch_size
+    ds["gradient_accumulation_steps"] = layout.accumulation
+    ds["gradient_clipping"] = config.optim.grad_clip
     if load_universal:  # resuming at another number of ranks, from a universal conversion
         ds.setdefault("checkpoint", {})["load_universal"] = True
     ds.setdefault("steps_per_print", 10**9)  # train.py prints its own progress
@@ -130,6 +126,17 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
         # does not have: nothing to gain, the host stalls each micro-batch.
         zero["overlap_comm"] = False
     return ds
+
+
+def batch_layout(config: TrainConfig, world_size: int, rank: int = 0) -> BatchLayout:
+    """The batch shape of ``config`` on ``world_size`` ranks (an unsettled
+    ``"auto"`` micro-batch checked as 1: every per-rank batch has that divisor),
+    refused in one line that says which micro-batch sizes would fit."""
+    optim = config.optim
+    try:
+        return BatchLayout(optim.batch_size, optim.micro_batch_size or 1, world_size, rank)
+    except BatchShapeError as err:
+        raise TrainError(str(err)) from err
 
 
 def resolve_precision(config: TrainConfig, device: torch.device) -> str:
@@ -151,7 +158,7 @@ def resolve_micro_batch(config: TrainConfig, dist: Distributed, datasets: list[P
 
     from .memory import auto_micro_batch, training_bytes
 
-    per_rank = optim.batch_size // dist.world_size
+    per_rank = batch_layout(config, dist.world_size).per_rank
     max_len = max(d.manifest.max_seq_len for d in datasets)
     device_bytes = torch.cuda.mem_get_info(dist.device)[1] if dist.device.type == "cuda" else None
     # Rank 0's choice for all: every rank must agree on the batch shape.
@@ -194,41 +201,6 @@ def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_pa
         if ds.manifest.max_seq_len > config.max_position_embeddings:
             raise TrainError(f"{ds.path}: sequences up to {ds.manifest.max_seq_len} tokens, the model "
                              f"has {config.max_position_embeddings} positions ({model_path})")
-
-
-# run.json's layout: 1 unversioned (before the field), 2 with ``version``. A newer
-# one is refused by name, not taken for changed settings.
-RUN_RECORD_VERSION = 2
-# Settings a resumed job must share with the run (dotted paths of TrainConfig.to_dict()):
-# they decide the data, the objectives, the model and the optimizer and its schedule.
-RESUME_SETTINGS = ("model", "seed", "data.paths", "data.weights", "data.dynamic_masking", "objective", "optim")
-RESUME_FREE = ("optim.micro_batch_size", "optim.max_skipped_in_a_row")  # may change with the ranks
-# Settings added since runs were first recorded, with the value a run without them had.
-ADDED_SETTINGS = {"objective.reference_compat": False}
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, inner in value.items():
-            out.update(_flatten(inner, f"{prefix}.{key}" if prefix else key))
-        return out
-    return {prefix: value}
-
-
-def settings_changes(saved: dict[str, Any], config: TrainConfig) -> list[str]:
-    """What ``config`` changes of the run's recorded settings (``run.json``'s
-    ``config``) among :data:`RESUME_SETTINGS`, one ``name: old -> new`` each."""
-    old = _flatten(json.loads(json.dumps(saved)))
-    new = _flatten(json.loads(json.dumps(config.to_dict())))
-    changes = []
-    for key in sorted(old.keys() | new.keys()):
-        if not key.startswith(RESUME_SETTINGS) or key in RESUME_FREE:
-            continue
-        before = old.get(key, ADDED_SETTINGS.get(key))
-        if before != new.get(key):
-            changes.append(f"{key}: {before!r} -> {new.get(key)!r}")
-    return changes
 
 
 def check_data_and_objectives(datasets: list[PretrainDataset], config: TrainConfig) -> None:
@@ -305,16 +277,16 @@ class RunParts:
 
 def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     """Build a run's parts in dependency order (see the module docstring)."""
-    run_dir = Path(config.output)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise TrainError(f"{run_dir}: --output names a file, not a run directory")
-    if (run_dir / RUN_FILE).exists() and not config.checkpoint.resume:
-        raise TrainError(f"{run_dir}: holds another run ({RUN_FILE}); pass --resume to continue it "
+    run = RunDir(config.output)
+    if run.path.exists() and not run.path.is_dir():
+        raise TrainError(f"{run.path}: --output names a file, not a run directory")
+    if run.has_record() and not config.checkpoint.resume:
+        raise TrainError(f"{run.path}: holds another run ({RUN_FILE}); pass --resume to continue it "
                          "or choose another --output")
     deepspeed_config(config, dist.world_size, dist.device.type)  # its refusals come before anything is written
-    lock = on_main(dist, lambda: DirectoryLock(run_dir, "training").acquire())
+    lock = on_main(dist, lambda: DirectoryLock(run.path, "training").acquire())
     try:
-        changes = on_main(dist, lambda: check_resume_settings(config)) if config.checkpoint.resume else []
+        changes = on_main(dist, lambda: check_resume_settings(run, config)) if config.checkpoint.resume else []
         precision = resolve_precision(config, dist.device)
         performance = resolve_performance(config, dist, precision)
         datasets = open_datasets(config, dist)
@@ -322,17 +294,16 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         config = resolve_micro_batch(config, dist, datasets, student, teacher is not None)
         student_fast, teacher_fast = compiled_encoders(config, performance, datasets, student, teacher)
         eval_every = resolve_eval_every(config, datasets, dist.is_main)
-        on_main(dist, lambda: snapshot_run_inputs(config, datasets[0], student))
-        ckpt_root = run_dir / CHECKPOINTS_DIR
-        resume_from = checkpoint_to_resume(ckpt_root, dist) if config.checkpoint.resume else None
+        on_main(dist, lambda: snapshot_inputs(run, config, datasets[0], student))
+        resume_from = checkpoint_to_resume(run, dist) if config.checkpoint.resume else None
         engine = build_engine(config, student, dist, performance, precision,
                               load_universal=bool(resume_from and resume_from.endswith(checkpoint.UNIVERSAL)),
                               fast=student_fast)
-        state = restore(engine.engine, ckpt_root, resume_from, config, dist.world_size)
-        on_main(dist, lambda: write_run_file(config, dist, datasets[0], student, performance, engine.ds_config,
-                                             state.step, changes or []))
+        state = restore(engine.engine, run.checkpoints, resume_from, config, dist.world_size)
+        on_main(dist, lambda: record_this_job(run, config, dist, datasets[0], student, performance,
+                                              engine.ds_config, state.step, changes or []))
         batches, eval_batches = build_data(config, datasets, dist, state, performance.unpad, eval_every)
-        metrics = MetricsLogger(run_dir, dist.is_main, config.optim.steps, config.log_every, state.step)
+        metrics = MetricsLogger(run, dist.is_main, config.optim.steps, config.log_every, state.step)
     except BaseException:
         if lock is not None:
             lock.release()
@@ -356,30 +327,6 @@ def on_main(dist: Distributed, step: Callable[[], T]) -> T | None:
     if error is not None:
         raise TrainError(error)
     return result
-
-
-def check_resume_settings(config: TrainConfig) -> list[str]:
-    """Refuse to resume a run with other settings than its own (``run.json``)
-    that decide the data, the objectives, the model or the optimizer, naming each
-    difference; ``--allow-changes`` accepts them (returned, to be recorded)."""
-    recorded = Path(config.output) / RUN_FILE
-    if not recorded.is_file():
-        return []
-    try:
-        saved = json.loads(recorded.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise TrainError(f"{recorded}: unreadable run record ({err}): restore it from a backup, or start a new "
-                         "run in another --output") from err
-    version = saved.get("version", 1)  # runs before versioned records: 1
-    if not isinstance(version, int) or version > RUN_RECORD_VERSION:
-        raise TrainError(f"{recorded}: run record version {version!r}, written by a newer tacl-scale (this one "
-                         f"reads up to {RUN_RECORD_VERSION}): update tacl-scale to resume this run")
-    changes = settings_changes(saved.get("config", {}), config)
-    if changes and not config.checkpoint.allow_changes:
-        raise TrainError(f"{Path(config.output)}: --resume with other settings than the run's ({RUN_FILE}): "
-                         f"{'; '.join(changes)}. Resume with the run's settings, or add --allow-changes to "
-                         "continue with these (recorded in its history)")
-    return changes
 
 
 def resolve_performance(config: TrainConfig, dist: Distributed, precision: str) -> ResolvedPerformance:
@@ -493,7 +440,7 @@ def resolve_eval_every(config: TrainConfig, datasets: list[PretrainDataset], is_
         if not with_split and is_main:
             log.info("no validation split in --data: held-out evaluation is off (build with "
                      "--validation-fraction to have one)")
-        return 1000 if with_split else 0
+        return EVAL_EVERY_WITH_SPLIT if with_split else 0
     if asked > 0 and not with_split:
         raise TrainError(f"--eval-every {asked} needs a validation split, and {datasets[0].path} has "
                          "none: rebuild it with python -m data_prep.build ... --validation-fraction F "
@@ -501,22 +448,11 @@ def resolve_eval_every(config: TrainConfig, datasets: list[PretrainDataset], is_
     return max(asked, 0)
 
 
-def snapshot_run_inputs(config: TrainConfig, dataset: PretrainDataset, student: Any) -> None:
-    """The run directory holds what an export needs: the tokenizer files, and a
-    random init's weights as ``RUN_DIR/initial`` (the reference for analyses).
-    Also makes ``RUN_DIR/checkpoints``."""
-    run_dir = Path(config.output)
-    (run_dir / CHECKPOINTS_DIR).mkdir(parents=True, exist_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run_dir)
-    if Path(config.model).is_file() and not (run_dir / "initial").exists():
-        export_student(student, run_dir / "initial", tokenizer_dir)
-
-
-def checkpoint_to_resume(ckpt_root: Path, dist: Distributed) -> str | None:
+def checkpoint_to_resume(run: RunDir, dist: Distributed) -> str | None:
     """Rank 0 picks the newest checkpoint whose files verify (warning about
     newer ones that do not); when it was saved at another number of ranks, its
     DeepSpeed universal conversion (made here once). Every rank gets the tag."""
+    ckpt_root = run.checkpoints
     choice: tuple[str | None, list[str], str | None] = (None, [], None)
     if dist.is_main:
         tag, problems = checkpoint.newest_verified_tag(ckpt_root)
@@ -527,7 +463,7 @@ def checkpoint_to_resume(ckpt_root: Path, dist: Distributed) -> str | None:
                 log.info("%s was saved by %d rank(s), this job has %d: converting it to a DeepSpeed universal "
                          "checkpoint", ckpt_root / tag, saved, dist.world_size)
                 try:
-                    tag = checkpoint.universal_copy(ckpt_root, tag, ckpt_root.parent / "universal-conversion.log")
+                    tag = checkpoint.universal_copy(ckpt_root, tag, run.universal_log)
                 except RuntimeError as err:
                     error = str(err)
         choice = (tag, problems, error)
@@ -570,7 +506,7 @@ def build_engine(config: TrainConfig, student: Any, dist: Distributed, performan
     except ValueError as err:  # pydantic's ValidationError of a bad setting is one
         detail = " ".join(str(err).split())
         raise TrainError(f"{config.engine.path}: DeepSpeed refuses the config: {detail}") from err
-    accumulation = int(ds_config["gradient_accumulation_steps"])
+    accumulation = batch_layout(config, dist.world_size).accumulation
     if "mirror" in config.objective.objectives and accumulation > 1 and dist.is_main:
         optim = config.optim
         log.warning("mirror: %d accumulation steps, so its negatives come from %d sequences at a time, not "
@@ -604,35 +540,19 @@ def restore(engine: Any, ckpt_root: Path, tag: str | None, config: TrainConfig, 
     return state
 
 
-def write_run_file(config: TrainConfig, dist: Distributed, dataset: PretrainDataset, student: Any,
-                   performance: ResolvedPerformance, ds_config: dict[str, Any], step: int,
-                   changes: list[str]) -> None:
-    """``RUN_DIR/run.json``: the run's settings as its first job resolved them, and
-    its ``history``: one segment per job (the step it started at, its ranks and
-    device, the settings it changed with ``--allow-changes``)."""
-    path = Path(config.output) / RUN_FILE
-    segment = {"started_at_step": step, "world_size": dist.world_size, "device": str(dist.device.type),
-               "unpad": performance.unpad, "compile": performance.compile, "changes": changes}
-    if path.is_file():  # a resumed run keeps its record and adds this job to it
-        info = json.loads(path.read_text(encoding="utf-8"))
-        info["version"] = RUN_RECORD_VERSION
-        info.setdefault("history", []).append(segment)
-        if changes:
-            info["config"] = config.to_dict()  # the settings from now on; the segment says what changed
-    else:
-        info = {
-            "version": RUN_RECORD_VERSION,
-            "config": config.to_dict(),
-            "world_size": dist.world_size,
-            "device": str(dist.device.type),
-            "unpad": performance.unpad,
-            "fused_optimizer": performance.fused_optimizer,
-            "student_config": student_config_dict(student),
-            "tokenizer_source": tokenizer_source(config.model, dataset),
-            "deepspeed_config": ds_config,
-            "history": [segment],
-        }
-    atomic_write(path, json.dumps(info, indent=2))
+def record_this_job(run: RunDir, config: TrainConfig, dist: Distributed, dataset: PretrainDataset, student: Any,
+                    performance: ResolvedPerformance, ds_config: dict[str, Any], step: int,
+                    changes: list[str]) -> RunRecord:
+    """``run.json`` with this job in its ``history`` (the step it started at, its
+    ranks and device, the settings it changed with ``--allow-changes``); a new
+    run's record holds its settings as this job resolved them."""
+    device = str(dist.device.type)
+    segment = JobSegment(step, dist.world_size, device, performance.unpad, performance.compile, changes)
+    new = RunRecord(config=config.to_dict(), world_size=dist.world_size, device=device, unpad=performance.unpad,
+                    fused_optimizer=performance.fused_optimizer,
+                    tokenizer_source=tokenizer_source(config.model, dataset), deepspeed_config=ds_config,
+                    student_config=student_config_dict(student))
+    return record_job(run, segment, new, config)
 
 
 def build_data(config: TrainConfig, datasets: list[PretrainDataset], dist: Distributed, state: TrainState,
@@ -642,7 +562,7 @@ def build_data(config: TrainConfig, datasets: list[PretrainDataset], dist: Distr
     optim = config.optim
     data = BlendedDatasets(datasets, config.data.weights, config.seed)
     order = GlobalOrder(len(data), config.seed)
-    layout = BatchLayout(optim.batch_size, optim.micro_batch_size, dist.world_size, dist.rank)
+    layout = batch_layout(config, dist.world_size, dist.rank)
     masking = None
     if config.data.dynamic_masking:
         try:

@@ -46,30 +46,41 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
     from tacl_scale.config import (
+        EVAL_EVERY_WITH_SPLIT,
         LR_SCHEDULES,
+        POOLINGS,
         PRECISIONS,
         CheckpointConfig,
         DataConfig,
-        EngineConfig,
+        MirrorConfig,
+        ObjectiveConfig,
         OptimConfig,
         PerformanceConfig,
         TrainConfig,
     )
     from tacl_scale.kernels.tacl_loss import IMPLEMENTATIONS
-    from tacl_scale.mirror import POOLINGS, MirrorConfig
-    from tacl_scale.model import TEACHER_DTYPES, ObjectiveConfig
+    from tacl_scale.model import TEACHER_DTYPES
+    from tacl_scale.recipes import RECIPES
+    from tacl_scale.recipes import describe as describe_recipes
 
     p = argparse.ArgumentParser(prog="deepspeed tacl_scale/train.py", description=__doc__,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--ds", required=True, metavar="CONFIG.json", help="DeepSpeed config (ds_configs/zero2.json)")
-    p.add_argument("--data", required=True, action="append", metavar="DIR",
-                   help="dataset directory built by data_prep.build; repeat to blend several")
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                epilog="Settings: a flag > a trainer setting in the --ds config (older configs) > the "
+                                "--recipe > the defaults shown (tacl_scale/config.py). Recipes: " + describe_recipes())
+    p.add_argument("--recipe", choices=sorted(RECIPES), default=None,
+                   help="a named recipe: fills what the flags leave out (tacl_scale/recipes.py)")
+    p.add_argument("--ds", default=None, metavar="CONFIG.json",
+                   help="DeepSpeed config: ZeRO stage, precision, buckets (ds_configs/zero2.json; required without "
+                   "--recipe)")
+    p.add_argument("--data", action="append", default=None, metavar="DIR",
+                   help="dataset directory built by data_prep.build; repeat to blend several (required without "
+                   "--recipe)")
     p.add_argument("--data-weights", type=float, nargs="+", default=None, metavar="W",
                    help="one weight per --data: each dataset's share of an epoch (default: their sizes)")
-    p.add_argument("--model", required=True, metavar="PATH",
+    p.add_argument("--model", default=None, metavar="PATH",
                    help="HF BERT directory (student and teacher init) or a BertConfig JSON (random init)")
-    p.add_argument("--output", required=True, metavar="RUN_DIR", help="run directory")
-    p.add_argument("--steps", type=int, default=OptimConfig.steps, help="optimizer steps")
+    p.add_argument("--output", default=None, metavar="RUN_DIR", help="run directory")
+    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps (default {OptimConfig.steps})")
     p.add_argument("--objectives", default=",".join(ObjectiveConfig.objectives),
                    help="comma-separated subset of tacl,mlm,nsp,mirror: tacl,mlm,nsp = TaCL; mlm,nsp = BERT+MT; "
                    "mlm,nsp,mirror = model-1; tacl = model-2; mirror = Mirror-BERT (SimCSE with --mirror-span 0)")
@@ -88,26 +99,24 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                    "to the dataset's max length (docs/design.md)")
     p.add_argument("--teacher-dtype", choices=sorted(TEACHER_DTYPES), default=None,
                    help="teacher precision (default fp16 on CUDA, fp32 on CPU)")
-    p.add_argument("--lr", type=float, default=None,
-                   help=f"default: the config's optimizer lr, else {OptimConfig.lr}")
+    p.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default {OptimConfig.lr})")
     p.add_argument("--weight-decay", type=float, default=None,
-                   help=f"default: the config's optimizer weight_decay, else {OptimConfig.weight_decay}")
-    p.add_argument("--warmup-ratio", type=float, default=OptimConfig.warmup_ratio,
-                   help="share of steps of linear warm-up")
-    p.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=OptimConfig.schedule,
-                   help="after the warm-up: linear decay to 0 at --steps, or constant (Mirror-BERT, SimCSE)")
+                   help=f"AdamW weight decay (default {OptimConfig.weight_decay})")
+    p.add_argument("--warmup-ratio", type=float, default=None,
+                   help=f"share of steps of linear warm-up (default {OptimConfig.warmup_ratio})")
+    p.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=None,
+                   help=f"after the warm-up: linear decay to 0 at --steps, or constant (Mirror-BERT, SimCSE); "
+                   f"default {OptimConfig.schedule}")
     p.add_argument("--batch-size", type=int, default=None,
-                   help=f"global batch per optimizer step (default: the config's train_batch_size, else "
-                   f"{OptimConfig.batch_size})")
+                   help=f"global batch per optimizer step (default {OptimConfig.batch_size})")
     p.add_argument("--micro-batch-size", type=int, default=None,
-                   help="per-rank micro-batch (default: the config's train_micro_batch_size_per_gpu; \"auto\" or "
-                   "none: the largest divisor of the per-rank batch that fits the GPU at the data's longest "
-                   "sequence, up to 32 on the CPU; the log says which)")
+                   help="per-rank micro-batch (default: the largest divisor of the per-rank batch that fits the "
+                   "GPU at the data's longest sequence, up to 32 on the CPU; the log says which)")
     p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="the student's precision, over the config's fp16/bf16 sections: auto = bf16 where the GPU "
                    "has it, else fp16 (fp32 on the CPU); fp16 is the paper's")
     p.add_argument("--grad-clip", type=float, default=None,
-                   help=f"default: the config's gradient_clipping, else {OptimConfig.grad_clip}")
+                   help=f"gradient clipping norm, 0: none (default {OptimConfig.grad_clip})")
     p.add_argument("--pad-to-max-length", action="store_true", help="pad every batch to the dataset's max length")
     p.add_argument("--unpad", action=argparse.BooleanOptionalAction, default=None,
                    help="pack the real tokens of a micro-batch and run student, teacher and TaCL loss without "
@@ -144,13 +153,11 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--eval-every", type=int, default=None,
                    help="every N steps, validation losses and per-layer self-similarity to TensorBoard, on the "
                    "validation split of the --data directories (data_prep.build --validation-fraction); "
-                   "default: 1000 when there is one, else off; 0: off")
+                   f"default: {EVAL_EVERY_WITH_SPLIT} when there is one, else off; 0: off")
     p.add_argument("--eval-instances", type=int, default=TrainConfig.eval_instances,
                    help="validation instances evaluated, spread evenly over the split(s)")
     p.add_argument("--local_rank", type=int, default=-1, help=argparse.SUPPRESS)  # set by the launcher
     args = p.parse_args(argv)
-    if args.data_weights is not None and len(args.data_weights) != len(args.data):
-        p.error(f"--data-weights has {len(args.data_weights)} values for {len(args.data)} --data")
     try:
         objective = ObjectiveConfig(tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
                                     args.temperature, args.tacl_impl,
@@ -166,29 +173,17 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
             p.error(f"--reference-compat runs the teacher in fp32, as the released code: not --teacher-dtype "
                     f"{args.teacher_dtype}")
         args.unpad, args.pad_to_max_length, args.teacher_dtype = False, True, "fp32"
-    engine = EngineConfig.from_file(args.ds)  # a ConfigError names the file
-    ds, adam = engine.settings, engine.optimizer_params
-    # A flag, else the DeepSpeed JSON's value, else (left out) the dataclass's default.
-    chosen = {
-        "steps": args.steps, "warmup_ratio": args.warmup_ratio, "schedule": args.lr_schedule,
-        "lr": _first(args.lr, adam.get("lr")),
-        "weight_decay": _first(args.weight_decay, adam.get("weight_decay")),
-        "betas": tuple(adam["betas"]) if "betas" in adam else None,
-        "eps": adam.get("eps"),
-        "grad_clip": _first(args.grad_clip, ds.get("gradient_clipping")),
-        "batch_size": _first(args.batch_size, ds.get("train_batch_size")),
-        "micro_batch_size": _first(args.micro_batch_size, _not_auto(ds.get("train_micro_batch_size_per_gpu"))),
-    }
+    chosen = resolve_settings(args, p)
     return TrainConfig(
-        model=args.model,
-        output=os.path.abspath(args.output),
-        engine=engine,
-        data=DataConfig(tuple(args.data), weights=tuple(args.data_weights) if args.data_weights else None,
+        model=chosen["model"],
+        output=os.path.abspath(chosen["output"]),
+        engine=chosen["engine"],
+        data=DataConfig(tuple(chosen["data"]), weights=tuple(args.data_weights) if args.data_weights else None,
                         pad_to_max_length=args.pad_to_max_length,
                         num_workers=args.num_workers, dynamic_masking=args.dynamic_masking,
                         verify=args.verify_data),
         objective=objective,
-        optim=OptimConfig(**{k: v for k, v in chosen.items() if v is not None}),
+        optim=OptimConfig(**chosen["optim"]),
         checkpoint=CheckpointConfig(args.save_every, args.keep_last, args.resume, args.stop_after_steps,
                                     args.allow_changes),
         performance=PerformanceConfig(unpad=args.unpad, fused_optimizer=args.fused_optimizer,
@@ -202,9 +197,34 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     )
 
 
-def _not_auto(value: object) -> object:
-    """A DeepSpeed setting, None for ``"auto"`` (the trainer decides)."""
-    return None if value == "auto" else value
+# The settings --recipe and an older --ds config may hold, by OptimConfig field.
+_LAYERED_OPTIM = ("batch_size", "micro_batch_size", "grad_clip", "lr", "weight_decay", "betas", "eps")
+
+
+def resolve_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """Each setting from its first source: the flag, else a trainer setting of the
+    --ds config the user named (older configs), else the recipe, else (left out)
+    the typed config's default. Returns the DeepSpeed config read once
+    (``engine``), ``model``, ``output``, ``data`` and the OptimConfig fields
+    (``optim``)."""
+    from tacl_scale.config import EngineConfig
+    from tacl_scale.recipes import recipe
+
+    from_recipe = recipe(args.recipe).flag_values() if args.recipe else {}
+    for name in ("ds", "data", "model", "output"):
+        if getattr(args, name) is None and from_recipe.get(name) is None:
+            parser.error(f"--{name} is required (or a --recipe that sets it)")
+    engine = EngineConfig.from_file(args.ds or from_recipe["ds"])  # a ConfigError names the file
+    in_config = engine.trainer_settings if args.ds else {}
+    data = args.data or from_recipe["data"]
+    if args.data_weights is not None and len(args.data_weights) != len(data):
+        parser.error(f"--data-weights has {len(args.data_weights)} values for {len(data)} --data")
+    optim = {"steps": args.steps, "warmup_ratio": args.warmup_ratio, "schedule": args.lr_schedule,
+             **{name: _first(getattr(args, name, None), in_config.get(name), from_recipe.get(name))
+                for name in _LAYERED_OPTIM}}
+    return {"engine": engine, "model": args.model or from_recipe["model"],
+            "output": args.output or from_recipe["output"], "data": data,
+            "optim": {k: v for k, v in optim.items() if v is not None}}
 
 
 def _first(*values: object) -> object:
@@ -233,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             env = LaunchEnv.from_environ(os.environ)
             config = parse_args(argv)
+            note = config.engine.trainer_settings_note()
+            if note and env.rank == 0:
+                logging.getLogger("tacl_scale.train").warning("%s", note)
             dist = Distributed.setup(env)
             try:
                 trainer = Trainer.build(config, dist, stop_request)
@@ -293,9 +316,9 @@ def _interrupted(config: TrainConfig | None, argv: list[str] | None, env: Any) -
     if config is None:
         return "interrupted before training started; nothing was written"
     from tacl_scale import checkpoint
-    from tacl_scale.export import CHECKPOINTS_DIR
+    from tacl_scale.run_dir import RunDir
 
-    root = Path(config.output) / CHECKPOINTS_DIR
+    root = RunDir(config.output).checkpoints
     newest, _ = checkpoint.newest_verified_tag(root) if root.is_dir() else (None, [])
     args = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--resume" and not a.startswith("--local_rank")]
     launcher = ["tacl-train"] if env is not None and env.standalone else ["deepspeed", "tacl_scale/train.py"]

@@ -20,7 +20,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,15 +37,13 @@ from .export import engine_master_weights, export_weights
 from .files import describe_write_error
 from .flops import mfu, step_flops
 from .model import teacher_states
-from .parts import CHECKPOINTS_DIR, RankError, RunParts, TrainError, TrainState, build_run
+from .parts import RankError, RunParts, TrainError, TrainState, build_run
 from .preemption import StopRequest
+from .run_dir import RunDir
 
-__all__ = ["PREEMPTED_MARKER", "RankError", "StepResult", "Trainer", "TrainError", "TrainState"]
+__all__ = ["RankError", "StepResult", "Trainer", "TrainError", "TrainState"]
 
 log = logging.getLogger("tacl_scale.trainer")
-
-PREEMPTED_MARKER = "PREEMPTED"
-
 
 def micro_batch_seed(seed: int, micro_batch: int, stream: int = 0) -> int:
     """The RNG seed of one micro-batch's dropout masks, from the run's seed and the
@@ -107,40 +104,31 @@ class Trainer:
     """One TaCL run on this rank: the parts :func:`~tacl_scale.parts.build_run`
     built, and the loop that runs them (see the module docstring)."""
 
-    def __init__(self, config: TrainConfig, dist: Distributed, parts: RunParts,
-                 stop_request: StopRequest | None = None) -> None:
-        self.config = parts.config  # ``config`` with what the device decided (the micro-batch)
+    def __init__(self, dist: Distributed, parts: RunParts, stop_request: StopRequest | None = None) -> None:
+        self.parts = parts  # what build_run built; the loop's own state below
         self.dist = dist
-        self.device = dist.device
-        self.run_dir = Path(config.output)
-        self.ckpt_root = self.run_dir / CHECKPOINTS_DIR
-        self.datasets = parts.datasets
-        self.eval_every = parts.eval_every
-        self.student = parts.student
-        self.teacher = parts.teacher
-        self.teacher_fast = parts.teacher_fast
+        self.run = RunDir(parts.config.output)
         fast = parts.engine.module.fast
-        self.cuda_graphs = fast is not None and fast.cuda_graphs and self.device.type == "cuda"
-        self.module = parts.engine.module
-        self.optimizer = parts.engine.optimizer
-        self.scheduler = parts.engine.scheduler
-        self.engine = parts.engine.engine
-        self.ds_config = parts.engine.ds_config
-        self.accumulation = parts.engine.accumulation
-        self.state = parts.state
-        self.saved_step = parts.saved_step
-        self.batches = parts.batches
-        self.eval_batches = parts.eval_batches
-        self.metrics = parts.metrics
-        self.unpad = parts.performance.unpad
-        self.precision = parts.precision
-        self.peak = parts.peak_flops
+        self.cuda_graphs = fast is not None and fast.cuda_graphs and dist.device.type == "cuda"
         self.first_step = parts.state.step
         self.skipped_in_a_row = 0
         self.stop_request = stop_request or StopRequest.install()
         self.pending: list[StepResult] = []  # steps whose metrics are not read yet (see train)
         self.window_started = time.monotonic()
-        self.lock = parts.lock
+
+    @property
+    def config(self) -> TrainConfig:
+        """The run's settings with what the device decided (the micro-batch)."""
+        return self.parts.config
+
+    @property
+    def state(self) -> TrainState:
+        return self.parts.state
+
+    @property
+    def engine(self) -> Any:
+        """The DeepSpeed engine."""
+        return self.parts.engine.engine
 
     @classmethod
     def build(cls, config: TrainConfig, dist: Distributed, stop_request: StopRequest | None = None) -> Trainer:
@@ -151,8 +139,8 @@ class Trainer:
         stop_request = stop_request or StopRequest.install()
         parts = build_run(config, dist)
         if dist.is_main:
-            (Path(config.output) / PREEMPTED_MARKER).unlink(missing_ok=True)
-        return cls(config, dist, parts, stop_request)
+            RunDir(config.output).preempted_marker.unlink(missing_ok=True)
+        return cls(dist, parts, stop_request)
 
     # -- running --------------------------------------------------------------------------------------------
 
@@ -193,7 +181,7 @@ class Trainer:
         if self.state.step == self.config.optim.steps and not preempted and self.config.export:
             self.export()
         self.dist.barrier()
-        return self.metrics.history
+        return self.parts.metrics.history
 
     def flush_metrics(self) -> None:
         """Read the pending steps' metrics (one wait for the GPU) and log them in
@@ -208,9 +196,9 @@ class Trainer:
             metrics = result.read(seconds)
             if result.applied:
                 step += 1
-                self.metrics.log_step(step, metrics, {"sample_digest": result.sample_digest})
+                self.parts.metrics.log_step(step, metrics, {"sample_digest": result.sample_digest})
             else:
-                self.metrics.log_skipped(step, int(metrics["skipped_steps"]), metrics.get("loss_scale"))
+                self.parts.metrics.log_skipped(step, int(metrics["skipped_steps"]), metrics.get("loss_scale"))
         self.pending = []
         self.window_started = time.monotonic()
 
@@ -220,14 +208,14 @@ class Trainer:
         may skip). The losses are summed on the device and all-reduced over ranks
         without waiting: :class:`StepResult` reads them when asked."""
         started = time.monotonic()
-        lr = float(self.scheduler.get_last_lr()[0])  # the lr this update applies
+        lr = float(self.parts.engine.scheduler.get_last_lr()[0])  # the lr this update applies
         sums: torch.Tensor | None = None
         keys: list[str] = []
         lengths: list[int] = []
         masked_tokens = digest = 0
-        for _ in range(self.accumulation):
+        for _ in range(self.parts.engine.accumulation):
             try:
-                cpu_batch = next(self.batches)
+                cpu_batch = next(self.parts.batches)
             except DatasetError as err:  # a token id outside the vocabulary: names shard, instance, position
                 raise RankError(str(err)) from err
             lengths += sequence_lengths(cpu_batch).tolist()
@@ -239,15 +227,15 @@ class Trainer:
                 new_micro_batch()
             batch = self.dist.move(cpu_batch)
             hidden = None
-            if self.teacher is not None:
+            if self.parts.teacher is not None:
                 teacher_dropout = (micro_batch_seed(self.config.seed, cpu_batch["micro_batch"], stream=1)
                                    if self.config.objective.reference_compat else None)
-                hidden = teacher_states(self.teacher, batch, teacher_dropout, self.teacher_fast)
-            parts = self.engine(batch, hidden)
-            self.engine.backward(parts["loss"])
+                hidden = teacher_states(self.parts.teacher, batch, teacher_dropout, self.parts.teacher_fast)
+            losses = self.engine(batch, hidden)
+            self.engine.backward(losses["loss"])
             self.engine.step()
-            keys = sorted(parts)
-            values = torch.stack([parts[k].detach().float() for k in keys])
+            keys = sorted(losses)
+            values = torch.stack([losses[k].detach().float() for k in keys])
             sums = values if sums is None else sums + values
         assert sums is not None
         self.state.consumed_samples += self.config.optim.batch_size
@@ -262,52 +250,52 @@ class Trainer:
                 raise TrainError(f"{self.skipped_in_a_row} updates in a row skipped for non-finite gradients "
                                  f"after step {self.state.step}: the run has diverged")
         counts = self.dist.tensor([len(lengths), sum(lengths)], sums.dtype)
-        totals = self.dist.sum(torch.cat([sums / self.accumulation, counts]))
+        totals = self.dist.sum(torch.cat([sums / self.parts.engine.accumulation, counts]))
         host = {"lr": lr, "skipped_steps": float(self.state.skipped)}
-        if self.precision == "fp16":
+        if self.parts.precision == "fp16":
             host["loss_scale"] = float(getattr(self.engine.optimizer, "cur_scale", 0.0))
-        flops = step_flops(self.student.config, lengths, masked_tokens, self.config.objective.objectives)
+        flops = step_flops(self.parts.student.config, lengths, masked_tokens, self.config.objective.objectives)
         return StepResult(applied, keys, totals, self.dist.sum_exact_tensor(digest % DIGEST_MODULUS), host,
                           self.dist.world_size, started, self.engine.get_global_grad_norm(), sum(lengths), flops,
-                          self.peak)
+                          self.parts.peak_flops)
 
     def maybe_evaluate(self) -> None:
         """Every ``--eval-every`` steps (and at the last): the validation split's
         losses and the student's per-layer self-similarity; the initial model's once
         per job."""
         config, step = self.config, self.state.step
-        if self.eval_every <= 0 or not (step % self.eval_every == 0 or step == config.optim.steps):
+        if self.parts.eval_every <= 0 or not (step % self.parts.eval_every == 0 or step == config.optim.steps):
             return
         self.flush_metrics()
-        if self.dist.is_main and self.eval_batches:
-            if self.teacher is not None and step - self.first_step <= self.eval_every:
+        if self.dist.is_main and self.parts.eval_batches:
+            if self.parts.teacher is not None and step - self.first_step <= self.parts.eval_every:
                 # The initial model (= the teacher) as the reference line.
-                initial = layer_self_similarity(self.teacher, self.eval_batches)
-                self.metrics.log_scalars("eval_initial", step,
+                initial = layer_self_similarity(self.parts.teacher, self.parts.eval_batches)
+                self.parts.metrics.log_scalars("eval_initial", step,
                                          {f"selfsim_layer{k}": v for k, v in enumerate(initial)})
-            self.metrics.log_scalars("eval", step, evaluate(self.engine.module.student, self.teacher,
-                                                             self.eval_batches, config.objective))
+            self.parts.metrics.log_scalars("eval", step, evaluate(self.engine.module.student, self.parts.teacher,
+                                                             self.parts.eval_batches, config.objective))
         self.dist.barrier()
 
     def maybe_checkpoint(self, force: bool = False) -> None:
         step = self.state.step
         due = step % self.config.checkpoint.save_every == 0 or step == self.last_step
-        if (due or force) and step != self.saved_step:
+        if (due or force) and step != self.parts.saved_step:
             self.flush_metrics()  # metrics.jsonl holds every step the checkpoint does
             client = {"step": step, "consumed_samples": self.state.consumed_samples, "skipped": self.state.skipped,
                       "batch_size": self.config.optim.batch_size}
             try:
-                checkpoint.save(self.engine, self.ckpt_root, step, client, self.config.checkpoint.keep_last,
+                checkpoint.save(self.engine, self.run.checkpoints, step, client, self.config.checkpoint.keep_last,
                                 self.dist.barrier)
             except (OSError, RuntimeError) as err:
                 raise RankError(self._save_failed(step, err)) from err
-            self.saved_step = step
+            self.parts.saved_step = step
 
     def _save_failed(self, step: int, err: BaseException) -> str:
         """The one line of a checkpoint that could not be written."""
-        where = self.ckpt_root / checkpoint.tag_for(step)
-        newest, _ = checkpoint.newest_verified_tag(self.ckpt_root)
-        kept = (f"the newest complete checkpoint is {self.ckpt_root / newest} (--resume continues from it)"
+        where = self.run.checkpoints / checkpoint.tag_for(step)
+        newest, _ = checkpoint.newest_verified_tag(self.run.checkpoints)
+        kept = (f"the newest complete checkpoint is {self.run.checkpoints / newest} (--resume continues from it)"
                 if newest else "there is no complete checkpoint yet")
         return f"{where}: the checkpoint of step {step} could not be written: {describe_write_error(err, where)}; {kept}"
 
@@ -326,7 +314,7 @@ class Trainer:
         self.maybe_checkpoint(force=True)
         if self.dist.is_main:
             name = self.stop_request.signal_name or "signal on another rank"
-            (self.run_dir / PREEMPTED_MARKER).write_text(f"{name} at step {self.state.step}\n")
+            self.run.preempted_marker.write_text(f"{name} at step {self.state.step}\n")
             print(f"{name}: checkpointed step {self.state.step}, exiting for a requeue", flush=True)
         return True
 
@@ -340,7 +328,7 @@ class Trainer:
 
         def write() -> None:
             try:
-                out = export_weights(weights, self.run_dir, self.run_dir / "export")
+                out = export_weights(weights, self.run.path, self.run.export)
                 print(f"exported the student to {out}", flush=True)
             except BaseException as err:  # raised again by the training thread below
                 errors.append(err)
@@ -361,13 +349,13 @@ class Trainer:
         leave the process group. Without ``engine.destroy()`` ZeRO's gradient hooks
         keep the engine, its model and its optimizer state alive for as long as
         the process runs (several Trainers in one process would add up)."""
-        self.batches = iter(())  # dropping the loader's iterator shuts its worker processes down
+        self.parts.batches = iter(())  # dropping the loader's iterator shuts its worker processes down
         try:
-            self.metrics.close()  # its last write may fail (a full disk): the rest is still released
+            self.parts.metrics.close()  # its last write may fail (a full disk): the rest is still released
         finally:
             try:
                 self.engine.destroy()
             finally:
-                if self.lock is not None:
-                    self.lock.release()
+                if self.parts.lock is not None:
+                    self.parts.lock.release()
                 self.dist.close()

@@ -278,6 +278,17 @@ def tiny_bert_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+class FakeSavingEngine:
+    """What ``checkpoint.save`` touches of an engine: it writes one file per tag."""
+
+    global_rank = 0
+    dp_world_size = 1
+
+    def save_checkpoint(self, root: str, tag: str, client_state: dict, save_latest: bool) -> None:
+        Path(root, tag).mkdir(parents=True, exist_ok=True)
+        Path(root, tag, "mp_rank_00_model_states.pt").write_bytes(tag.encode())
+
+
 def free_port() -> int:
     """A TCP port no socket on this host holds now, chosen by the kernel. A random
     port from the global ``random`` collided: resuming a checkpoint restores the

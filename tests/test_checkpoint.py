@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import FakeSavingEngine
 
 from tacl_scale import checkpoint
 
@@ -114,17 +115,6 @@ def test_load_puts_the_optimizer_step_on_the_parameters_device(tmp_path: Path) -
     client = checkpoint.load(engine, tmp_path, "step00000003")
     assert client == {"step": 3}
     assert engine.optimizer.optimizer.state[engine.param]["step"].device.type == "meta"
-
-
-class FakeSavingEngine:
-    """What ``checkpoint.save`` touches of an engine: it writes one file per tag."""
-
-    global_rank = 0
-    dp_world_size = 1
-
-    def save_checkpoint(self, root: str, tag: str, client_state: dict, save_latest: bool) -> None:
-        Path(root, tag).mkdir(parents=True, exist_ok=True)
-        Path(root, tag, "mp_rank_00_model_states.pt").write_bytes(tag.encode())
 
 
 def test_rotation_keeps_the_newest_steps_and_always_the_one_just_written(tmp_path: Path) -> None:

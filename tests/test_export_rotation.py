@@ -16,25 +16,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import FakeSavingEngine
 
 from tacl_scale import checkpoint, export
+from tacl_scale.run_dir import CHECKPOINTS_DIR, RUN_FILE
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
 
 
-class FakeSavingEngine:
-    """What ``checkpoint.save`` touches of an engine: it writes one file per tag."""
-
-    global_rank = 0
-    dp_world_size = 1
-
-    def save_checkpoint(self, root: str, tag: str, client_state: dict, save_latest: bool) -> None:
-        Path(root, tag).mkdir(parents=True, exist_ok=True)
-        Path(root, tag, "mp_rank_00_model_states.pt").write_bytes(tag.encode())
-
-
 def save(root: Path, step: int, keep_last: int = 1) -> None:
     checkpoint.save(FakeSavingEngine(), root, step, {"step": step}, keep_last=keep_last, barrier=lambda: None)
+
+
+def held_until_released(root: Path, lock: checkpoint.ReadLock, held: int, then: int) -> None:
+    """Saving step ``then`` (keep_last 1) keeps step ``held`` while ``lock`` holds it;
+    the save after the release removes it."""
+    try:
+        save(root, then)
+        assert checkpoint.tags(root) == [checkpoint.tag_for(held), checkpoint.tag_for(then)]
+    finally:
+        lock.release()
+    save(root, then + 2)
+    assert checkpoint.tags(root) == [checkpoint.tag_for(then + 2)]
 
 
 @pytest.fixture
@@ -42,8 +45,8 @@ def run(tmp_path: Path) -> Path:
     """A run directory (what the export needs to take it for one) with step 2 saved."""
     run = tmp_path / "run"
     run.mkdir()
-    (run / export.RUN_FILE).write_text("{}")
-    save(run / export.CHECKPOINTS_DIR, 2)
+    (run / RUN_FILE).write_text("{}")
+    save(run / CHECKPOINTS_DIR, 2)
     return run
 
 
@@ -60,7 +63,7 @@ def test_rotation_keeps_a_checkpoint_a_reader_holds_and_removes_it_later(tmp_pat
     assert checkpoint.tags(root) == ["step00000005"]
     assert sorted(p.name for p in root.iterdir()) == ["latest", "step00000005"]  # nothing renamed away is left
     # The lock file is the readers', not the checkpoint's: not recorded, so it never fails a verification.
-    assert checkpoint.READ_LOCK not in json.loads((root / "step00000005" / checkpoint.FILES).read_text())
+    assert checkpoint.READ_LOCK not in json.loads((root / "step00000005" / checkpoint.CHECKPOINT_RECORD).read_text())
 
 
 def test_readers_share_the_lock_and_rotation_never_waits(tmp_path: Path) -> None:
@@ -124,20 +127,14 @@ def test_the_newest_rotated_away_before_its_lock_exports_the_new_newest(run: Pat
                                                                         caplog: pytest.LogCaptureFixture) -> None:
     """The issue's failure: the export listed step 2, the run saved step 4 and
     rotated step 2 away before the export read it. It exports step 4, and holds it."""
-    root = run / export.CHECKPOINTS_DIR
+    root = run / CHECKPOINTS_DIR
     hook_first(monkeypatch, checkpoint.ReadLock, "acquire", lambda: save(root, 4))
     with caplog.at_level("INFO", logger="tacl_scale"):
         run_dir, ckpt_dir, lock = export._resolve(run)
-    try:
-        assert (run_dir, ckpt_dir) == (run, root / "step00000004")
-        assert "step00000002 was removed by rotation before it could be read" in caplog.text
-        assert "older checkpoint than the newest" not in caplog.text  # nothing newer failed: no warning
-        save(root, 6)
-        assert checkpoint.tags(root) == ["step00000004", "step00000006"]
-    finally:
-        lock.release()
-    save(root, 8)
-    assert checkpoint.tags(root) == ["step00000008"]
+    assert (run_dir, ckpt_dir) == (run, root / "step00000004")
+    assert "step00000002 was removed by rotation before it could be read" in caplog.text
+    assert "older checkpoint than the newest" not in caplog.text  # nothing newer failed: no warning
+    held_until_released(root, lock, held=4, then=6)
 
 
 def rotate_before_first_shared_lock(monkeypatch: pytest.MonkeyPatch, root: Path, step: int) -> None:
@@ -168,7 +165,7 @@ def test_a_lock_taken_once_rotation_removed_its_checkpoint_is_refused(tmp_path: 
 
 
 def test_the_export_looks_again_when_its_lock_came_too_late(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = run / export.CHECKPOINTS_DIR
+    root = run / CHECKPOINTS_DIR
     rotate_before_first_shared_lock(monkeypatch, root, 4)
     _, ckpt_dir, lock = export._resolve(run)
     try:
@@ -181,7 +178,7 @@ def test_the_export_looks_again_when_its_lock_came_too_late(run: Path, monkeypat
 
 def test_a_named_checkpoint_that_is_gone_is_one_error_line(run: Path, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    root = run / export.CHECKPOINTS_DIR
+    root = run / CHECKPOINTS_DIR
     save(root, 4)  # rotates step 2 away
     out = tmp_path / "out"
     assert export.main([str(root / "step00000002"), str(out)]) == 2
@@ -192,21 +189,15 @@ def test_a_named_checkpoint_that_is_gone_is_one_error_line(run: Path, tmp_path: 
 
 
 def test_a_named_checkpoint_is_held_while_it_is_read(run: Path) -> None:
-    root = run / export.CHECKPOINTS_DIR
+    root = run / CHECKPOINTS_DIR
     _, ckpt_dir, lock = export._resolve(root / "step00000002")
-    try:
-        assert ckpt_dir == root / "step00000002"
-        save(root, 4)
-        assert checkpoint.tags(root) == ["step00000002", "step00000004"]
-    finally:
-        lock.release()
-    save(root, 6)
-    assert checkpoint.tags(root) == ["step00000006"]
+    assert ckpt_dir == root / "step00000002"
+    held_until_released(root, lock, held=2, then=4)
 
 
 def test_the_export_lets_go_of_its_checkpoint_when_it_fails(run: Path, tmp_path: Path) -> None:
     """A refused export (here: no optimizer states) does not keep the checkpoint from rotation."""
-    root = run / export.CHECKPOINTS_DIR
+    root = run / CHECKPOINTS_DIR
     with pytest.raises(ValueError, match="no ZeRO optimizer states"):
         export.export_checkpoint(run, tmp_path / "out")
     save(root, 4)

@@ -95,10 +95,11 @@ def test_unpadded_model_matches_padded_on_cuda(bundle_data: Path, model_file: Pa
 def test_mirror_unpadded_matches_padded_on_cuda(bundle_data: Path, model_file: Path, dtype: torch.dtype) -> None:
     """The sentence-level objective (model-1's mirror part) through FlashAttention
     varlen over both packed views gives the padded path's loss and sentence vectors."""
+    from tacl_scale.config import MirrorConfig
     from tacl_scale.data import PretrainDataset
     from tacl_scale.data.loader import CollateConfig, collate, to_device
     from tacl_scale.data.views import MirrorViews
-    from tacl_scale.mirror import MirrorConfig, both_views, pool
+    from tacl_scale.mirror import both_views, pool
     from tacl_scale.model import encode, load_student, mirror_loss
 
     torch.manual_seed(0)
@@ -130,7 +131,7 @@ def test_one_gpu_model_1_trains(join, bundle_data: Path, model_file: Path, tmp_p
                      objective=ObjectiveConfig(("mlm", "nsp", "mirror")), export=False)
     trainer = Trainer.build(config, join())
     try:
-        assert trainer.unpad and trainer.teacher is None
+        assert trainer.parts.performance.unpad and trainer.parts.teacher is None
         history = trainer.train()
     finally:
         trainer.close()
@@ -155,12 +156,12 @@ def test_one_gpu_training_lowers_the_loss_and_exports_masters(join, bundle_data:
                         compile=readme)
     trainer = Trainer.build(config, join())
     try:
-        assert trainer.device == torch.device("cuda", 0) and trainer.unpad
-        assert trainer.precision == (precision or "bf16") and (trainer.module.fast is not None) is readme
-        assert trainer.ds_config["zero_optimization"].get("overlap_comm", False) is False  # one rank
-        assert trainer.optimizer.defaults["fused"] is True
+        assert trainer.dist.device == torch.device("cuda", 0) and trainer.parts.performance.unpad
+        assert trainer.parts.precision == (precision or "bf16") and (trainer.parts.engine.module.fast is not None) is readme
+        assert trainer.parts.engine.ds_config["zero_optimization"].get("overlap_comm", False) is False  # one rank
+        assert trainer.parts.engine.optimizer.defaults["fused"] is True
         assert trainer.engine.get_data_types()[1] == torch.float32
-        assert next(trainer.teacher.parameters()).device == trainer.device
+        assert next(trainer.parts.teacher.parameters()).device == trainer.dist.device
         history = trainer.train()
         masters = {n[len("student."):]: safe_get_full_fp32_param(p).detach().cpu()
                    for n, p in trainer.engine.module.named_parameters()}
@@ -248,8 +249,8 @@ def test_compiled_training_gives_the_eager_losses(join, bundle_data: Path, tmp_p
                             cuda_graphs=graphs)
         trainer = Trainer.build(replace(config, export=False), join())
         try:
-            assert (trainer.module.fast is not None) is compiled and trainer.precision == "bf16"
-            assert trainer.cuda_graphs is graphs and trainer.accumulation == 2
+            assert (trainer.parts.engine.module.fast is not None) is compiled and trainer.parts.precision == "bf16"
+            assert trainer.cuda_graphs is graphs and trainer.parts.engine.accumulation == 2
             histories[name] = trainer.train()
         finally:
             trainer.close()
@@ -272,16 +273,16 @@ def test_a_micro_batch_never_waits_for_the_gpu(join, bundle_data: Path, model_fi
     trainer = Trainer.build(config_for(bundle_data, model_file, tmp_path / "run", ds, steps=100, compile=True),
                             join())
     try:
-        assert trainer.accumulation == 2 and trainer.module.fast is not None
+        assert trainer.parts.engine.accumulation == 2 and trainer.parts.engine.module.fast is not None
         for _ in range(3):
             trainer.train_step().read()
-        cpu_batch = next(trainer.batches)
+        cpu_batch = next(trainer.parts.batches)
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
             torch.manual_seed(micro_batch_seed(1, cpu_batch["micro_batch"]))
             batch = trainer.dist.move(cpu_batch)
-            hidden = teacher_states(trainer.teacher, batch, fast=trainer.teacher_fast)
+            hidden = teacher_states(trainer.parts.teacher, batch, fast=trainer.parts.teacher_fast)
             parts = trainer.engine(batch, hidden)
             trainer.engine.backward(parts["loss"])
             values = torch.stack([parts[k].detach().float() for k in sorted(parts)])

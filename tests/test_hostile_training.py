@@ -41,27 +41,18 @@ from tacl_scale.data.integrity import verify_tokenizer
 from tacl_scale.data.manifest import Manifest
 from tacl_scale.distributed import Distributed
 from tacl_scale.locking import LOCK_NAME
-from tacl_scale.trainer import PREEMPTED_MARKER, RankError, Trainer, TrainError
+from tacl_scale.run_dir import PREEMPTED_MARKER
+from tacl_scale.trainer import RankError, Trainer, TrainError
 
 pytestmark = pytest.mark.slow
 
 LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-@pytest.fixture(scope="module")
-def dataset(zh_dataset: Path) -> Path:
-    return zh_dataset
-
-
-@pytest.fixture(scope="module")
-def model_file(tiny_bert_file: Path) -> Path:
-    return tiny_bert_file
-
-
-def copy_dataset(dataset: Path, target: Path) -> Path:
+def copy_dataset(source: Path, target: Path) -> Path:
     import shutil
 
-    shutil.copytree(dataset, target)
+    shutil.copytree(source, target)
     return target
 
 
@@ -73,7 +64,7 @@ def edit_manifest(directory: Path, edit: Callable[[dict], None]) -> None:
 
 
 def tacl_train(*args: str) -> list[str]:
-    return [str(Path(sys.executable).parent / "tacl-train"), "--ds", str(ROOT / "ds_configs" / "cpu.json"), *args]
+    return [str(Path(sys.executable).parent / "tacl-train"), "--recipe", "tiny-cpu", *args]
 
 
 def plain_env() -> dict[str, str]:
@@ -126,13 +117,13 @@ def make_config(dataset: Path, model: Path, output: Path, steps: int, **override
 
 # -- the dataset ------------------------------------------------------------------------------------------------
 
-def test_a_replaced_tokenizer_copy_is_refused_before_anything_is_written(dataset: Path, model_file: Path,
+def test_a_replaced_tokenizer_copy_is_refused_before_anything_is_written(zh_dataset: Path, tiny_bert_file: Path,
                                                                          tmp_path: Path) -> None:
-    bad = copy_dataset(dataset, tmp_path / "ds")
+    bad = copy_dataset(zh_dataset, tmp_path / "ds")
     vocab = bad / "tokenizer" / ZH_VOCAB.name
     lines = vocab.read_text(encoding="utf-8").splitlines()
     vocab.write_text("\n".join([lines[1], lines[0], *lines[2:]]) + "\n", encoding="utf-8")  # two ids swapped
-    res = run_cli(common(bad, model_file, tmp_path / "run", 2))
+    res = run_cli(common(bad, tiny_bert_file, tmp_path / "run", 2))
     assert res.returncode == 2, res.stderr[-3000:]
     assert error_lines(res.stderr) == [error_lines(res.stderr)[0]] and str(vocab) in res.stderr
     assert "tokenizer copy was changed" in res.stderr and "Traceback" not in res.stderr
@@ -144,21 +135,21 @@ def test_a_replaced_tokenizer_copy_is_refused_before_anything_is_written(dataset
     (lambda m: m["tokenizer"].update(file="vocab.txt"), "'vocab.txt' is not one of the copied files"),
     (lambda m: m["tokenizer"].update(vocab_size=1000), "vocab_size 1000, but"),
 ])
-def test_an_edited_tokenizer_record_is_refused(dataset: Path, tmp_path: Path, edit, says: str) -> None:
-    bad = copy_dataset(dataset, tmp_path / "ds")
+def test_an_edited_tokenizer_record_is_refused(zh_dataset: Path, tmp_path: Path, edit, says: str) -> None:
+    bad = copy_dataset(zh_dataset, tmp_path / "ds")
     assert verify_tokenizer(bad, Manifest.load(bad)) == []
     edit_manifest(bad, edit)
     problems = verify_tokenizer(bad, Manifest.load(bad))
     assert len(problems) == 1 and says in problems[0], problems
 
 
-def test_a_flipped_bit_is_named_by_verify_and_refused_by_training(dataset: Path, model_file: Path, tmp_path: Path,
+def test_a_flipped_bit_is_named_by_verify_and_refused_by_training(zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path,
                                                                   join: Callable[[], Distributed],
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    good = copy_dataset(dataset, tmp_path / "good")
+    good = copy_dataset(zh_dataset, tmp_path / "good")
     assert inspect_main([str(good), "--verify"]) == 0
     assert "all match" in capsys.readouterr().out
-    bad = copy_dataset(dataset, tmp_path / "ds")
+    bad = copy_dataset(zh_dataset, tmp_path / "ds")
     target = bad / "shard-00000.masked_tokens.bin"
     data = bytearray(target.read_bytes())
     data[len(data) // 2] ^= 1  # one low bit: the ids stay in the vocabulary, the loss barely moves
@@ -168,22 +159,22 @@ def test_a_flipped_bit_is_named_by_verify_and_refused_by_training(dataset: Path,
     assert error_lines(stderr) == [f"error: {target}: " + stderr.split(f"{target}: ", 1)[1].splitlines()[0]]
     assert "the file is corrupt" in stderr
     with pytest.raises(TrainError, match=rf"{target}: checksum xxh3_128:\w+, the manifest records"):
-        Trainer.build(make_config(bad, model_file, tmp_path / "run", 2), join())
+        Trainer.build(make_config(bad, tiny_bert_file, tmp_path / "run", 2), join())
     assert not (tmp_path / "run" / "run.json").exists()
 
 
-def test_a_token_id_past_the_vocabulary_names_shard_instance_and_position(dataset: Path, model_file: Path,
+def test_a_token_id_past_the_vocabulary_names_shard_instance_and_position(zh_dataset: Path, tiny_bert_file: Path,
                                                                           tmp_path: Path,
                                                                           join: Callable[[], Distributed],
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    bad = copy_dataset(dataset, tmp_path / "ds")
+    bad = copy_dataset(zh_dataset, tmp_path / "ds")
     tokens = np.memmap(bad / "shard-00000.bin", dtype=np.uint16, mode="r+")
     tokens[::41] = 65535
     tokens.flush()
     del tokens
     assert inspect_main([str(bad), "--num-instances", "1"]) == 0
     assert "<id 65535 outside the vocabulary of 21128: run --verify>" in capsys.readouterr().out
-    config = make_config(bad, model_file, tmp_path / "run", 3, data=DataConfig((str(bad),), num_workers=0,
+    config = make_config(bad, tiny_bert_file, tmp_path / "run", 3, data=DataConfig((str(bad),), num_workers=0,
                                                                               verify=False))
     trainer = Trainer.build(config, join())
     try:
@@ -201,10 +192,10 @@ def test_a_token_id_past_the_vocabulary_names_shard_instance_and_position(datase
 
 # -- signals ----------------------------------------------------------------------------------------------------
 
-def test_a_preemption_signal_to_the_workers_too_checkpoints_and_resumes(dataset: Path, model_file: Path,
+def test_a_preemption_signal_to_the_workers_too_checkpoints_and_resumes(zh_dataset: Path, tiny_bert_file: Path,
                                                                         tmp_path: Path) -> None:
     run = tmp_path / "run"
-    args = [*common(dataset, model_file, run, 200), "--num-workers", "2", "--save-every", "1000"]
+    args = [*common(zh_dataset, tiny_bert_file, run, 200), "--num-workers", "2", "--save-every", "1000"]
     status, log = signalled_run(args, signal.SIGUSR1, "step 3/200", tmp_path / "log")
     assert status == 0, log[-3000:]
     assert "killed by signal" not in log and "Traceback" not in log
@@ -212,28 +203,28 @@ def test_a_preemption_signal_to_the_workers_too_checkpoints_and_resumes(dataset:
     assert marker.startswith("SIGUSR1 at step ")
     step = int(marker.split()[-1])
     assert latest_tag(run / "checkpoints") == f"step{step:08d}"
-    res = run_cli([*common(dataset, model_file, run, 200), "--num-workers", "2", "--resume", "--stop-after-steps", "2"])
+    res = run_cli([*common(zh_dataset, tiny_bert_file, run, 200), "--num-workers", "2", "--resume", "--stop-after-steps", "2"])
     assert res.returncode == 0, res.stderr[-3000:]
     assert not (run / PREEMPTED_MARKER).exists()
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, step + 3))
 
 
-def test_sigterm_while_the_run_is_built_still_checkpoints_and_leaves_the_marker(dataset: Path, model_file: Path,
+def test_sigterm_while_the_run_is_built_still_checkpoints_and_leaves_the_marker(zh_dataset: Path, tiny_bert_file: Path,
                                                                                 tmp_path: Path) -> None:
     run = tmp_path / "run"
     # The shards are verified early in the build: before the models, the engine and the first step.
-    status, log = signalled_run([*common(dataset, model_file, run, 200), "--num-workers", "2"], signal.SIGTERM,
+    status, log = signalled_run([*common(zh_dataset, tiny_bert_file, run, 200), "--num-workers", "2"], signal.SIGTERM,
                                 "verified the 1 shard(s) of --data", tmp_path / "log")
     assert status == 0, log[-3000:]
     assert (run / PREEMPTED_MARKER).read_text().startswith("SIGTERM at step ")
     assert latest_tag(run / "checkpoints") is not None and "step 3/200" not in log
 
 
-def test_ctrl_c_is_one_line_naming_the_checkpoint_and_the_resume_command(dataset: Path, model_file: Path,
+def test_ctrl_c_is_one_line_naming_the_checkpoint_and_the_resume_command(zh_dataset: Path, tiny_bert_file: Path,
                                                                          tmp_path: Path) -> None:
     run = tmp_path / "run"
-    args = [*common(dataset, model_file, run, 200), "--num-workers", "2", "--save-every", "2"]
+    args = [*common(zh_dataset, tiny_bert_file, run, 200), "--num-workers", "2", "--save-every", "2"]
     status, log = signalled_run(args, signal.SIGINT, "step 3/200", tmp_path / "log")
     assert status == 130, log[-3000:]
     assert "Traceback" not in log and "KeyboardInterrupt" not in log
@@ -246,7 +237,7 @@ def test_ctrl_c_is_one_line_naming_the_checkpoint_and_the_resume_command(dataset
 
 # -- faults inside training -------------------------------------------------------------------------------------
 
-def test_metrics_on_a_full_disk_is_one_line_per_rank_and_releases_the_lock(dataset: Path, model_file: Path,
+def test_metrics_on_a_full_disk_is_one_line_per_rank_and_releases_the_lock(zh_dataset: Path, tiny_bert_file: Path,
                                                                            tmp_path: Path) -> None:
     """Two ranks through the launcher: rank 0 names the file; rank 1, whose
     collective lost rank 0, says that instead of a traceback."""
@@ -256,7 +247,7 @@ def test_metrics_on_a_full_disk_is_one_line_per_rank_and_releases_the_lock(datas
     deepspeed = Path(sys.executable).parent / "deepspeed"
     env = plain_env() | {"DS_ACCELERATOR": "cpu"}
     res = subprocess.run([str(deepspeed), "--num_gpus", "2", "--master_port", str(free_port()), "tacl_scale/train.py",
-                          "--ds", "ds_configs/cpu.json", *common(dataset, model_file, run, 3)],
+                          "--ds", "ds_configs/cpu.json", *common(zh_dataset, tiny_bert_file, run, 3)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     output = res.stdout + res.stderr
     assert res.returncode == 2, output[-3000:]
@@ -267,7 +258,7 @@ def test_metrics_on_a_full_disk_is_one_line_per_rank_and_releases_the_lock(datas
     assert not (run / LOCK_NAME).exists()
 
 
-def test_a_checkpoint_on_a_full_disk_names_it_and_keeps_the_older_one(dataset: Path, model_file: Path,
+def test_a_checkpoint_on_a_full_disk_names_it_and_keeps_the_older_one(zh_dataset: Path, tiny_bert_file: Path,
                                                                       tmp_path: Path, join: Callable[[], Distributed],
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import tacl_scale.files
@@ -279,7 +270,7 @@ def test_a_checkpoint_on_a_full_disk_names_it_and_keeps_the_older_one(dataset: P
         (full / name).symlink_to("/dev/full")  # DeepSpeed's writes fail there as on a full disk
     # torch.save reports a failed write without an errno; the free space says why.
     monkeypatch.setattr(tacl_scale.files, "free_bytes", lambda path: 1 << 20)
-    config = make_config(dataset, model_file, run, 6, checkpoint=CheckpointConfig(save_every=2))
+    config = make_config(zh_dataset, tiny_bert_file, run, 6, checkpoint=CheckpointConfig(save_every=2))
     trainer = Trainer.build(config, join())
     try:
         with pytest.raises(RankError) as caught:
@@ -303,20 +294,20 @@ def test_a_checkpoint_on_a_full_disk_names_it_and_keeps_the_older_one(dataset: P
 
 # -- records ----------------------------------------------------------------------------------------------------
 
-def test_an_empty_validation_split_is_refused_naming_the_fraction(dataset: Path, model_file: Path, tmp_path: Path,
+def test_an_empty_validation_split_is_refused_naming_the_fraction(zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path,
                                                                   join: Callable[[], Distributed]) -> None:
     small = build_dataset(tmp_path / "ds", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
                           "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
                           "--max-seq-len", "64", "--validation-fraction", "0.0001")
     assert not Manifest.load(small).has_validation
     with pytest.raises(TrainError, match=r"--validation-fraction 0\.0001, but none of its \d+ documents"):
-        Trainer.build(make_config(small, model_file, tmp_path / "run", 2, eval_every=1), join())
+        Trainer.build(make_config(small, tiny_bert_file, tmp_path / "run", 2, eval_every=1), join())
 
 
-def test_a_run_record_from_a_newer_version_is_refused_by_name(dataset: Path, model_file: Path, tmp_path: Path,
+def test_a_run_record_from_a_newer_version_is_refused_by_name(zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path,
                                                               join: Callable[[], Distributed]) -> None:
     run = tmp_path / "run"
-    config = make_config(dataset, model_file, run, 2)
+    config = make_config(zh_dataset, tiny_bert_file, run, 2)
     trainer = Trainer.build(config, join())
     try:
         trainer.train()

@@ -304,11 +304,13 @@ def test_empty_idx(good):
     expect_error(good, idx_path(good), "truncated")
 
 
-@pytest.mark.parametrize("delta", [-1, -8, 1])
-def test_idx_size_disagrees_with_header(good, delta):
-    raw = idx_path(good).read_bytes()
-    idx_path(good).write_bytes(raw[:delta] if delta < 0 else raw + b"\x00" * delta)
-    expect_error(good, idx_path(good), "size")
+@pytest.mark.parametrize(("which", "delta"), [(idx_path, -1), (idx_path, -8), (idx_path, 1),
+                                             (bin_path, -1), (bin_path, -2), (bin_path, 2)])
+def test_file_size_disagrees_with_the_index(good, which, delta):
+    """A truncated or padded .idx (its header) or .bin (its index) is refused, naming it."""
+    raw = which(good).read_bytes()
+    which(good).write_bytes(raw[:delta] if delta < 0 else raw + b"\x00" * delta)
+    expect_error(good, which(good), "size")
 
 
 @pytest.mark.parametrize("entry", ["first", "last"])
@@ -324,13 +326,6 @@ def test_sequence_count_disagrees_with_file(good):
     (count,) = struct.unpack_from("<Q", idx_path(good).read_bytes(), 18)
     patch_idx(good, 18, struct.pack("<Q", count + 1))
     expect_error(good, idx_path(good), "size")
-
-
-@pytest.mark.parametrize("delta", [-1, -2, 2])
-def test_bin_size_disagrees_with_index(good, delta):
-    raw = bin_path(good).read_bytes()
-    bin_path(good).write_bytes(raw[:delta] if delta < 0 else raw + b"\x00" * delta)
-    expect_error(good, bin_path(good), "size")
 
 
 def test_empty_bin(good):

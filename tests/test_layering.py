@@ -5,6 +5,7 @@ inside a function."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import ROOT
@@ -48,20 +49,25 @@ def test_no_top_level_package_shadows_an_installed_one() -> None:
     assert clashes == {}
 
 
-def manifest_reads_by_key(path: Path) -> list[int]:
-    """Lines of ``manifest[...]`` and ``manifest.get(...)`` (on anything named
-    ``manifest``) in a file: reads of the JSON by string key."""
+def key_reads(tree: ast.AST, is_record: Callable[[str], bool]) -> list[int]:
+    """Lines of ``x[...]`` and ``x.get(...)`` in a syntax tree where ``x`` is a
+    name or attribute for which ``is_record(name)``: reads of a JSON record by key."""
     lines = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(tree):
         target = None
         if isinstance(node, ast.Subscript):
             target = node.value
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
             target = node.func.value
         name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
-        if "manifest" in name:
+        if name and is_record(name):
             lines.append(node.lineno)
-    return lines
+    return sorted(lines)
+
+
+def manifest_reads_by_key(path: Path) -> list[int]:
+    """Reads by key of anything named ``manifest``."""
+    return key_reads(ast.parse(path.read_text(encoding="utf-8"), str(path)), lambda name: "manifest" in name)
 
 
 def test_the_manifest_is_read_through_its_dataclass_only() -> None:
@@ -76,3 +82,38 @@ def test_the_key_read_check_finds_them(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
     sample.write_text("a = ds.manifest['tokenizer']\nb = manifest.get('warnings', [])\nc = manifest.tokenizer\n")
     assert manifest_reads_by_key(sample) == [1, 2]
+
+
+def run_record_reads(path: Path) -> list[int]:
+    """Lines that name ``run.json`` in code (a string constant, not a docstring's
+    mention) or read a run record by key (on a name ``run``, ``record``,
+    ``run_info``, ...): what only tacl_scale/run_dir.py may do."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    named = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value == "run.json"]
+    records = ("run", "record", "run_info", "run_record", "saved_run")
+    return sorted(named + key_reads(tree, lambda name: name in records))
+
+
+def test_run_json_is_read_through_its_record_only() -> None:
+    """Outside ``tacl_scale/run_dir.py`` no code names ``run.json`` or reads a run
+    record by key: its versions' defaults live in ``RunRecord.from_json``."""
+    sources = [p for folder in ("tacl_scale", "benchmarks", "experiments")
+               for p in sorted((ROOT / folder).rglob("*.py")) if p != ROOT / "tacl_scale" / "run_dir.py"]
+    assert [f"{p.relative_to(ROOT)}:{line}" for p in sources for line in run_record_reads(p)] == []
+
+
+def test_the_run_record_check_finds_them(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text('"""run.json is mentioned here."""\npath = run_dir / "run.json"\nm = run["config"]\n'
+                      'n = record.get("history")\nk = record.history\n')
+    assert sorted(run_record_reads(sample)) == [2, 3, 4]
+
+
+def test_training_never_imports_the_analysis_command() -> None:
+    """Training's evaluation needs Eq. 3 (tacl_scale.similarity), not the command."""
+    for path in sorted((ROOT / "tacl_scale").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        relative = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
+        absolute = imported_modules(path)
+        if path.name != "analysis.py":
+            assert "analysis" not in relative and "tacl_scale.analysis" not in absolute, path

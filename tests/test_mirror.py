@@ -15,9 +15,10 @@ import torch.nn.functional as F
 from conftest import free_port
 from transformers import BertConfig, BertModel
 
+from tacl_scale.config import MirrorConfig
 from tacl_scale.data.loader import CollateConfig, collate
 from tacl_scale.data.views import MirrorViews, span_masked
-from tacl_scale.mirror import MirrorConfig, info_nce, pool
+from tacl_scale.mirror import info_nce, pool
 from tacl_scale.model import ObjectiveConfig, mirror_loss
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
@@ -244,7 +245,9 @@ def test_two_ranks_with_gathered_negatives_equal_one_rank_over_the_whole_batch(t
     import torch.multiprocessing as mp
 
     out = tmp_path / "two_ranks.pt"
-    mp.start_processes(_rank, args=(free_port(), str(out)), nprocs=2, start_method="fork")
+    # spawn, not fork: a fork copies the locks of this process's other threads (an earlier test's
+    # compile workers, gloo), and a rank hung in torch's first call after the fork.
+    mp.start_processes(_rank, args=(free_port(), str(out)), nprocs=2, start_method="spawn")
     two = torch.load(out)
     loss, grads = _loss_and_grads(tiny_encoder(0.0), instances(8), None)
     assert two["loss"] == pytest.approx(loss, rel=1e-5)
@@ -293,7 +296,7 @@ def test_the_cross_rank_gather_is_autograd_correct_against_a_float64_nt_xent(tmp
     import torch.multiprocessing as mp
 
     out = tmp_path / "gather"
-    mp.start_processes(_gather_rank, args=(free_port(), str(out)), nprocs=2, start_method="fork")
+    mp.start_processes(_gather_rank, args=(free_port(), str(out)), nprocs=2, start_method="spawn")
     view1, view2 = (v.clone().requires_grad_(True) for v in _anchor_vectors())
     expected = nt_xent_by_hand(view1, view2, 0.5)
     expected.backward()

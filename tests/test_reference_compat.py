@@ -97,8 +97,8 @@ def test_the_loss_equals_the_released_codes(impl: str, dtype: torch.dtype, tempe
 
 def test_without_padding_the_two_losses_agree() -> None:
     student, teacher, masked, attention = padded_batch(torch.float32, lengths=(20, 20))
-    compat = tacl_loss(student, teacher, masked, attention, impl="torch", padding_negatives=True)
-    plain = tacl_loss(student, teacher, masked, attention, impl="torch")
+    compat = tacl_loss(student, teacher, masked, attention, 0.01, impl="torch", padding_negatives=True)
+    plain = tacl_loss(student, teacher, masked, attention, 0.01, impl="torch")
     assert compat[0].item() == pytest.approx(plain[0].item(), rel=1e-6)
 
 

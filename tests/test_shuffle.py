@@ -9,6 +9,7 @@ import pytest
 from tacl_scale.data.shuffle import (
     DIGEST_MODULUS,
     BatchLayout,
+    BatchShapeError,
     FeistelPermutation,
     GlobalOrder,
     micro_batch_positions,
@@ -70,8 +71,13 @@ def test_a_step_holds_the_same_positions_whatever_the_layout(world: int, micro: 
 
 
 def test_layout_refusals() -> None:
-    with pytest.raises(ValueError, match="multiple"):
+    with pytest.raises(BatchShapeError, match=r"global batch 10 is not micro-batch 4 × 1 rank\(s\) × a whole number "
+                       r"of accumulation steps; --micro-batch-size must divide the per-rank batch 10: one of 1, 2, 5, 10"):
         BatchLayout(10, 4, 1, 0)
+    with pytest.raises(BatchShapeError, match="no micro-batch fits: choose a --batch-size that 4 rank"):
+        BatchLayout(10, 1, 4)
+    with pytest.raises(BatchShapeError, match="micro-batch must be a positive integer, got 0"):
+        BatchLayout(8, 0, 1)
     with pytest.raises(ValueError, match="rank"):
         BatchLayout(8, 2, 2, 2)
     with pytest.raises(ValueError, match="global batch"):
@@ -84,3 +90,11 @@ def test_digests_of_rank_parts_add_up_to_the_batch_digest() -> None:
     parts = sum(sample_digest(part) for part in np.split(keys, 4)) % DIGEST_MODULUS
     assert parts == whole == sample_digest(keys[::-1])
     assert sample_digest(keys[:-1]) != whole and sample_digest(np.append(keys[:-1], 7)) != whole
+
+
+def test_the_batch_shape_owns_accumulation_and_the_sizes_that_fit() -> None:
+    layout = BatchLayout(256, 8, 4)
+    assert (layout.per_rank, layout.accumulation, layout.rank) == (64, 8, 0)
+    assert BatchLayout.micro_batch_sizes(256, 8) == [1, 2, 4, 8, 16, 32]
+    assert BatchLayout.micro_batch_sizes(12, 3) == [1, 2, 4]
+    assert BatchLayout.micro_batch_sizes(10, 4) == []

@@ -124,7 +124,7 @@ def test_pretrain_job_two_tasks_trains_checkpoints_and_logs(baseline: Path) -> N
     run = json.loads((baseline / "run.json").read_text())
     assert run["world_size"] == 2 and run["config"]["optim"]["batch_size"] == 8
     log = next(baseline.glob("slurm-*.log")).read_text()
-    assert "global batch 8 = micro 4 x 2 x accumulation 1" in log
+    assert "recipe tacl-large-en, global batch 8 = micro 4 x 2 x accumulation 1" in log
 
 
 def test_preempted_job_checkpoints_requeues_and_matches(baseline: Path, dataset: Path, tmp_path: Path) -> None:
@@ -165,7 +165,8 @@ def test_impossible_global_batch_is_refused(slurm: Path, tmp_path: Path) -> None
                   "--output", str(tmp_path / "run")], tmp_path)
     info = wait(job)
     assert info["JobState"] == "FAILED" and info["ExitCode"] == "2:0"
-    assert "global batch 10 is not micro-batch 4 x 2 tasks" in _logs(tmp_path)
+    assert "error: global batch 10 is not micro-batch 4 × 2 rank(s) × a whole number of accumulation steps; " \
+        "--micro-batch-size must divide the per-rank batch 5: one of 1, 5 (2 Slurm task(s))" in _logs(tmp_path)
 
 
 def _data_files(directory: Path) -> dict[str, bytes]:

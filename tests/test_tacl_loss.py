@@ -63,14 +63,14 @@ def test_matches_the_formula(seed: int, temperature: float) -> None:
 
 def test_padding_never_enters_the_softmax() -> None:
     s, t, m, a = make_batch(3)
-    loss, correct, count = tacl_loss(s, t, m, a)
+    loss, correct, count = tacl_loss(s, t, m, a, 0.01)
     # More padding with garbage in it changes nothing.
     pad = 5
     s2 = torch.cat([s, 100 * torch.randn(3, pad, 16)], dim=1)
     t2 = torch.cat([t, 100 * torch.randn(3, pad, 16)], dim=1)
     m2 = torch.cat([m, torch.ones(3, pad, dtype=torch.bool)], dim=1)  # masked padding is ignored
     a2 = torch.cat([a, torch.zeros(3, pad, dtype=torch.long)], dim=1)
-    loss2, correct2, count2 = tacl_loss(s2, t2, m2, a2)
+    loss2, correct2, count2 = tacl_loss(s2, t2, m2, a2, 0.01)
     assert loss2.item() == pytest.approx(loss.item(), rel=1e-6)
     assert (correct2.item(), count2.item()) == (correct.item(), count.item())
 
@@ -79,7 +79,7 @@ def test_gradient_matches_gradcheck_in_float64() -> None:
     s, t, m, a = make_batch(4, batch=2, length=6, dim=5, dtype=torch.float64)
     s.requires_grad_(True)
     assert torch.autograd.gradcheck(lambda x: tacl_loss(x, t, m, a, temperature=0.5)[0], (s,))
-    loss, _, _ = tacl_loss(s, t, m, a)
+    loss, _, _ = tacl_loss(s, t, m, a, 0.01)
     loss.backward()
     unmasked = ~m
     assert torch.all(s.grad[unmasked] == 0) and s.grad[m].abs().sum() > 0
@@ -88,7 +88,7 @@ def test_gradient_matches_gradcheck_in_float64() -> None:
 def test_nothing_masked_gives_a_differentiable_zero() -> None:
     s, t, _, a = make_batch(5)
     s.requires_grad_(True)
-    loss, correct, count = tacl_loss(s, t, torch.zeros_like(a, dtype=torch.bool), a)
+    loss, correct, count = tacl_loss(s, t, torch.zeros_like(a, dtype=torch.bool), a, 0.01)
     assert loss.item() == 0.0 and correct.item() == 0 and count.item() == 0
     loss.backward()
     assert torch.all(s.grad == 0)
@@ -110,7 +110,7 @@ def test_zero_student_row_gives_uniform_softmax() -> None:
     m[:] = False
     m[0, 3] = True
     s[0, 3] = 0.0
-    loss, _, count = tacl_loss(s, t, m, a)
+    loss, _, count = tacl_loss(s, t, m, a, 0.01)
     assert count.item() == 1
     assert loss.item() == pytest.approx(math.log(int(a[0].sum())), rel=1e-6)
 
@@ -127,12 +127,12 @@ def test_half_precision_inputs_compute_in_float32() -> None:
 def test_bad_arguments() -> None:
     s, t, m, a = make_batch(9)
     with pytest.raises(ValueError, match="impl"):
-        tacl_loss(s, t, m, a, impl="cuda")
+        tacl_loss(s, t, m, a, 0.01, impl="cuda")
     with pytest.raises(ValueError, match="must both be"):
-        tacl_loss(s, t[:, :-1], m, a)
+        tacl_loss(s, t[:, :-1], m, a, 0.01)
     if os.environ.get("TRITON_INTERPRET") != "1":
         with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
-            tacl_loss(s, t, m, a, impl="triton")
+            tacl_loss(s, t, m, a, 0.01, impl="triton")
 
 
 def pack(student, teacher, masked, attention_mask):
@@ -169,8 +169,8 @@ def test_packed_layout_refuses_bad_shapes() -> None:
     s, t, m, a = make_batch(11)
     rows, packed_t, packed_m, cu = pack(s, t, m, a)
     with pytest.raises(ValueError, match=r"\(T, D\)"):
-        tacl_loss_packed(s, t, m, cu)
+        tacl_loss_packed(s, t, m, cu, 0.01)
     with pytest.raises(ValueError, match=r"\(T,\)"):
-        tacl_loss_packed(rows, packed_t, packed_m[:-1], cu)
+        tacl_loss_packed(rows, packed_t, packed_m[:-1], cu, 0.01)
     with pytest.raises(ValueError, match="offsets"):
-        tacl_loss_packed(rows, packed_t, packed_m, cu[:1])
+        tacl_loss_packed(rows, packed_t, packed_m, cu[:1], 0.01)

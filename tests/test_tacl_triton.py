@@ -88,7 +88,7 @@ def test_all_positions_masked_and_none_masked() -> None:
     s, t, _, a = batch(3, noise=1.0)
     compare(s, t, a.bool(), a, 0.1, 1e-5, 1e-5)
     s2, t2, _, a2 = batch(3)
-    loss, correct, count = tacl_loss(s2, t2, torch.zeros_like(a2, dtype=torch.bool), a2, impl="triton")
+    loss, correct, count = tacl_loss(s2, t2, torch.zeros_like(a2, dtype=torch.bool), a2, 0.01, impl="triton")
     assert loss.item() == 0.0 and correct.item() == 0 and count.item() == 0
     loss.backward()
     assert torch.all(s2.grad == 0)

@@ -61,7 +61,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def common(setup: dict[str, Path], steps: int = 6) -> list[str]:
-    return ["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--model", str(setup["config"]),
+    return ["--recipe", "tiny-cpu", "--data", str(setup["data"]), "--model", str(setup["config"]),
             "--steps", str(steps), "--save-every", "3", "--log-every", "1", "--num-workers", "1",
             "--lr", "1e-3"]
 
@@ -156,7 +156,7 @@ def test_resume_gives_the_same_losses_with_two_ranks(setup: dict[str, Path], ful
 
 def test_loss_falls_when_overfitting_and_objective_switch(setup: dict[str, Path]) -> None:
     run = setup["root"] / "overfit"
-    args = ["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--model", str(setup["config"]),
+    args = ["--recipe", "tiny-cpu", "--data", str(setup["data"]), "--model", str(setup["config"]),
             "--steps", "40", "--save-every", "40", "--log-every", "10", "--num-workers", "0",
             "--lr", "3e-3", "--warmup-ratio", "0.05", "--objectives", "mlm,nsp", "--no-export",
             "--output", str(run), "--batch-size", "8", "--micro-batch-size", "4"]
@@ -176,13 +176,13 @@ def test_loss_falls_when_overfitting_and_objective_switch(setup: dict[str, Path]
         ("vocab", "differs"),
         ("positions", "positions"),
         ("ds_no_zero", "zero_optimization"),
-        ("batch", "not a multiple"),
+        ("batch", "a whole number of accumulation steps; --micro-batch-size must divide"),
         ("existing_run", "holds another run"),
         ("no_validation", "needs a validation split"),
     ],
 )
 def test_refusals(setup: dict[str, Path], tmp_path: Path, change: str, message: str) -> None:
-    args = {"--ds": "ds_configs/cpu.json", "--data": str(setup["data"]), "--model": str(setup["config"]),
+    args = {"--recipe": "tiny-cpu", "--data": str(setup["data"]), "--model": str(setup["config"]),
             "--output": str(tmp_path / "run"), "--steps": "2", "--num-workers": "0"}
     if change == "vocab":
         model_dir = tmp_path / "model"
@@ -284,7 +284,7 @@ def test_blended_data_and_dynamic_masking_train(setup: dict[str, Path], tmp_path
     with_split = build_dataset(tmp_path / "with_split", "--input", str(ZH_TEXT), "--format", "text",
                                "--language", "zh", "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10",
                                "--dupe-factor", "1", "--max-seq-len", "64", "--validation-fraction", "0.3")
-    res = launch(["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--data", str(with_split),
+    res = launch(["--recipe", "tiny-cpu", "--data", str(setup["data"]), "--data", str(with_split),
                   "--data-weights", "1", "3", "--dynamic-masking", "--eval-every", "1",
                   "--model", str(setup["config"]),
                   "--steps", "2", "--num-workers", "0", "--no-export", "--output", str(run)], ranks=1)
@@ -326,7 +326,7 @@ def test_the_documented_config_settles_auto_on_cpu(setup: dict[str, Path], tmp_p
 def test_refusals_are_one_line_on_two_ranks(setup: dict[str, Path], tmp_path: Path, change: str) -> None:
     """Through the launcher with 2 ranks: one ``error:`` line naming the path, no
     traceback, exit code 2."""
-    args = {"--ds": "ds_configs/cpu.json", "--data": str(setup["data"]), "--model": str(setup["config"]),
+    args = {"--recipe": "tiny-cpu", "--data": str(setup["data"]), "--model": str(setup["config"]),
             "--output": str(tmp_path / "run"), "--steps": "2", "--num-workers": "0"}
     if change == "no_manifest":
         (tmp_path / "empty").mkdir()
@@ -349,7 +349,7 @@ def test_resume_on_another_number_of_ranks(setup: dict[str, Path], tmp_path: Pat
     losses, a 2-rank checkpoint resumes on 1 rank and a 1-rank one on 2 (through
     DeepSpeed's universal checkpoint), the micro-batch may change (same samples),
     the global batch may not."""
-    args = ["--ds", "ds_configs/cpu.json", "--data", str(setup["data"]), "--model", str(setup["config"]),
+    args = ["--recipe", "tiny-cpu", "--data", str(setup["data"]), "--model", str(setup["config"]),
             "--steps", "12", "--save-every", "6", "--log-every", "1", "--num-workers", "0", "--lr", "1e-3",
             "--batch-size", "8", "--micro-batch-size", "2", "--no-export"]
 

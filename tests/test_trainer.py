@@ -23,6 +23,7 @@ from tacl_scale.config import (
     PerformanceConfig,
     TrainConfig,
 )
+from tacl_scale.data import PretrainDataset
 from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
 from tacl_scale.model import ObjectiveConfig
 from tacl_scale.parts import deepspeed_config
@@ -55,13 +56,22 @@ def make_config(dataset: Path, model: Path, output: Path, steps: int = 4, settin
     return replace(config, **overrides)
 
 
+def run_job(config: TrainConfig, join: Callable[[], Distributed]) -> list[dict[str, float]]:
+    """One job of a run in this process: built, trained to its end, closed."""
+    trainer = Trainer.build(config, join())
+    try:
+        return trainer.train()
+    finally:
+        trainer.close()
+
+
 def test_train_step_in_process(join: Callable[[], Distributed], dataset: Path, model_file: Path, tmp_path: Path) -> None:
     import math
 
     trainer = Trainer.build(make_config(dataset, model_file, tmp_path / "run", export=False), join())
     try:
-        assert trainer.accumulation == 2
-        assert trainer.teacher is not None and next(trainer.teacher.parameters()).device == trainer.device
+        assert trainer.parts.engine.accumulation == 2
+        assert trainer.parts.teacher is not None and next(trainer.parts.teacher.parameters()).device == trainer.dist.device
         result = trainer.train_step()
         assert result.applied and trainer.state.step == 1 and trainer.state.consumed_samples == 4
         for key in ("loss", "tacl", "mlm", "nsp", "tacl_acc", "lr", "grad_norm", "samples_per_s", "tokens_per_s"):
@@ -70,7 +80,7 @@ def test_train_step_in_process(join: Callable[[], Distributed], dataset: Path, m
             result.metrics["tacl"] + result.metrics["mlm"] + result.metrics["nsp"], rel=1e-5)
         # the lr logged is the one the update used: step 0 of the warm-up
         assert result.metrics["lr"] == pytest.approx(1e-3 * trainer.config.optim.lr_factor(0))
-        assert trainer.scheduler.get_last_lr()[0] == pytest.approx(1e-3 * trainer.config.optim.lr_factor(1))
+        assert trainer.parts.engine.scheduler.get_last_lr()[0] == pytest.approx(1e-3 * trainer.config.optim.lr_factor(1))
         run = json.loads((tmp_path / "run" / "run.json").read_text())
         assert run["student_config"]["hidden_size"] == 32 and run["unpad"] is False
         assert (tmp_path / "run" / "tokenizer" / "vocab.txt").is_file()
@@ -86,7 +96,7 @@ def test_skipped_updates_do_not_count(join: Callable[[], Distributed], dataset: 
     steps = 4
     trainer = Trainer.build(make_config(dataset, model_file, tmp_path / "run", steps=steps, export=False), join())
     attempts = 0
-    original = trainer.module.forward
+    original = trainer.parts.engine.module.forward
 
     def poisoned(batch, hidden=None):
         parts = original(batch, hidden)
@@ -94,7 +104,7 @@ def test_skipped_updates_do_not_count(join: Callable[[], Distributed], dataset: 
             parts["loss"] = parts["loss"] * float("inf")
         return parts
 
-    trainer.module.forward = poisoned
+    trainer.parts.engine.module.forward = poisoned
     try:
         results = []
         while trainer.state.step < steps:
@@ -105,7 +115,7 @@ def test_skipped_updates_do_not_count(join: Callable[[], Distributed], dataset: 
         applied_lrs = [r.metrics["lr"] for r in results if r.applied]
         assert applied_lrs == pytest.approx([1e-3 * trainer.config.optim.lr_factor(k) for k in range(steps)])
         assert results[1].metrics["lr"] == results[2].metrics["lr"]  # the retry uses the same lr
-        assert trainer.scheduler.get_last_lr()[0] == 0.0
+        assert trainer.parts.engine.scheduler.get_last_lr()[0] == 0.0
         assert [r.metrics["skipped_steps"] for r in results] == [0, 1, 1, 1, 1]
         assert "grad_norm" not in results[1].metrics
     finally:
@@ -118,8 +128,8 @@ def test_train_logs_skips_and_stops_a_diverged_run(join: Callable[[], Distribute
                          optim=OptimConfig(steps=3, lr=1e-3, batch_size=4, micro_batch_size=2,
                                            max_skipped_in_a_row=3))
     trainer = Trainer.build(config, join())
-    original = trainer.module.forward
-    trainer.module.forward = lambda batch, hidden=None: {**original(batch, hidden),
+    original = trainer.parts.engine.module.forward
+    trainer.parts.engine.module.forward = lambda batch, hidden=None: {**original(batch, hidden),
                                                          "loss": original(batch, hidden)["loss"] * float("nan")}
     try:
         with pytest.raises(TrainError, match="3 updates in a row skipped"):
@@ -179,7 +189,7 @@ def test_fused_optimizer_same_updates_and_state(join: Callable[[], Distributed],
                              performance=PerformanceConfig(fused_optimizer=fused))
         trainer = Trainer.build(config, join())
         try:
-            assert trainer.optimizer.defaults["fused"] is (True if fused else None)
+            assert trainer.parts.engine.optimizer.defaults["fused"] is (True if fused else None)
             losses[fused] = [m["loss"] for m in trainer.train()]
         finally:
             trainer.close()
@@ -215,7 +225,7 @@ def test_unpadded_training_matches_padded(join: Callable[[], Distributed], datas
                              performance=PerformanceConfig(unpad=unpad))
         trainer = Trainer.build(config, join())
         try:
-            assert trainer.unpad is unpad
+            assert trainer.parts.performance.unpad is unpad
             losses[unpad] = trainer.train()
         finally:
             trainer.close()
@@ -235,7 +245,7 @@ def test_deepspeed_config_is_a_pure_function_of_the_config(tmp_path: Path) -> No
     assert deepspeed_config(config, 1, "cuda")["fp16"]["enabled"] is True
     assert json.dumps(config.engine.settings) == before  # the typed config is never modified
     assert config.engine.precision == "fp16" and EngineConfig("x", BF16).precision == "bf16"
-    with pytest.raises(TrainError, match="not a multiple"):
+    with pytest.raises(TrainError, match=r"global batch 4 is not micro-batch 2 × 3 rank\(s\).*no micro-batch fits"):
         deepspeed_config(config, 3, "cpu")
     with pytest.raises(TrainError, match="scheduler"):
         deepspeed_config(replace(config, engine=EngineConfig("s.json", FP32 | {"scheduler": {}})), 1, "cpu")
@@ -322,19 +332,15 @@ def test_resume_skips_a_checkpoint_whose_files_do_not_verify(join: Callable[[], 
     bit-flipped file is named and the newest checkpoint that verifies is used."""
     import shutil
 
-    from tacl_scale.checkpoint import FILES, verify
+    from tacl_scale.checkpoint import CHECKPOINT_RECORD, verify
 
     run = tmp_path / "run"
     config = make_config(dataset, model_file, run, steps=4, export=False,
                          checkpoint=CheckpointConfig(save_every=2, keep_last=3))
-    trainer = Trainer.build(config, join())
-    try:
-        trainer.train()
-    finally:
-        trainer.close()
+    run_job(config, join)
     root = run / "checkpoints"
     for tag in ("step00000002", "step00000004"):
-        record = json.loads((root / tag / FILES).read_text())
+        record = json.loads((root / tag / CHECKPOINT_RECORD).read_text())
         assert any(name.endswith("optim_states.pt") for name in record) and verify(root / tag) is None
     optim = next((root / "step00000004").glob("*optim_states.pt"))
     pristine = tmp_path / "pristine"
@@ -384,8 +390,8 @@ def test_evaluation_reads_the_validation_split_only(join: Callable[[], Distribut
                          data=DataConfig((str(with_split), str(with_split)), weights=(1.0, 3.0), num_workers=0))
     trainer = Trainer.build(config, join())
     try:
-        assert trainer.eval_every == 2
-        rows = [row[mask.bool()] for batch in trainer.eval_batches
+        assert trainer.parts.eval_every == 2
+        rows = [row[mask.bool()] for batch in trainer.parts.eval_batches
                 for row, mask in zip(batch["original_ids"], batch["attention_mask"], strict=True)]
         assert len(rows) == 6
         held_rows = {held[i]["original_ids"].tobytes() for i in range(len(held))}
@@ -421,8 +427,8 @@ def test_mirror_alone_on_a_sentence_list(join: Callable[[], Distributed], senten
                          optim=OptimConfig(steps=3, lr=1e-3, batch_size=8, micro_batch_size=4, schedule="constant"))
     trainer = Trainer.build(config, join())
     try:
-        assert trainer.teacher is None
-        assert trainer.eval_batches and trainer.eval_batches[0]["mirror_ids"].shape[:2] == (2, 4)
+        assert trainer.parts.teacher is None
+        assert trainer.parts.eval_batches and trainer.parts.eval_batches[0]["mirror_ids"].shape[:2] == (2, 4)
         history = trainer.train()
         assert [sorted(k for k in h if k in ("mirror", "mirror_acc", "mlm", "nsp", "tacl")) for h in history] == [
             ["mirror", "mirror_acc"]] * 3
@@ -437,7 +443,7 @@ def test_mirror_alone_on_a_sentence_list(join: Callable[[], Distributed], senten
 def evaluate_scalars(trainer: Trainer) -> dict[str, float]:
     from tacl_scale.evaluation import evaluate
 
-    return evaluate(trainer.engine.module.student, trainer.teacher, trainer.eval_batches, trainer.config.objective)
+    return evaluate(trainer.engine.module.student, trainer.parts.teacher, trainer.parts.eval_batches, trainer.config.objective)
 
 
 @pytest.mark.parametrize(
@@ -467,8 +473,8 @@ def test_model_1_trains_mlm_nsp_and_mirror_together(join: Callable[[], Distribut
     try:
         # Batch 4 as 2 accumulation steps of 2: the negatives are not the whole batch, and it says so.
         assert "negatives come from 2 sequences at a time, not the global batch of 4" in caplog.text
-        assert trainer.teacher is None
-        batch = next(trainer.batches)
+        assert trainer.parts.teacher is None
+        batch = next(trainer.parts.batches)
         assert torch.equal(batch["mirror_ids"][0], batch["original_ids"])
         assert int((batch["mirror_ids"][1] != batch["original_ids"]).sum()) > 0  # spans masked in view 2
         result = trainer.train_step()
@@ -490,7 +496,7 @@ def test_close_releases_the_engine(join: Callable[[], Distributed], dataset: Pat
         trainer.train_step()
     finally:
         trainer.close()
-    engine, student = weakref.ref(trainer.engine), weakref.ref(trainer.student)
+    engine, student = weakref.ref(trainer.engine), weakref.ref(trainer.parts.student)
     del trainer
     gc.collect()
     assert engine() is None and student() is None
@@ -586,7 +592,7 @@ def test_refusals_of_the_job_shape_come_before_anything_is_written(join: Callabl
                                                                    model_file: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     odd = replace(make_config(dataset, model_file, run), optim=OptimConfig(steps=4, batch_size=5, micro_batch_size=2))
-    with pytest.raises(TrainError, match="not a multiple"):
+    with pytest.raises(TrainError, match="global batch 5 is not micro-batch 2 .* one of 1, 5"):
         Trainer.build(odd, join())
     assert not run.exists()
     a_file = tmp_path / "a-file"
@@ -628,11 +634,12 @@ def test_a_resumed_job_logs_no_step_twice(tmp_path: Path) -> None:
     """Steps (and skipped updates) logged after the checkpoint a job resumes from
     are trained again: the earlier job's records of them are dropped."""
     from tacl_scale.metrics import MetricsLogger
+    from tacl_scale.run_dir import RunDir
 
     lines = [{"step": k, "loss": float(k)} for k in (1, 2, 3)] + [
         {"event": "skipped_update", "after_step": 3, "skipped_steps": 1}, {"step": 4, "loss": 4.0}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"step": 5, "lo')
-    logger = MetricsLogger(tmp_path, True, total_steps=6, log_every=10, first_step=3)
+    logger = MetricsLogger(RunDir(tmp_path), True, total_steps=6, log_every=10, first_step=3)
     logger.log_step(4, {"loss": 4.5, "lr": 0.1, "samples_per_s": 1.0})
     logger.close()
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -668,11 +675,7 @@ def test_resume_refuses_other_settings_unless_allowed_and_records_them(join: Cal
     run = tmp_path / "run"
     config = make_config(dataset, model_file, run, steps=4, export=False,
                          checkpoint=CheckpointConfig(save_every=2, stop_after_steps=2))
-    first = Trainer.build(config, join())
-    try:
-        first.train()
-    finally:
-        first.close()
+    run_job(config, join)
     recorded = json.loads((run / "run.json").read_text())
     resume = CheckpointConfig(save_every=2, resume=True)
     changed = replace(config, checkpoint=resume, optim=replace(config.optim, lr=5e-3),
@@ -683,7 +686,7 @@ def test_resume_refuses_other_settings_unless_allowed_and_records_them(join: Cal
     allowed = replace(changed, checkpoint=replace(resume, allow_changes=True))
     trainer = Trainer.build(allowed, join())
     try:
-        assert trainer.state.step == 2 and trainer.scheduler.get_last_lr()[0] > 0
+        assert trainer.state.step == 2 and trainer.parts.engine.scheduler.get_last_lr()[0] > 0
     finally:
         trainer.close()
     history = json.loads((run / "run.json").read_text())["history"]
@@ -769,3 +772,30 @@ def test_the_ds_configs_leave_the_micro_batch_to_the_trainer() -> None:
         asked = parse_args(["--ds", str(root / "ds_configs" / name), "--data", "d", "--model", "m", "--output", "o",
                             "--micro-batch-size", "64", "--precision", "fp16"])
         assert asked.optim.micro_batch_size == 64 and asked.performance.precision == "fp16"
+
+
+def test_a_run_directory_of_the_code_before_run_dir_resumes_and_exports(
+        join: Callable[[], Distributed], dataset: Path, model_file: Path, tmp_path: Path) -> None:
+    """tests/fixtures/run_json_v2.json is the run.json that the code before
+    tacl_scale.run_dir wrote for this run's first two steps (45e88c1, its paths made
+    placeholders): RunRecord reads it, the resume check takes its settings as the
+    same, the new job is added to its history and the export finds its BertConfig."""
+    from tacl_scale.run_dir import RunDir
+
+    run = tmp_path / "run"
+    run_job(make_config(dataset, model_file, run, export=False,
+                        checkpoint=CheckpointConfig(save_every=100, stop_after_steps=2)), join)
+    written = (Path(__file__).parent / "fixtures" / "run_json_v2.json").read_text()
+    tokenizer = PretrainDataset(dataset).manifest.tokenizer.location(dataset).resolve()
+    (run / "run.json").write_text(written.replace("{dataset}", str(dataset)).replace("{model}", str(model_file))
+                                  .replace("{run}", str(run)).replace("{tokenizer}", str(tokenizer)))
+    resumed = Trainer.build(make_config(dataset, model_file, run, checkpoint=CheckpointConfig(resume=True)), join())
+    try:
+        assert resumed.state.step == 2
+        resumed.train()
+    finally:
+        resumed.close()
+    record = RunDir(run).read_record()
+    assert [(s.started_at_step, s.changes) for s in record.history] == [(0, []), (2, [])]
+    assert record.student_config is not None and record.student_config["hidden_size"] == 32
+    assert json.loads((run / "export" / "config.json").read_text())["hidden_size"] == 32

@@ -19,13 +19,15 @@ from .masking import MaskingConfig, mask_tokens
 from .shuffle import BatchLayout, GlobalOrder, micro_batch_positions
 from .views import MirrorViews
 
+PAD_TO_MULTIPLE_OF = 8  # padded batches' lengths: tensor-core friendly
+
 
 @dataclass(frozen=True)
 class CollateConfig:
     """How instances become a padded batch."""
 
     pad_id: int = 0
-    pad_to_multiple_of: int = 8  # tensor-core friendly lengths
+    pad_to_multiple_of: int = PAD_TO_MULTIPLE_OF
     pad_to_length: int | None = None  # pad every batch to this length instead
     unpad: bool = False  # pack the real tokens instead of padding (see collate)
 

@@ -96,28 +96,60 @@ class GlobalOrder:
         return epochs, instances
 
 
+class BatchShapeError(ValueError):
+    """A global batch that the micro-batch and the ranks do not divide; the
+    message says which micro-batch sizes would."""
+
+
 @dataclass(frozen=True)
 class BatchLayout:
-    """How a global batch is cut into micro-batches and spread over ranks. Micro-
-    batch ``k`` of the step that starts at global position ``c`` holds positions
-    ``c + k·micro .. c + (k+1)·micro``; rank ``r`` runs ``k = r, r + W, r + 2W, …``.
-    The positions of a step never depend on ``W`` or ``micro``; which rank runs
-    which micro-batch does."""
+    """The batch shape, its one owner: a global batch of ``batch_size`` samples is
+    ``accumulation`` micro-batches of ``micro_batch_size`` on each of
+    ``world_size`` ranks. The DeepSpeed config, the data sampler and the Slurm
+    job's pre-check all ask it.
+
+    How the batch is cut and spread: micro-batch ``k`` of the step that starts at
+    global position ``c`` holds positions ``c + k·micro .. c + (k+1)·micro``; rank
+    ``r`` runs ``k = r, r + W, r + 2W, …``. The positions of a step never depend on
+    ``W`` or ``micro``; which rank runs which micro-batch does."""
 
     batch_size: int
     micro_batch_size: int
     world_size: int
-    rank: int
+    rank: int = 0
 
     def __post_init__(self) -> None:
+        for name, value in (("global batch", self.batch_size), ("micro-batch", self.micro_batch_size),
+                            ("world size", self.world_size)):
+            if not isinstance(value, int) or value < 1:
+                raise BatchShapeError(f"{name} must be a positive integer, got {value!r}")
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank {self.rank} outside world size {self.world_size}")
         if self.batch_size % (self.micro_batch_size * self.world_size):
-            raise ValueError(f"global batch {self.batch_size} is not a multiple of micro-batch "
-                             f"{self.micro_batch_size} × {self.world_size} rank(s)")
+            fitting = self.micro_batch_sizes(self.batch_size, self.world_size)
+            choice = (f"--micro-batch-size must divide the per-rank batch {self.batch_size // self.world_size}: "
+                      f"one of {', '.join(map(str, fitting))}" if fitting else
+                      f"no micro-batch fits: choose a --batch-size that {self.world_size} rank(s) divide")
+            raise BatchShapeError(f"global batch {self.batch_size} is not micro-batch {self.micro_batch_size} × "
+                                  f"{self.world_size} rank(s) × a whole number of accumulation steps; {choice}")
+
+    @staticmethod
+    def micro_batch_sizes(batch_size: int, world_size: int) -> list[int]:
+        """Every micro-batch size that cuts a global batch of ``batch_size`` over
+        ``world_size`` ranks (the divisors of the per-rank batch), smallest first."""
+        if batch_size % world_size:
+            return []
+        per_rank = batch_size // world_size
+        return [d for d in range(1, per_rank + 1) if per_rank % d == 0]
+
+    @property
+    def per_rank(self) -> int:
+        """Samples of a global batch on each rank."""
+        return self.batch_size // self.world_size
 
     @property
     def accumulation(self) -> int:
+        """Micro-batches per optimizer step on each rank."""
         return self.batch_size // (self.micro_batch_size * self.world_size)
 
     def micro_batches(self, consumed: int) -> list[int]:

@@ -34,8 +34,6 @@ from .rows import MaskedRows
 # Normalisation clamp: a zero vector is divided by this instead of by 0 (the
 # convention of torch.nn.functional.normalize), so its similarities are all 0.
 NORM_EPS = 1e-12
-# The paper's temperature τ of Eq. 1, the default everywhere (ObjectiveConfig, --temperature).
-TACL_TEMPERATURE = 0.01
 
 
 def tacl_loss_reference(
@@ -43,7 +41,7 @@ def tacl_loss_reference(
     teacher: torch.Tensor,
     masked: torch.Tensor,
     attention_mask: torch.Tensor,
-    temperature: float = TACL_TEMPERATURE,
+    temperature: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """PyTorch reference of the TaCL loss; see the module docstring.
 
@@ -86,7 +84,7 @@ def tacl_loss_packed_reference(
     teacher: torch.Tensor,
     masked: torch.Tensor,
     cu_seqlens: torch.Tensor,
-    temperature: float = TACL_TEMPERATURE,
+    temperature: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The reference on the packed layout: the rows are put back into a padded
     batch (a gather the gradient flows through) and scored by
@@ -136,7 +134,7 @@ def tacl_loss(
     teacher: torch.Tensor,
     masked: torch.Tensor,
     attention_mask: torch.Tensor,
-    temperature: float = TACL_TEMPERATURE,
+    temperature: float,
     impl: str = "auto",
     rows: MaskedRows | None = None,
     padding_negatives: bool = False,
@@ -176,7 +174,7 @@ def tacl_loss_packed(
     teacher: torch.Tensor,
     masked: torch.Tensor,
     cu_seqlens: torch.Tensor,
-    temperature: float = TACL_TEMPERATURE,
+    temperature: float,
     impl: str = "auto",
     rows: MaskedRows | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,0 +1,332 @@
+"""The run directory: every name in it, and ``run.json``, its typed record.
+
+A training run writes one directory (``--output RUN_DIR``), and nothing else names
+what is in it::
+
+    RUN_DIR/
+      run.json                   RunRecord: the settings as the first job resolved them,
+                                 the student's BertConfig, the tokenizer's source, one
+                                 history segment per job
+      tokenizer/                 the tokenizer files, copied once (exports ship them)
+      initial/                   a random init's weights (--model CONFIG.json): the
+                                 reference line of analyses
+      checkpoints/
+        stepNNNNNNNN/            DeepSpeed's files, trainer_state.json, files.json (every
+                                 file's size and sha256), .tacl-read-lock (exports)
+        stepNNNNNNNN.universal/  a universal conversion (resumed at another rank count)
+        latest                   the newest complete checkpoint's tag
+      universal-conversion.log   the last conversion's output
+      metrics.jsonl              one object per applied step, and events
+      tensorboard/               the same as TensorBoard scalars
+      PREEMPTED                  the job checkpointed on a signal; a Slurm job requeues on it
+      export/                    the student as a Hugging Face model, at the end of the run
+      .tacl-lock                 held by the training job (tacl_scale.locking)
+
+``run.json`` is read only through :meth:`RunRecord.from_json`, where older layouts
+get their defaults (as :class:`~tacl_scale.data.manifest.Manifest` does for
+datasets). This module also holds what a job checks and copies into the directory
+before training: the resume-settings check and the input snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .data.manifest import TOKENIZER_FILES
+from .files import atomic_write
+
+if TYPE_CHECKING:
+    from .config import TrainConfig
+    from .data import PretrainDataset
+
+RUN_FILE = "run.json"
+TOKENIZER_DIR = "tokenizer"
+INITIAL_DIR = "initial"
+CHECKPOINTS_DIR = "checkpoints"
+UNIVERSAL_LOG = "universal-conversion.log"
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+PREEMPTED_MARKER = "PREEMPTED"
+EXPORT_DIR = "export"
+# Inside checkpoints/ (tacl_scale.checkpoint writes them):
+LATEST = "latest"  # DeepSpeed's own pointer file name, moved by us only when a save is complete
+CHECKPOINT_RECORD = "files.json"  # in each checkpoint: every file's size and sha256
+
+# run.json's layout: 1 unversioned (before the field), 2 with ``version``. A newer
+# one is refused by name, not taken for changed settings.
+RUN_RECORD_VERSION = 2
+# Settings a resumed job must share with the run (dotted paths of TrainConfig.to_dict()):
+# they decide the data, the objectives, the model and the optimizer and its schedule.
+RESUME_SETTINGS = ("model", "seed", "data.paths", "data.weights", "data.dynamic_masking", "objective", "optim")
+RESUME_FREE = ("optim.micro_batch_size", "optim.max_skipped_in_a_row")  # may change with the ranks
+# Settings added since runs were first recorded, with the value a run without them had.
+ADDED_SETTINGS = {"objective.reference_compat": False}
+
+
+class RunRecordError(ValueError):
+    """``run.json`` is unreadable or newer than this code; the message names it
+    and what to do."""
+
+
+class RunDir:
+    """The paths of one run directory (see the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.record_file = self.path / RUN_FILE  # run.json
+        self.tokenizer, self.initial = self.path / TOKENIZER_DIR, self.path / INITIAL_DIR
+        self.checkpoints, self.universal_log = self.path / CHECKPOINTS_DIR, self.path / UNIVERSAL_LOG
+        self.metrics_file, self.tensorboard = self.path / METRICS_FILE, self.path / TENSORBOARD_DIR
+        self.preempted_marker, self.export = self.path / PREEMPTED_MARKER, self.path / EXPORT_DIR
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def has_record(self) -> bool:
+        """Whether this directory holds a run (its ``run.json``)."""
+        return self.record_file.is_file()
+
+    def read_record(self) -> RunRecord:
+        """``run.json``, parsed and checked (:class:`RunRecordError` naming it)."""
+        path = self.record_file
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise RunRecordError(f"{path}: unreadable run record ({err}): restore it from a backup, or start a "
+                                 "new run in another --output") from err
+        return RunRecord.from_json(data, path)
+
+    def write_record(self, record: RunRecord) -> Path:
+        """Write ``run.json`` atomically (a reader sees the old record or the new)."""
+        return atomic_write(self.record_file, json.dumps(record.to_json(), indent=2))
+
+
+@dataclass(frozen=True)
+class TokenizerSource:
+    """Where the run's tokenizer files come from: a directory of Hugging Face
+    tokenizer files, or one vocabulary file (a WordPiece ``vocab.txt`` with its
+    case, or a SentencePiece model)."""
+
+    directory: str | None = None
+    vocab_file: str | None = None
+    lowercase: bool | None = None
+    kind: str | None = None  # the dataset's tokenizer kind for a vocab_file: wordpiece, sentencepiece
+
+    def to_json(self) -> dict[str, Any]:
+        if self.directory is not None:
+            return {"directory": self.directory}
+        return {"vocab_file": self.vocab_file, "lowercase": self.lowercase, "kind": self.kind}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TokenizerSource:
+        if "directory" in data:
+            return cls(directory=str(data["directory"]))
+        return cls(vocab_file=str(data["vocab_file"]), lowercase=data.get("lowercase"), kind=data.get("kind"))
+
+
+@dataclass(frozen=True)
+class JobSegment:
+    """One job of a run: where it started, on what, and what it changed."""
+
+    started_at_step: int
+    world_size: int
+    device: str
+    unpad: bool
+    compile: bool = False
+    changes: list[str] = field(default_factory=list)  # "name: old -> new", with --allow-changes
+
+
+@dataclass
+class RunRecord:
+    """``run.json``: what a run is, as its first job resolved it, and its jobs."""
+
+    config: dict[str, Any]  # TrainConfig.to_dict(): the settings (since the last --allow-changes)
+    world_size: int  # the first job's
+    device: str
+    unpad: bool
+    fused_optimizer: bool
+    tokenizer_source: TokenizerSource
+    deepspeed_config: dict[str, Any]  # the DeepSpeed JSON as the first job resolved it
+    student_config: dict[str, Any] | None = None  # the student's BertConfig; None: runs before it was kept
+    history: list[JobSegment] = field(default_factory=list)
+    version: int = RUN_RECORD_VERSION
+
+    @property
+    def model(self) -> str:
+        """The run's ``--model``."""
+        return str(self.config["model"])
+
+    @classmethod
+    def from_json(cls, data: Any, path: str | os.PathLike = RUN_FILE) -> RunRecord:
+        """The record of ``run.json``'s object; every version this code wrote is
+        read, a newer one refused by name."""
+        if not isinstance(data, dict):
+            raise RunRecordError(f"{path}: a run record is a JSON object, not {type(data).__name__}")
+        version = data.get("version", 1)  # runs before versioned records: 1
+        if not isinstance(version, int) or version > RUN_RECORD_VERSION:
+            raise RunRecordError(f"{path}: run record version {version!r}, written by a newer tacl-scale (this one "
+                                 f"reads up to {RUN_RECORD_VERSION}): update tacl-scale to resume this run")
+        try:
+            return cls(
+                config=dict(data["config"]),
+                world_size=int(data["world_size"]),
+                device=str(data.get("device", "unknown")),  # the first records did not say
+                unpad=bool(data.get("unpad", False)),
+                fused_optimizer=bool(data.get("fused_optimizer", False)),
+                tokenizer_source=TokenizerSource.from_json(data["tokenizer_source"]),
+                deepspeed_config=dict(data.get("deepspeed_config", {})),
+                student_config=data.get("student_config"),
+                history=[JobSegment(int(s["started_at_step"]), int(s["world_size"]), str(s["device"]),
+                                    bool(s.get("unpad", False)), bool(s.get("compile", False)),
+                                    [str(c) for c in s.get("changes", [])])
+                         for s in data.get("history", [])],
+                version=RUN_RECORD_VERSION,
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise RunRecordError(f"{path}: not a run record this code can read ({type(err).__name__}: {err}): "
+                                 "restore it from a backup, or start a new run in another --output") from err
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": RUN_RECORD_VERSION,
+            "config": self.config,
+            "world_size": self.world_size,
+            "device": self.device,
+            "unpad": self.unpad,
+            "fused_optimizer": self.fused_optimizer,
+            "student_config": self.student_config,
+            "tokenizer_source": self.tokenizer_source.to_json(),
+            "deepspeed_config": self.deepspeed_config,
+            "history": [asdict(segment) for segment in self.history],
+        }
+
+
+# -- before a job trains -------------------------------------------------------------------------------
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            out.update(_flatten(inner, f"{prefix}.{key}" if prefix else key))
+        return out
+    return {prefix: value}
+
+
+def settings_changes(saved: dict[str, Any], config: TrainConfig) -> list[str]:
+    """What ``config`` changes of the run's recorded settings (``run.json``'s
+    ``config``) among :data:`RESUME_SETTINGS`, one ``name: old -> new`` each."""
+    old = _flatten(json.loads(json.dumps(saved)))
+    new = _flatten(json.loads(json.dumps(config.to_dict())))
+    changes = []
+    for key in sorted(old.keys() | new.keys()):
+        if not key.startswith(RESUME_SETTINGS) or key in RESUME_FREE:
+            continue
+        before = old.get(key, ADDED_SETTINGS.get(key))
+        if before != new.get(key):
+            changes.append(f"{key}: {before!r} -> {new.get(key)!r}")
+    return changes
+
+
+def check_resume_settings(run: RunDir, config: TrainConfig) -> list[str]:
+    """Refuse (:class:`RunRecordError`) to resume a run with other settings than
+    its own that decide the data, the objectives, the model or the optimizer,
+    naming each difference; ``--allow-changes`` accepts them (returned, to be
+    recorded)."""
+    if not run.has_record():
+        return []
+    changes = settings_changes(run.read_record().config, config)
+    if changes and not config.checkpoint.allow_changes:
+        raise RunRecordError(f"{run.path}: --resume with other settings than the run's ({RUN_FILE}): "
+                             f"{'; '.join(changes)}. Resume with the run's settings, or add --allow-changes to "
+                             "continue with these (recorded in its history)")
+    return changes
+
+
+def record_job(run: RunDir, segment: JobSegment, new_record: RunRecord, config: TrainConfig) -> RunRecord:
+    """Add this job to ``run.json``: ``new_record`` for a new run; a resumed run
+    keeps its record, appends ``segment``, and (after ``--allow-changes``) takes
+    ``config`` as its settings from now on."""
+    if run.has_record():
+        record = run.read_record()
+        record.history.append(segment)
+        if segment.changes:
+            record.config = config.to_dict()
+    else:
+        record = new_record
+        record.history = [segment]
+    run.write_record(record)
+    return record
+
+
+def tokenizer_source(model_path: str, dataset: PretrainDataset) -> TokenizerSource:
+    """Where the exported model's tokenizer comes from: the model directory's own
+    files, or else the dataset's tokenizer (its own copy, from format 3 on)."""
+    model_dir = Path(model_path)
+    if model_dir.is_dir() and any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        return TokenizerSource(directory=str(model_dir.resolve()))
+    tok = dataset.manifest.tokenizer
+    location = tok.location(dataset.path).resolve()
+    if tok.kind == "hf":  # a tokenizer directory (format 2 recorded the file fingerprinted in it)
+        return TokenizerSource(directory=str(location if location.is_dir() else location.parent))
+    return TokenizerSource(vocab_file=str(location), lowercase=tok.lowercase, kind=tok.kind)
+
+
+def write_tokenizer(source: TokenizerSource, out: Path) -> None:
+    """The tokenizer files of ``source`` in folder ``out``, as Hugging Face loads them."""
+    if source.directory is not None:
+        for name in TOKENIZER_FILES:
+            path = Path(source.directory) / name
+            if path.is_file():
+                shutil.copy2(path, out / name)
+        return
+    assert source.vocab_file is not None
+    if source.kind == "sentencepiece":
+        shutil.copy2(source.vocab_file, out / Path(source.vocab_file).name)
+        return
+    from transformers import BertTokenizerFast
+
+    # from_pretrained on a directory holding vocab.txt reads it the same way in
+    # every transformers version (constructor arguments changed in v5).
+    shutil.copy2(source.vocab_file, out / "vocab.txt")
+    lowercase = True if source.lowercase is None else source.lowercase
+    tokenizer = BertTokenizerFast.from_pretrained(str(out), do_lower_case=lowercase)
+    tokenizer.save_pretrained(out)
+
+
+def snapshot_tokenizer(source: TokenizerSource, run: RunDir) -> Path:
+    """Copy the run's tokenizer files to ``RUN_DIR/tokenizer`` once (written to a
+    temporary folder, then renamed), so exports never depend on the original paths."""
+    target = run.tokenizer
+    if target.is_dir():
+        return target
+    tmp = run.path / f".{TOKENIZER_DIR}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    write_tokenizer(source, tmp)
+    os.replace(tmp, target)
+    return target
+
+
+def student_config_dict(student: Any) -> dict[str, Any]:
+    """The student's ``BertConfig`` as ``run.json`` keeps it (no attention choice:
+    that belongs to the run, not to the exported model)."""
+    config = student.config.to_dict()
+    return {k: v for k, v in config.items() if "attn_implementation" not in k}
+
+
+def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset, student: Any) -> None:
+    """What an export needs, in the run directory from the first job on: the
+    tokenizer files, and a random init's weights as ``RUN_DIR/initial`` (the
+    reference line of analyses). Also makes ``RUN_DIR/checkpoints``."""
+    from .export import export_student  # export reads this module's names: imported when used
+
+    run.checkpoints.mkdir(parents=True, exist_ok=True)
+    tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run)
+    if Path(config.model).is_file() and not run.initial.exists():
+        export_student(student, run.initial, tokenizer_dir)

@@ -1,0 +1,112 @@
+"""One source per setting: a flag > a trainer setting of the user's --ds config >
+the --recipe > the typed config's default; the ds configs hold only DeepSpeed's own."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from tacl_scale.config import EngineConfig, OptimConfig
+from tacl_scale.recipes import RECIPES, RecipeError, recipe
+from tacl_scale.train import parse_args
+
+TRAINER_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_clipping")
+
+
+def legacy_config(tmp_path: Path) -> Path:
+    """A DeepSpeed config as they were written before: batch shape and clipping in it."""
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4, "gradient_clipping": 0.5,
+                                "zero_optimization": {"stage": 2}}))
+    return path
+
+
+def test_a_recipe_fills_what_the_flags_leave_out() -> None:
+    config = parse_args(["--recipe", "tacl-large-en"])
+    assert (config.model, Path(config.output).name, config.data.paths) == (
+        "models/bert-large-uncased", "tacl-large-en", ("data/enwiki-bert-uncased-256",))
+    assert Path(config.engine.path).name == "zero2.json"
+    # The paper's numbers are the typed defaults; the micro-batch is the trainer's choice.
+    assert config.optim == OptimConfig()
+    assert config.optim.micro_batch_size is None
+
+
+def test_flags_win_over_the_recipe() -> None:
+    config = parse_args(["--recipe", "tacl-base-zh", "--model", "m", "--data", "d1", "--data", "d2",
+                         "--output", "o", "--micro-batch-size", "16", "--batch-size", "128"])
+    assert (config.model, config.data.paths, Path(config.output).name) == ("m", ("d1", "d2"), "o")
+    assert (config.optim.batch_size, config.optim.micro_batch_size) == (128, 16)
+
+
+def test_the_users_ds_config_wins_over_the_recipe(tmp_path: Path) -> None:
+    """The issue's case: `sbatch slurm/pretrain_large.sh --ds OLD.json` trained with the
+    recipe's micro-batch instead of the config's and was refused."""
+    old = legacy_config(tmp_path)
+    config = parse_args(["--recipe", "tacl-large-en", "--ds", str(old)])
+    assert (config.optim.batch_size, config.optim.micro_batch_size, config.optim.grad_clip) == (8, 4, 0.5)
+    assert config.engine.path == str(old)
+    # ... and a flag wins over both.
+    flagged = parse_args(["--recipe", "tiny-cpu", "--ds", str(old), "--data", "d", "--model", "m", "--output", "o",
+                          "--micro-batch-size", "2"])
+    assert (flagged.optim.batch_size, flagged.optim.micro_batch_size) == (8, 2)
+
+
+def test_an_old_config_is_said_once_and_ours_say_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    note = EngineConfig.from_file(legacy_config(tmp_path)).trainer_settings_note()
+    assert note is not None and "batch_size 8, micro_batch_size 4, grad_clip 0.5" in note and "flags" in note
+    for path in sorted((ROOT / "ds_configs").glob("*.json")):
+        assert EngineConfig.from_file(path).trainer_settings_note() is None, path
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "ds_configs").glob("*.json")), ids=lambda p: p.name)
+def test_the_ds_configs_hold_only_deepspeeds_own(path: Path) -> None:
+    settings = json.loads(path.read_text())
+    assert all(settings.get(key, "auto") == "auto" for key in TRAINER_KEYS), path
+    assert "optimizer" not in settings and "scheduler" not in settings
+    assert "zero_optimization" in settings
+
+
+def test_without_a_recipe_the_paths_are_required(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_args(["--data", "d", "--model", "m", "--output", "o"])
+    assert caught.value.code == 2
+    assert "--ds is required (or a --recipe that sets it)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--recipe", "no-such-recipe"])
+    with pytest.raises(RecipeError, match="no such recipe; known: tacl-base-en, tacl-base-zh"):
+        recipe("no-such-recipe")
+
+
+def test_every_recipe_names_a_config_that_exists_and_the_slurm_scripts_use_them() -> None:
+    for r in RECIPES.values():
+        assert Path(r.ds_path()).is_file(), r
+    body = (ROOT / "slurm" / "_pretrain.sh").read_text()
+    named = set(re.findall(r"RECIPE:-(tacl-[a-z]+-[a-z]+)", body))
+    named |= {f"tacl-base-{lang}" for lang in ("en", "zh")} if "tacl-base-${LANG_CODE:-en}" in body else set()
+    assert named == {"tacl-large-en", "tacl-base-en", "tacl-base-zh"} and named <= set(RECIPES)
+
+
+def test_a_recipes_config_is_found_from_another_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = parse_args(["--recipe", "tiny-cpu", "--data", "d", "--model", "m", "--output", "o"])
+    assert Path(config.engine.path) == ROOT / "ds_configs" / "cpu.json"
+    assert (config.optim.batch_size, config.optim.micro_batch_size) == (8, 4)
+
+
+def test_train_says_an_old_config_once(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """main() logs the note before anything else can fail (here: the data)."""
+    from tacl_scale import train
+
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    with caplog.at_level(logging.WARNING, logger="tacl_scale.train"):
+        code = train.main(["--ds", str(legacy_config(tmp_path)), "--data", str(tmp_path / "nothing"), "--model",
+                           "m", "--output", str(tmp_path / "run")])
+    assert code == 2
+    assert sum("holds settings of the trainer's" in r.getMessage() for r in caplog.records) == 1

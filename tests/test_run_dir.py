@@ -1,0 +1,127 @@
+"""The run directory's owner: its names, and run.json read through RunRecord.from_json
+(every layout written so far, newer ones refused by name)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tacl_scale.run_dir import (
+    RUN_RECORD_VERSION,
+    JobSegment,
+    RunDir,
+    RunRecord,
+    RunRecordError,
+    TokenizerSource,
+    record_job,
+)
+
+# run.json as the first training code wrote it (311c4f5: no version, device, student
+# config or history), with its paths shortened.
+VERSION_1 = {
+    "config": {"model": "models/bert-base-uncased", "output": "/runs/a", "seed": 1234},
+    "world_size": 8,
+    "tokenizer_source": {"vocab_file": "/data/vocab.txt", "lowercase": True, "kind": "wordpiece"},
+    "deepspeed_config": {"train_batch_size": 256},
+}
+
+
+def version_2() -> dict:
+    """run.json as the code before RunRecord wrote it (version 2)."""
+    return {
+        "version": 2,
+        "config": {"model": "/m/config.json", "output": "/runs/b", "seed": 7},
+        "world_size": 2,
+        "device": "cpu",
+        "unpad": False,
+        "fused_optimizer": False,
+        "student_config": {"hidden_size": 32, "model_type": "bert"},
+        "tokenizer_source": {"directory": "/m"},
+        "deepspeed_config": {"train_batch_size": 8, "zero_optimization": {"stage": 2}},
+        "history": [
+            {"started_at_step": 0, "world_size": 2, "device": "cpu", "unpad": False, "compile": False,
+             "changes": []},
+            {"started_at_step": 4, "world_size": 1, "device": "cpu", "unpad": False, "compile": False,
+             "changes": ["optim.lr: 0.001 -> 0.002"]},
+        ],
+    }
+
+
+def test_the_names_of_a_run_directory(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    assert {p.name for p in (run.record_file, run.tokenizer, run.initial, run.checkpoints, run.universal_log,
+                             run.metrics_file, run.tensorboard, run.preempted_marker, run.export)} == {
+        "run.json", "tokenizer", "initial", "checkpoints", "universal-conversion.log", "metrics.jsonl",
+        "tensorboard", "PREEMPTED", "export"}
+    assert all(p.parent == tmp_path for p in (run.record_file, run.export, run.checkpoints))
+
+
+def test_version_2_reads_as_written_and_writes_back_the_same(tmp_path: Path) -> None:
+    record = RunRecord.from_json(version_2())
+    assert record.model == "/m/config.json" and record.world_size == 2 and record.device == "cpu"
+    assert record.tokenizer_source == TokenizerSource(directory="/m")
+    assert record.student_config == {"hidden_size": 32, "model_type": "bert"}
+    assert record.history[1] == JobSegment(4, 1, "cpu", False, False, ["optim.lr: 0.001 -> 0.002"])
+    assert record.to_json() == version_2()
+    RunDir(tmp_path).write_record(record)
+    assert json.loads((tmp_path / "run.json").read_text()) == version_2()
+
+
+def test_version_1_gets_the_defaults_of_what_it_lacked() -> None:
+    record = RunRecord.from_json(VERSION_1)
+    assert record.version == RUN_RECORD_VERSION
+    assert (record.device, record.unpad, record.fused_optimizer, record.student_config, record.history) == (
+        "unknown", False, False, None, [])
+    assert record.tokenizer_source == TokenizerSource(vocab_file="/data/vocab.txt", lowercase=True,
+                                                      kind="wordpiece")
+    assert record.to_json()["tokenizer_source"] == VERSION_1["tokenizer_source"]
+
+
+def test_a_newer_record_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text(json.dumps({**version_2(), "version": RUN_RECORD_VERSION + 1}))
+    with pytest.raises(RunRecordError, match=r"run\.json: run record version 3, written by a newer tacl-scale"):
+        RunDir(tmp_path).read_record()
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("{not json", "unreadable run record"),
+    ("[1, 2]", "a run record is a JSON object, not list"),
+    (json.dumps({"version": 2, "config": {}}), "not a run record this code can read (KeyError"),
+    (json.dumps({**VERSION_1, "history": [{"world_size": 1}]}), "not a run record this code can read"),
+])
+def test_a_broken_record_is_one_error_naming_the_file(tmp_path: Path, text: str, problem: str) -> None:
+    (tmp_path / "run.json").write_text(text)
+    with pytest.raises(RunRecordError) as caught:
+        RunDir(tmp_path).read_record()
+    assert str(caught.value).startswith(f"{tmp_path / 'run.json'}: ") and problem in str(caught.value)
+
+
+class _Config:
+    """What record_job needs of a TrainConfig."""
+
+    def __init__(self, settings: dict) -> None:
+        self.settings = settings
+
+    def to_dict(self) -> dict:
+        return self.settings
+
+
+def test_each_job_adds_a_segment_and_changes_replace_the_settings(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    first = RunRecord.from_json(version_2())
+    first.history = []
+    segment = JobSegment(0, 2, "cpu", False, False, [])
+    record_job(run, segment, first, _Config({"model": "x"}))  # type: ignore[arg-type]
+    assert run.read_record().history == [segment]
+    # A resumed job keeps the record (not the new one it was offered) and adds itself.
+    record_job(run, JobSegment(4, 1, "cpu", False, False, []), RunRecord.from_json(VERSION_1),
+               _Config({"model": "y"}))  # type: ignore[arg-type]
+    kept = run.read_record()
+    assert kept.world_size == 2 and kept.config["model"] == "/m/config.json" and len(kept.history) == 2
+    record_job(run, JobSegment(6, 1, "cpu", False, False, ["seed: 7 -> 8"]), first,
+               _Config({"model": "/m/config.json", "seed": 8}))  # type: ignore[arg-type]
+    changed = run.read_record()
+    assert changed.config == {"model": "/m/config.json", "seed": 8}
+    assert [s.started_at_step for s in changed.history] == [0, 4, 6]
