@@ -12,7 +12,9 @@ import logging
 import os
 import re
 import shutil
+import signal
 import sys
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -393,27 +395,65 @@ def _root_message(err: BaseException) -> str:
 EXIT_INTERRUPTED = 130  # as a shell reports a process ended by SIGINT
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during a build, raised by :class:`_CtrlC`'s handler in place of
+    the interpreter's own KeyboardInterrupt. CPython takes a KeyboardInterrupt raised
+    in code that ``exec`` or ``eval`` runs from a string (a dataclass or namedtuple
+    being defined: Beam imports much of itself only once the pipeline runs) for an
+    unhandled one even after :func:`main` has caught it, and ``python -m`` then ends by
+    killing itself with SIGINT: status -2, not 130. It marks the KeyboardInterrupt class
+    itself only, not a subclass."""
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    raise Interrupted()
+
+
+class _CtrlC:
+    """Within the block, SIGINT raises :class:`Interrupted` until :meth:`ignore`; on
+    leaving, the handler from before. Where the process ignores SIGINT (started in the
+    background) or is not in its main thread (where Python sets handlers), nothing
+    changes."""
+
+    def __enter__(self) -> _CtrlC:
+        self.previous = signal.getsignal(signal.SIGINT)
+        self.active = (threading.current_thread() is threading.main_thread()
+                       and self.previous not in (signal.SIG_IGN, None))
+        if self.active:
+            signal.signal(signal.SIGINT, _raise_interrupted)
+        return self
+
+    def ignore(self) -> None:
+        if self.active:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.active:
+            signal.signal(signal.SIGINT, self.previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     from .inspect import format_summary
 
     command = parse_args(argv)
-    interrupted = False
-    with build_logging(command.config.output.directory, command.quiet, command.verbose) as runner_log:
+    with _CtrlC() as ctrl_c:
         try:
-            manifest_path = run_build(command.config, command.beam_args, command.resume)
-        except BuildError as err:
-            error = f"error: {err}"
-        except KeyboardInterrupt:
-            interrupted, error = True, None
-        else:
-            error = None
+            with build_logging(command.config.output.directory, command.quiet, command.verbose) as runner_log:
+                try:
+                    manifest_path = run_build(command.config, command.beam_args, command.resume)
+                except BuildError as err:
+                    error = f"error: {err}"
+                except KeyboardInterrupt:
+                    ctrl_c.ignore()  # the build has stopped; the console back, then the one line, uninterrupted
+                    raise
+                else:
+                    error = None
+        except KeyboardInterrupt:  # outside the logging block, which holds the console
+            ctrl_c.ignore()
+            print("interrupted; rerun the same command with --resume to continue", file=sys.stderr)
+            return EXIT_INTERRUPTED
     if error is not None:  # the runner log is complete (or known not to be) once its block has ended
-        error = f"{error} ({runner_log.describe()})"
-    if interrupted:  # outside the logging block, which holds the console
-        print("interrupted; rerun the same command with --resume to continue", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    if error is not None:
-        print(error, file=sys.stderr)
+        print(f"{error} ({runner_log.describe()})", file=sys.stderr)
         return EXIT_ERROR
     print(format_summary(Manifest.load(manifest_path.parent), str(manifest_path.parent)))
     print(runner_log.describe())
