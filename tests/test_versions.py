@@ -34,9 +34,10 @@ def gpu_image_pins() -> dict[str, Version]:
 
 
 def test_pyproject_lower_bounds_are_the_tested_gpu_image_versions() -> None:
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     lower = {}
-    for line in pyproject["project"]["dependencies"]:
+    # the base and the extras (torch, triton and deepspeed come with [train])
+    for line in [*project["dependencies"], *(x for extra in project["optional-dependencies"].values() for x in extra)]:
         requirement = Requirement(line)
         bounds = [Version(s.version) for s in requirement.specifier if s.operator == ">="]
         if bounds:
