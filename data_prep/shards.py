@@ -122,8 +122,9 @@ class SpillWriter:
 
 
 # How often a shard build unmaps the spill pages it has read (ShardDocuments.release_pages):
-# a few MB of tokens between releases, and the refaults from page cache cost nothing measurable.
-RELEASE_EVERY_DOCUMENTS = 256
+# a document's instances also read random other documents (NSP's random B), so 256
+# documents touched ~130 MB of spill pages between releases; 64 keep it a quarter of that.
+RELEASE_EVERY_DOCUMENTS = 64
 
 
 class _SpillStore:
@@ -208,6 +209,9 @@ class ShardDocuments:
         self.tokens = _SpillStore(ids_readers, entries)
         self.word_starts = _SpillStore(start_readers, entries)
         self.sentence_lengths = self.tokens.sentence_lengths()
+        # What was read above (every own document's index entries, scattered over every
+        # part's .idx: as large as the whole corpus's index) is in private arrays now.
+        self.release_pages()
 
     def release_pages(self) -> None:
         """Unmap the spill pages read so far: a shard build reads its documents
