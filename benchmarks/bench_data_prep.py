@@ -64,6 +64,10 @@ def build_corpus(target_bytes: int, directory: Path, name: str) -> tuple[Path, i
     and the size of its uncompressed XML."""
     from data_prep.multistream import iter_raw_pages, write_multistream
 
+    dump = directory / f"{name}-multistream.xml.bz2"
+    recorded = directory / f"{name}.xml-bytes"  # written last: a corpus of an interrupted run is not reused
+    if recorded.is_file() and dump.is_file():  # --keep DIR of an earlier run: the same corpus
+        return dump, int(recorded.read_text())
     raw = iter_raw_pages(str(SAMPLE))
     header = next(raw)
     pages = list(raw)
@@ -85,11 +89,10 @@ def build_corpus(target_bytes: int, directory: Path, name: str) -> tuple[Path, i
             copy += 1
         out.write(footer)
     assert size == plain.stat().st_size, (size, plain.stat().st_size)
-    dump, _index = write_multistream(
-        str(plain), str(directory / f"{name}-multistream.xml.bz2"), PAGES_PER_STREAM
-    )
+    written, _index = write_multistream(str(plain), str(dump), PAGES_PER_STREAM)
     plain.unlink()
-    return dump, size
+    recorded.write_text(str(size))
+    return Path(written), size
 
 
 def _renumber(page: bytes, copy: int) -> bytes:
@@ -550,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
                         "with the part spent in the libraries it calls")
     p.add_argument("--keep", metavar="DIR",
                    help="build corpora and logs in DIR and keep them (default: a temporary "
-                        "directory, removed at the end)")
+                        "directory, removed at the end); corpora already there are reused")
     args = p.parse_args(argv)
     if any(s <= 0 for s in args.scales) or any(w <= 0 for w in args.workers) or args.repeat < 1:
         p.error("--scales, --workers and --repeat must be positive")
