@@ -45,7 +45,9 @@ VOCAB = DATA / "vocab" / "bert-base-uncased.txt"
 TIME_BIN = "/usr/bin/time"
 ID_STRIDE = 10_000_000  # copy k gets page ids id + k * ID_STRIDE
 PAGES_PER_STREAM = 100
-POLL_S = 0.2
+# Memory sampling period: psutil walks /proc for the process tree each time; at 0.2 s
+# that took ~20% of a core, 10% of a 2-core machine the build should have.
+POLL_S = 1.0
 MB = 1e6  # throughput and sizes in decimal MB
 TACL_MB_S = 0.06  # TaCL reference: ~2 GB of text in ~10 h
 
