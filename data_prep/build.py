@@ -12,9 +12,7 @@ import logging
 import os
 import re
 import shutil
-import signal
 import sys
-import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from tacl_scale.data.indexed import IndexedFormatError
 from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Manifest
 from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError
+from tacl_scale.preemption import CtrlC
 
 from .build_log import build_logging
 from .config import (
@@ -395,48 +394,11 @@ def _root_message(err: BaseException) -> str:
 EXIT_INTERRUPTED = 130  # as a shell reports a process ended by SIGINT
 
 
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) during a build, raised by :class:`_CtrlC`'s handler in place of
-    the interpreter's own KeyboardInterrupt. CPython takes a KeyboardInterrupt raised
-    in code that ``exec`` or ``eval`` runs from a string (a dataclass or namedtuple
-    being defined: Beam imports much of itself only once the pipeline runs) for an
-    unhandled one even after :func:`main` has caught it, and ``python -m`` then ends by
-    killing itself with SIGINT: status -2, not 130. It marks the KeyboardInterrupt class
-    itself only, not a subclass."""
-
-
-def _raise_interrupted(signum: int, frame: Any) -> None:
-    raise Interrupted()
-
-
-class _CtrlC:
-    """Within the block, SIGINT raises :class:`Interrupted` until :meth:`ignore`; on
-    leaving, the handler from before. Where the process ignores SIGINT (started in the
-    background) or is not in its main thread (where Python sets handlers), nothing
-    changes."""
-
-    def __enter__(self) -> _CtrlC:
-        self.previous = signal.getsignal(signal.SIGINT)
-        self.active = (threading.current_thread() is threading.main_thread()
-                       and self.previous not in (signal.SIG_IGN, None))
-        if self.active:
-            signal.signal(signal.SIGINT, _raise_interrupted)
-        return self
-
-    def ignore(self) -> None:
-        if self.active:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.active:
-            signal.signal(signal.SIGINT, self.previous)
-
-
 def main(argv: list[str] | None = None) -> int:
     from .inspect import format_summary
 
     command = parse_args(argv)
-    with _CtrlC() as ctrl_c:
+    with CtrlC() as ctrl_c:
         try:
             with build_logging(command.config.output.directory, command.quiet, command.verbose) as runner_log:
                 try:

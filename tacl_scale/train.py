@@ -36,7 +36,7 @@ if __package__ in (None, ""):  # run as a script by the deepspeed launcher
 # preemption handler before torch is imported (seconds in which a signal would end
 # the rank without a word). Everything else is imported where it is used.
 from tacl_scale import EXIT_ERROR
-from tacl_scale.preemption import StopRequest
+from tacl_scale.preemption import CtrlC, StopRequest
 
 if TYPE_CHECKING:
     from tacl_scale.config import TrainConfig
@@ -241,56 +241,58 @@ def main(argv: list[str] | None = None) -> int:
     stop_request = StopRequest.install()  # first: a signal from here on is a request to checkpoint
     env: Any = None
     config: TrainConfig | None = None
-    try:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        from tacl_scale.config import ConfigError
-        from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
-        from tacl_scale.files import describe_os_error
-        from tacl_scale.trainer import RankError, Trainer, TrainError
-
-        env = LaunchEnv()
-        trainer = None
+    with CtrlC() as ctrl_c:  # Ctrl-C: Interrupted, not the interpreter's KeyboardInterrupt
         try:
-            env = LaunchEnv.from_environ(os.environ)
-            config = parse_args(argv)
-            note = config.engine.trainer_settings_note()
-            if note and env.rank == 0:
-                logging.getLogger("tacl_scale.train").warning("%s", note)
-            dist = Distributed.setup(env)
+            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+            from tacl_scale.config import ConfigError
+            from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
+            from tacl_scale.files import describe_os_error
+            from tacl_scale.trainer import RankError, Trainer, TrainError
+
+            env = LaunchEnv()
+            trainer = None
             try:
-                trainer = Trainer.build(config, dist, stop_request)
-                trainer.train()
-            finally:
-                if trainer is not None:
-                    trainer.close()
-                else:
-                    dist.close()
-        except DistributedError as err:
-            print(f"error: rank {env.rank}: {err}", file=sys.stderr)
-            return EXIT_ERROR
-        except RankError as err:
-            print(f"error: {_rank_prefix(env)}{err}", file=sys.stderr)
-            return EXIT_ERROR
-        except (ConfigError, TrainError) as err:
-            if env.rank == 0:
-                print(f"error: {err}", file=sys.stderr)
-            return EXIT_ERROR
-        except OSError as err:  # writing the run directory (a full disk, a permission)
-            where = err.filename or (config.output if config is not None else "the run directory")
-            print(f"error: {_rank_prefix(env)}{where}: {describe_os_error(err)}", file=sys.stderr)
-            return EXIT_ERROR
-        except RuntimeError as err:
-            if not _in_a_collective(err):
-                raise  # a defect: its traceback is the report
-            # Another rank stopped (it prints why); this one's collective lost it.
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            print(f"error: {_rank_prefix(env)}another rank stopped, so this one stops too (its own error line "
-                  f"says why; here: {first[:200]})", file=sys.stderr)
-            return EXIT_ERROR
-    except KeyboardInterrupt:
-        if env is None or env.rank == 0:
-            print(_interrupted(config, argv, env), file=sys.stderr, flush=True)
-        return EXIT_INTERRUPTED
+                env = LaunchEnv.from_environ(os.environ)
+                config = parse_args(argv)
+                note = config.engine.trainer_settings_note()
+                if note and env.rank == 0:
+                    logging.getLogger("tacl_scale.train").warning("%s", note)
+                dist = Distributed.setup(env)
+                try:
+                    trainer = Trainer.build(config, dist, stop_request)
+                    trainer.train()
+                finally:
+                    if trainer is not None:
+                        trainer.close()
+                    else:
+                        dist.close()
+            except DistributedError as err:
+                print(f"error: rank {env.rank}: {err}", file=sys.stderr)
+                return EXIT_ERROR
+            except RankError as err:
+                print(f"error: {_rank_prefix(env)}{err}", file=sys.stderr)
+                return EXIT_ERROR
+            except (ConfigError, TrainError) as err:
+                if env.rank == 0:
+                    print(f"error: {err}", file=sys.stderr)
+                return EXIT_ERROR
+            except OSError as err:  # writing the run directory (a full disk, a permission)
+                where = err.filename or (config.output if config is not None else "the run directory")
+                print(f"error: {_rank_prefix(env)}{where}: {describe_os_error(err)}", file=sys.stderr)
+                return EXIT_ERROR
+            except RuntimeError as err:
+                if not _in_a_collective(err):
+                    raise  # a defect: its traceback is the report
+                # Another rank stopped (it prints why); this one's collective lost it.
+                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                print(f"error: {_rank_prefix(env)}another rank stopped, so this one stops too (its own error line "
+                      f"says why; here: {first[:200]})", file=sys.stderr)
+                return EXIT_ERROR
+        except KeyboardInterrupt:
+            ctrl_c.ignore()  # the run has stopped: its one line, uninterrupted
+            if env is None or env.rank == 0:
+                print(_interrupted(config, argv, env), file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
     return 0
 
 

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -176,13 +177,7 @@ def test_a_token_id_past_the_vocabulary_names_shard_instance_and_position(zh_dat
     assert "<id 65535 outside the vocabulary of 21128: run --verify>" in capsys.readouterr().out
     config = make_config(bad, tiny_bert_file, tmp_path / "run", 3, data=DataConfig((str(bad),), num_workers=0,
                                                                               verify=False))
-    trainer = Trainer.build(config, join())
-    try:
-        with pytest.raises(RankError) as caught:
-            trainer.train()
-    finally:
-        trainer.close()
-    message = str(caught.value)
+    message = rank_error_of(config, join)
     assert message.startswith(f"{bad / 'shard-00000.bin'}, instance ") and "token id 65535" in message
     instance, position = (int(part.split()[-1]) for part in message.split(":")[0].split(", ")[1:])
     from tacl_scale.data import PretrainDataset
@@ -190,13 +185,33 @@ def test_a_token_id_past_the_vocabulary_names_shard_instance_and_position(zh_dat
     assert PretrainDataset(bad)[instance]["original_ids"][position] == 65535
 
 
+def rank_error_of(config: TrainConfig, join: Callable[[], Any]) -> str:
+    """The one line of the RankError that training ``config`` in this process ends with."""
+    trainer = Trainer.build(config, join())
+    try:
+        with pytest.raises(RankError) as caught:
+            trainer.train()
+    finally:
+        trainer.close()
+    return str(caught.value)
+
+
 # -- signals ----------------------------------------------------------------------------------------------------
+
+def signalled_job(dataset: Path, model: Path, tmp_path: Path, sig: signal.Signals, when: str,
+                  *extra: str) -> tuple[Path, int, str]:
+    """A 200-step run in ``tmp_path/run`` with 2 DataLoader workers, sent ``sig`` once
+    its log shows ``when``: (the run directory, the exit status, the log)."""
+    run = tmp_path / "run"
+    status, log = signalled_run([*common(dataset, model, run, 200), "--num-workers", "2", *extra], sig, when,
+                                tmp_path / "log")
+    return run, status, log
+
 
 def test_a_preemption_signal_to_the_workers_too_checkpoints_and_resumes(zh_dataset: Path, tiny_bert_file: Path,
                                                                         tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    args = [*common(zh_dataset, tiny_bert_file, run, 200), "--num-workers", "2", "--save-every", "1000"]
-    status, log = signalled_run(args, signal.SIGUSR1, "step 3/200", tmp_path / "log")
+    run, status, log = signalled_job(zh_dataset, tiny_bert_file, tmp_path, signal.SIGUSR1, "step 3/200",
+                                     "--save-every", "1000")
     assert status == 0, log[-3000:]
     assert "killed by signal" not in log and "Traceback" not in log
     marker = (run / PREEMPTED_MARKER).read_text()
@@ -212,10 +227,9 @@ def test_a_preemption_signal_to_the_workers_too_checkpoints_and_resumes(zh_datas
 
 def test_sigterm_while_the_run_is_built_still_checkpoints_and_leaves_the_marker(zh_dataset: Path, tiny_bert_file: Path,
                                                                                 tmp_path: Path) -> None:
-    run = tmp_path / "run"
     # The shards are verified early in the build: before the models, the engine and the first step.
-    status, log = signalled_run([*common(zh_dataset, tiny_bert_file, run, 200), "--num-workers", "2"], signal.SIGTERM,
-                                "verified the 1 shard(s) of --data", tmp_path / "log")
+    run, status, log = signalled_job(zh_dataset, tiny_bert_file, tmp_path, signal.SIGTERM,
+                                     "verified the 1 shard(s) of --data")
     assert status == 0, log[-3000:]
     assert (run / PREEMPTED_MARKER).read_text().startswith("SIGTERM at step ")
     assert latest_tag(run / "checkpoints") is not None and "step 3/200" not in log
@@ -223,9 +237,8 @@ def test_sigterm_while_the_run_is_built_still_checkpoints_and_leaves_the_marker(
 
 def test_ctrl_c_is_one_line_naming_the_checkpoint_and_the_resume_command(zh_dataset: Path, tiny_bert_file: Path,
                                                                          tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    args = [*common(zh_dataset, tiny_bert_file, run, 200), "--num-workers", "2", "--save-every", "2"]
-    status, log = signalled_run(args, signal.SIGINT, "step 3/200", tmp_path / "log")
+    run, status, log = signalled_job(zh_dataset, tiny_bert_file, tmp_path, signal.SIGINT, "step 3/200",
+                                     "--save-every", "2")
     assert status == 130, log[-3000:]
     assert "Traceback" not in log and "KeyboardInterrupt" not in log
     [line] = [line for line in log.splitlines() if line.startswith("interrupted")]
@@ -233,6 +246,35 @@ def test_ctrl_c_is_one_line_naming_the_checkpoint_and_the_resume_command(zh_data
     assert newest is not None and f"the newest checkpoint is {run / 'checkpoints' / newest}" in line
     assert line.endswith("--resume") and "tacl-train" in line
     assert not (run / LOCK_NAME).exists()
+
+
+# A Ctrl-C landing in code that exec() runs (dataclasses and namedtuples are defined that
+# way, by torch and DeepSpeed as they import) made ``python -m tacl_scale.train`` and
+# ``deepspeed --module`` kill themselves with SIGINT after main() had caught it (status -2).
+CTRL_C_IN_EXEC = """
+import sys
+
+import tacl_scale.train
+
+
+def parse_args(argv=None):
+    exec("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(10**8): pass\\n")
+    raise AssertionError("Ctrl-C did not stop training")
+
+
+tacl_scale.train.parse_args = parse_args
+sys.exit(tacl_scale.train.main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_inside_code_run_by_exec_still_exits_130(tmp_path: Path) -> None:
+    (tmp_path / "train_ctrl_c_in_exec.py").write_text(CTRL_C_IN_EXEC, encoding="utf-8")
+    env = plain_env() | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-m", "train_ctrl_c_in_exec"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 130, (res.returncode, res.stderr[-2000:])
+    assert res.stderr.strip().splitlines()[-1] == "interrupted before training started; nothing was written"
+    assert "Traceback" not in res.stderr
 
 
 # -- faults inside training -------------------------------------------------------------------------------------
@@ -271,13 +313,7 @@ def test_a_checkpoint_on_a_full_disk_names_it_and_keeps_the_older_one(zh_dataset
     # torch.save reports a failed write without an errno; the free space says why.
     monkeypatch.setattr(tacl_scale.files, "free_bytes", lambda path: 1 << 20)
     config = make_config(zh_dataset, tiny_bert_file, run, 6, checkpoint=CheckpointConfig(save_every=2))
-    trainer = Trainer.build(config, join())
-    try:
-        with pytest.raises(RankError) as caught:
-            trainer.train()
-    finally:
-        trainer.close()
-    assert str(caught.value) == (f"{full}: the checkpoint of step 4 could not be written: the disk is full (1 MiB "
+    assert rank_error_of(config, join) == (f"{full}: the checkpoint of step 4 could not be written: the disk is full (1 MiB "
                                  f"free); the newest complete checkpoint is {run / 'checkpoints' / 'step00000002'} "
                                  "(--resume continues from it)")
     assert latest_tag(run / "checkpoints") == "step00000002"
