@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import types
 from collections.abc import Callable, Iterable, Iterator
@@ -287,6 +288,16 @@ class FakeSavingEngine:
     def save_checkpoint(self, root: str, tag: str, client_state: dict, save_latest: bool) -> None:
         Path(root, tag).mkdir(parents=True, exist_ok=True)
         Path(root, tag, "mp_rank_00_model_states.pt").write_bytes(tag.encode())
+
+
+def pyproject() -> dict[str, Any]:
+    """pyproject.toml, parsed (Python 3.10 has no tomllib: the test extra installs
+    tomli, the same parser, there)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
 def free_port() -> int:

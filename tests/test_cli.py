@@ -44,10 +44,10 @@ def test_every_console_script_is_a_command_with_help_and_in_the_readme(capsys: p
     ``--help``, and the README's table of commands lists each one."""
     import importlib
 
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from conftest import pyproject
 
     root = Path(__file__).resolve().parents[1]
-    scripts = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    scripts = pyproject()["project"]["scripts"]
     readme = (root / "README.md").read_text(encoding="utf-8")
     assert {"tacl-build-dataset", "tacl-train", "tacl-export", "tacl-analyze"} <= scripts.keys()
     for name, target in scripts.items():

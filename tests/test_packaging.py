@@ -12,26 +12,15 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import sys
-from functools import cache
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import ROOT, pyproject
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser as the PyPI package tomli (the test extra installs it there)
-    import tomli as tomllib
 
 OURS = ("data_prep", "tacl_scale")
 PREP_ONLY = {"apache-beam", "mwparserfromhell", "blingfire", "jieba", "opencc"}
 TRAIN_ONLY = {"torch", "deepspeed", "triton", "tensorboard", "matplotlib"}
-
-
-@cache
-def pyproject() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
 def requirements(*extras: str, base: bool = True) -> set[str]:

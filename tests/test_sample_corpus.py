@@ -428,9 +428,9 @@ def test_data_files_are_package_data(language: str) -> None:
     data = language_data(language)
     assert data["code"] == language
     assert language_data(language) is data  # read once
-    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
-    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert "data/*.json" in pyproject["tool"]["setuptools"]["package-data"]["data_prep.sample_corpus"]
+    from conftest import pyproject
+
+    assert "data/*.json" in pyproject()["tool"]["setuptools"]["package-data"]["data_prep.sample_corpus"]
 
 
 # -- writing files and the command line ---------------------------------------------------

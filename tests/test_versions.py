@@ -6,17 +6,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, pyproject
 from packaging.requirements import Requirement
 from packaging.version import Version
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser as the PyPI package tomli (the test extra installs it there)
-    import tomli as tomllib
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
 
@@ -34,7 +28,7 @@ def gpu_image_pins() -> dict[str, Version]:
 
 
 def test_pyproject_lower_bounds_are_the_tested_gpu_image_versions() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    project = pyproject()["project"]
     lower = {}
     # the base and the extras (torch, triton and deepspeed come with [train])
     for line in [*project["dependencies"], *(x for extra in project["optional-dependencies"].values() for x in extra)]:
