@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import types
@@ -288,6 +289,33 @@ class FakeSavingEngine:
     def save_checkpoint(self, root: str, tag: str, client_state: dict, save_latest: bool) -> None:
         Path(root, tag).mkdir(parents=True, exist_ok=True)
         Path(root, tag, "mp_rank_00_model_states.pt").write_bytes(tag.encode())
+
+
+def ctrl_c_in_exec(tmp_path: Path, module: str, function: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m MODULE ARGS`` whose ``MODULE.FUNCTION`` (a step its ``main`` calls)
+    gets Ctrl-C while code compiled from a string runs, as a dataclass or namedtuple
+    being defined does in the imports of Beam, torch and DeepSpeed. CPython took that
+    KeyboardInterrupt for an unhandled one even though ``main`` caught it, and ``python
+    -m`` then killed itself with SIGINT (status -2, not 130)."""
+    script = tmp_path / "ctrl_c_in_exec.py"
+    script.write_text(f"""import sys
+
+import {module}
+
+
+def interrupted(*args, **kwargs):
+    exec("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(10**8): pass\\n")
+    raise AssertionError("Ctrl-C did not stop {module}")
+
+
+{module}.{function} = interrupted
+sys.exit({module}.main(sys.argv[1:]))
+""", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):  # training: no launcher
+        env.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "ctrl_c_in_exec", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
 
 
 def pyproject() -> dict[str, Any]:

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EN_DUMP, EN_VOCAB, ROOT, ZH_TEXT, ZH_VOCAB, Corpus
+from conftest import EN_DUMP, EN_VOCAB, ROOT, ZH_TEXT, ZH_VOCAB, Corpus, ctrl_c_in_exec
 
 from data_prep.build import BuildError, parse_args, run_build
 from tacl_scale.locking import DirectoryLock
@@ -275,33 +275,10 @@ def test_ctrl_c_is_one_line_that_says_resume(tmp_path: Path) -> None:
     assert_interrupted(proc.returncode, stderr)
 
 
-# The build's main() run as ``python -m`` runs it, with a run_build that gets Ctrl-C
-# while code compiled from a string runs: a dataclass or namedtuple being defined, as
-# Beam's lazy imports do once the pipeline runs. CPython took that KeyboardInterrupt for
-# an unhandled one even though main() caught it, and the process then killed itself
-# with SIGINT: status -2 in about one run in ten of the test above.
-CTRL_C_IN_EXEC = """
-import sys
-
-import data_prep.build
-
-
-def run_build(config, beam_args=None, resume=False):
-    exec("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(10**8): pass\\n")
-    raise AssertionError("Ctrl-C did not stop the build")
-
-
-data_prep.build.run_build = run_build
-sys.exit(data_prep.build.main(sys.argv[1:]))
-"""
-
-
 def test_ctrl_c_inside_code_run_by_exec_still_exits_130(tmp_path: Path) -> None:
-    (tmp_path / "ctrl_c_in_exec.py").write_text(CTRL_C_IN_EXEC, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, "-m", "ctrl_c_in_exec", "--input", str(EN_DUMP), "--tokenizer",
-                          str(EN_VOCAB), "--output", str(tmp_path / "ds"), "--quiet"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    """About one run in ten of the test above died of SIGINT (-2) that way."""
+    res = ctrl_c_in_exec(tmp_path, "data_prep.build", "run_build", "--input", str(EN_DUMP), "--tokenizer",
+                         str(EN_VOCAB), "--output", str(tmp_path / "ds"), "--quiet")
     assert_interrupted(res.returncode, res.stderr)
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset, free_port
+from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset, ctrl_c_in_exec, free_port
 
 from data_prep.inspect import main as inspect_main
 from tacl_scale.checkpoint import latest_tag
@@ -248,30 +248,9 @@ def test_ctrl_c_is_one_line_naming_the_checkpoint_and_the_resume_command(zh_data
     assert not (run / LOCK_NAME).exists()
 
 
-# A Ctrl-C landing in code that exec() runs (dataclasses and namedtuples are defined that
-# way, by torch and DeepSpeed as they import) made ``python -m tacl_scale.train`` and
-# ``deepspeed --module`` kill themselves with SIGINT after main() had caught it (status -2).
-CTRL_C_IN_EXEC = """
-import sys
-
-import tacl_scale.train
-
-
-def parse_args(argv=None):
-    exec("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(10**8): pass\\n")
-    raise AssertionError("Ctrl-C did not stop training")
-
-
-tacl_scale.train.parse_args = parse_args
-sys.exit(tacl_scale.train.main(sys.argv[1:]))
-"""
-
-
 def test_ctrl_c_inside_code_run_by_exec_still_exits_130(tmp_path: Path) -> None:
-    (tmp_path / "train_ctrl_c_in_exec.py").write_text(CTRL_C_IN_EXEC, encoding="utf-8")
-    env = plain_env() | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, "-m", "train_ctrl_c_in_exec"], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=120)
+    """``python -m tacl_scale.train`` and ``deepspeed --module`` died of SIGINT (-2)."""
+    res = ctrl_c_in_exec(tmp_path, "tacl_scale.train", "parse_args")
     assert res.returncode == 130, (res.returncode, res.stderr[-2000:])
     assert res.stderr.strip().splitlines()[-1] == "interrupted before training started; nothing was written"
     assert "Traceback" not in res.stderr
