@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -291,6 +292,14 @@ class FakeSavingEngine:
         Path(root, tag, "mp_rank_00_model_states.pt").write_bytes(tag.encode())
 
 
+def sigint_as_in_a_terminal() -> None:
+    """A child's ``preexec_fn`` for the Ctrl-C tests: SIGINT at its default disposition.
+    A suite started in the background (``cmd &`` from a script) runs with SIGINT
+    ignored, its children inherit that, and Python then never turns SIGINT into
+    KeyboardInterrupt: the tests would send a Ctrl-C no one hears."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def ctrl_c_in_exec(tmp_path: Path, module: str, function: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m MODULE ARGS`` whose ``MODULE.FUNCTION`` (a step its ``main`` calls)
     gets Ctrl-C while code compiled from a string runs, as a dataclass or namedtuple
@@ -315,7 +324,7 @@ sys.exit({module}.main(sys.argv[1:]))
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):  # training: no launcher
         env.pop(name, None)
     return subprocess.run([sys.executable, "-m", "ctrl_c_in_exec", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, preexec_fn=sigint_as_in_a_terminal)
 
 
 def pyproject() -> dict[str, Any]:

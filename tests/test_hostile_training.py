@@ -33,7 +33,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset, ctrl_c_in_exec, free_port
+from conftest import (
+    ROOT,
+    ZH_TEXT,
+    ZH_VOCAB,
+    build_dataset,
+    ctrl_c_in_exec,
+    free_port,
+    sigint_as_in_a_terminal,
+)
 
 from data_prep.inspect import main as inspect_main
 from tacl_scale.checkpoint import latest_tag
@@ -93,7 +101,7 @@ def signalled_run(args: list[str], sig: signal.Signals, when: str, log: Path) ->
     its exit status and output."""
     out = open(log, "w")
     proc = subprocess.Popen(tacl_train(*args), env=plain_env(), stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
     deadline = time.monotonic() + 300
     while when not in log.read_text():
         if proc.poll() is not None or time.monotonic() > deadline:
