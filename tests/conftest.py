@@ -292,6 +292,15 @@ class FakeSavingEngine:
         Path(root, tag, "mp_rank_00_model_states.pt").write_bytes(tag.encode())
 
 
+LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def plain_env() -> dict[str, str]:
+    """A shell's environment: no launcher variables (training runs as one process)."""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    return env | {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
 def sigint_as_in_a_terminal() -> None:
     """A child's ``preexec_fn`` for the Ctrl-C tests: SIGINT at its default disposition.
     A suite started in the background (``cmd &`` from a script) runs with SIGINT
@@ -320,9 +329,7 @@ def interrupted(*args, **kwargs):
 {module}.{function} = interrupted
 sys.exit({module}.main(sys.argv[1:]))
 """, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):  # training: no launcher
-        env.pop(name, None)
+    env = plain_env() | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "-m", "ctrl_c_in_exec", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120, preexec_fn=sigint_as_in_a_terminal)
 

@@ -40,6 +40,7 @@ from conftest import (
     build_dataset,
     ctrl_c_in_exec,
     free_port,
+    plain_env,
     sigint_as_in_a_terminal,
 )
 
@@ -55,7 +56,6 @@ from tacl_scale.trainer import RankError, Trainer, TrainError
 
 pytestmark = pytest.mark.slow
 
-LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def copy_dataset(source: Path, target: Path) -> Path:
@@ -74,12 +74,6 @@ def edit_manifest(directory: Path, edit: Callable[[dict], None]) -> None:
 
 def tacl_train(*args: str) -> list[str]:
     return [str(Path(sys.executable).parent / "tacl-train"), "--recipe", "tiny-cpu", *args]
-
-
-def plain_env() -> dict[str, str]:
-    """A shell's environment: no launcher variables."""
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
-    return env | {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def common(dataset: Path, model: Path, run: Path, steps: int) -> list[str]:
