@@ -354,6 +354,33 @@ def free_port() -> int:
     return kernel_port("127.0.0.1")
 
 
+def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``train.main(ARGS)`` here, as ``tacl-train ARGS`` (one rank, no launcher) would
+    run it: its exit code and what it wrote to stderr. For refusals, which need
+    none of a process's start-up (about 6 s on the tier's 2 cores). The signal
+    handlers it installs and the environment it sets are put back."""
+    import signal
+    from unittest import mock
+
+    from tacl_scale.preemption import SIGNALS
+    from tacl_scale.train import main
+
+    handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    launcher_keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    try:
+        with mock.patch.dict(os.environ, {"DS_ACCELERATOR": "cpu"}):
+            for key in launcher_keys:
+                os.environ.pop(key, None)
+            code = main(args)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    import torch.distributed
+
+    assert not torch.distributed.is_initialized(), "main() left its process group behind"
+    return code, capsys.readouterr().err
+
+
 @pytest.fixture
 def join() -> Iterator[Callable[[], Any]]:
     """Joins a one-rank process group in this process as a launcher would set it up

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset, free_port
+from conftest import ROOT, TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset, free_port, main_in_this_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.framework]
 
@@ -44,31 +44,6 @@ def launch(args: list[str], ranks: int = 2, launcher: str = "torchrun") -> subpr
     left = list(Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*"))
     assert not left, left
     return res
-
-
-def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """``train.main(ARGS)`` here, as ``tacl-train ARGS`` (one rank, no launcher) would
-    run it: its exit code and what it wrote to stderr. For refusals, which need
-    none of a process's start-up (about 6 s on the tier's 2 cores). The signal
-    handlers it installs and the environment it sets are put back."""
-    import signal
-    from unittest import mock
-
-    from tacl_scale.preemption import SIGNALS
-    from tacl_scale.train import main
-
-    handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
-    launcher_keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-    try:
-        with mock.patch.dict(os.environ, {"DS_ACCELERATOR": "cpu"}):
-            for key in launcher_keys:
-                os.environ.pop(key, None)
-            code = main(args)
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-    assert not torch.distributed.is_initialized(), "main() left its process group behind"
-    return code, capsys.readouterr().err
 
 
 def metrics(run: Path) -> dict[int, dict[str, float]]:
@@ -169,21 +144,6 @@ def test_export_cli_matches_the_final_export(full_run: Path, tmp_path: Path,
     assert "run.json" in capsys.readouterr().err
 
 
-def test_resume_gives_the_same_losses_with_two_ranks(setup: dict[str, Path], full_run: Path) -> None:
-    run = setup["root"] / "resumed"
-    first = launch([*common(setup), "--output", str(run), "--stop-after-steps", "3"])
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert sorted(metrics(run)) == [1, 2, 3] and not (run / "export").exists()
-    second = launch([*common(setup), "--output", str(run), "--resume"])
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert "resumed from" in second.stdout + second.stderr
-    straight, resumed = metrics(full_run), metrics(run)
-    assert sorted(resumed) == [1, 2, 3, 4, 5, 6]
-    for step in range(1, 7):
-        for key in ("loss", "tacl", "mlm", "nsp"):
-            assert resumed[step][key] == pytest.approx(straight[step][key], rel=1e-6, abs=1e-7), (step, key)
-
-
 def test_loss_falls_when_overfitting_and_objective_switch(setup: dict[str, Path]) -> None:
     run = setup["root"] / "overfit"
     args = ["--recipe", "tiny-cpu", "--data", str(setup["data"]), "--model", str(setup["config"]),
@@ -244,9 +204,10 @@ def test_refusals(setup: dict[str, Path], tmp_path: Path, capsys: pytest.Capture
 
 
 def test_killed_run_resumes_with_the_same_losses(setup: dict[str, Path], full_run: Path) -> None:
-    """SIGKILL the whole launcher process group once a checkpoint exists, resume,
-    and compare every step with the uninterrupted run (steps done twice after the
-    checkpoint are taken from the resumed job)."""
+    """SIGKILL the whole deepspeed launcher's process group once a checkpoint exists,
+    resume, and compare every step with the uninterrupted run (steps done twice after
+    the checkpoint are taken from the resumed job): resuming on the same ranks is
+    exact."""
     import signal
     import time
 
@@ -264,8 +225,9 @@ def test_killed_run_resumes_with_the_same_losses(setup: dict[str, Path], full_ru
     proc.wait()
     assert latest.read_text() == "step00000003", "killed after the first checkpoint"
     assert not (run / "export").exists()
-    resumed = launch([*common(setup), "--output", str(run), "--resume"], launcher="deepspeed")
+    resumed = launch([*common(setup), "--output", str(run), "--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resumed from {run / 'checkpoints' / 'step00000003'}" in resumed.stdout + resumed.stderr
     straight, after = metrics(full_run), metrics(run)
     assert sorted(after) == [1, 2, 3, 4, 5, 6]
     # Steps logged after the checkpoint by the killed job are not logged twice.
@@ -310,16 +272,17 @@ def test_config_optimizer_params_are_defaults_and_flags_override(tmp_path: Path)
             paper.objective.temperature) == (1e-4, 256, 150_000, 0.1, 0.01)
 
 
-def test_blended_data_and_dynamic_masking_train(setup: dict[str, Path], tmp_path: Path) -> None:
+def test_blended_data_and_dynamic_masking_train(setup: dict[str, Path], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "blend"
     with_split = build_dataset(tmp_path / "with_split", "--input", str(ZH_TEXT), "--format", "text",
                                "--language", "zh", "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10",
                                "--dupe-factor", "1", "--max-seq-len", "64", "--validation-fraction", "0.3")
-    res = launch(["--recipe", "tiny-cpu", "--data", str(setup["data"]), "--data", str(with_split),
-                  "--data-weights", "1", "3", "--dynamic-masking", "--eval-every", "1",
-                  "--model", str(setup["config"]),
-                  "--steps", "2", "--num-workers", "0", "--no-export", "--output", str(run)], ranks=1)
-    assert res.returncode == 0, res.stderr[-3000:]
+    code, stderr = main_in_this_process(["--recipe", "tiny-cpu", "--data", str(setup["data"]), "--data",
+                                         str(with_split), "--data-weights", "1", "3", "--dynamic-masking",
+                                         "--eval-every", "1", "--model", str(setup["config"]), "--steps", "2",
+                                         "--num-workers", "0", "--no-export", "--output", str(run)], capsys)
+    assert code == 0, stderr[-3000:]
     run_info = json.loads((run / "run.json").read_text())
     assert run_info["config"]["data"]["weights"] == [1.0, 3.0] and run_info["config"]["data"]["dynamic_masking"]
     assert sorted(metrics(run)) == [1, 2]
@@ -387,8 +350,13 @@ def test_resume_on_another_number_of_ranks(setup: dict[str, Path], tmp_path: Pat
             "--batch-size", "8", "--micro-batch-size", "2", "--no-export"]
 
     def run(name: str, ranks: int, *extra: str) -> dict[int, dict[str, float]]:
-        res = launch([*args, "--output", str(tmp_path / name), *extra], ranks=ranks)
-        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        """On ``ranks`` ranks under torchrun; ``ranks=0``: one rank, in this process."""
+        if ranks == 0:
+            code, stderr = main_in_this_process([*args, "--output", str(tmp_path / name), *extra], capsys)
+            assert code == 0, stderr[-3000:]
+        else:
+            res = launch([*args, "--output", str(tmp_path / name), *extra], ranks=ranks)
+            assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         return metrics(tmp_path / name)
 
     def same(a: dict[int, dict[str, float]], b: dict[int, dict[str, float]], steps: range) -> None:
@@ -397,7 +365,7 @@ def test_resume_on_another_number_of_ranks(setup: dict[str, Path], tmp_path: Pat
             for key in ("loss", "tacl", "mlm", "nsp"):
                 assert b[step][key] == pytest.approx(a[step][key], rel=1e-5, abs=1e-6), (step, key)
 
-    one = run("one", 1)  # the reference: uninterrupted, on 1 rank
+    one = run("one", 0)  # the reference: uninterrupted, on 1 rank
     assert sorted(one) == list(range(1, 13)) and len({one[s]["sample_digest"] for s in one}) == 12
 
     # Steps 1-6 on 2 ranks, 7-12 on 1: both halves equal the 1-rank run's.
@@ -407,11 +375,11 @@ def test_resume_on_another_number_of_ranks(setup: dict[str, Path], tmp_path: Pat
     assert (tmp_path / "two_then_one" / "checkpoints" / "step00000006.universal").is_dir()
     same(one, shrunk, range(1, 13))
 
-    run("one_then_two", 1, "--stop-after-steps", "6")
+    run("one_then_two", 0, "--stop-after-steps", "6")
     grown = run("one_then_two", 2, "--resume")
     same(one, grown, range(1, 13))
 
-    bigger = run("micro", 1, "--resume", "--micro-batch-size", "4")
+    bigger = run("micro", 0, "--resume", "--micro-batch-size", "4")
     for step in range(7, 13):  # same samples; other micro-batches, so other dropout masks
         assert bigger[step]["sample_digest"] == one[step]["sample_digest"]
 
@@ -424,15 +392,17 @@ def test_resume_on_another_number_of_ranks(setup: dict[str, Path], tmp_path: Pat
 def test_model_1_through_the_launcher_resumes_exactly(setup: dict[str, Path]) -> None:
     """MLM + NSP + mirror (the paper's model-1) on 2 CPU ranks, negatives gathered
     across them: a run stopped after 2 steps and resumed logs the losses of an
-    uninterrupted run."""
-    args = [*common(setup, steps=4), "--objectives", "mlm,nsp,mirror", "--save-every", "2", "--no-export"]
+    uninterrupted run. The job stopped early exports nothing; the one that ends the run does."""
+    args = [*common(setup, steps=4), "--objectives", "mlm,nsp,mirror", "--save-every", "2"]
     straight_run, resumed_run = setup["root"] / "model1", setup["root"] / "model1_resumed"
     straight = launch([*args, "--output", str(straight_run)])
     assert straight.returncode == 0, straight.stderr[-3000:]
     first = launch([*args, "--output", str(resumed_run), "--stop-after-steps", "2"])
     assert first.returncode == 0, first.stderr[-3000:]
+    assert sorted(metrics(resumed_run)) == [1, 2] and not (resumed_run / "export").exists()
     second = launch([*args, "--output", str(resumed_run), "--resume"])
     assert second.returncode == 0, second.stderr[-3000:]
+    assert (resumed_run / "export" / "config.json").is_file()
     expected, resumed = metrics(straight_run), metrics(resumed_run)
     assert sorted(resumed) == [1, 2, 3, 4]
     assert "tacl" not in expected[1]
