@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import EN_DUMP, EN_VOCAB, ZH_TEXT, ZH_VOCAB, build_dataset, free_port
+from conftest import EN_DUMP, EN_VOCAB, ROOT, ZH_TEXT, ZH_VOCAB, build_dataset, free_port
 
 pytestmark = pytest.mark.slow
 DASK = Path(sys.executable).parent / "dask"
@@ -25,16 +25,19 @@ DASK = Path(sys.executable).parent / "dask"
 def dask_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from distributed import Client
 
+    from data_prep.build import DASK_WORKER_ENV
+
     logs = tmp_path_factory.mktemp("dask")
+    env = os.environ | DASK_WORKER_ENV  # as slurm/prep_wiki.sh starts them
     address = f"tcp://127.0.0.1:{free_port()}"
     port = address.rsplit(":", 1)[1]
     processes = [subprocess.Popen([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", port,
                                    "--dashboard-address", ":0"], stdout=open(logs / "scheduler.log", "w"),
-                                  stderr=subprocess.STDOUT, start_new_session=True)]
+                                  stderr=subprocess.STDOUT, start_new_session=True, env=env)]
     processes.append(subprocess.Popen([str(DASK), "worker", address, "--nworkers", "2", "--nthreads", "1",
                                        "--memory-limit", "3GiB", "--dashboard-address", ":0"],
                                       stdout=open(logs / "workers.log", "w"), stderr=subprocess.STDOUT,
-                                      start_new_session=True))
+                                      start_new_session=True, env=env))
     try:
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=120)
@@ -86,7 +89,39 @@ def test_english_multistream_dump_on_dask(dask_cluster: str, tmp_path: Path) -> 
     assert len(executed) == 2 and all(count > 0 for count in executed.values()), executed
 
 
-def test_chinese_sample_on_dask(dask_cluster: str, tmp_path: Path) -> None:
+def test_chinese_sample_on_dask(dask_cluster: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     same_build_both_ways(tmp_path / "zh" / "ds", dask_cluster, "--input", str(ZH_TEXT), "--format", "text",
                          "--language", "zh", "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10",
                          "--num-shards", "2", "--whole-word-masking")
+    assert "Dask worker(s) run with" not in caplog.text  # its workers were started with DASK_WORKER_ENV
+
+
+@pytest.mark.parametrize("tuned", [False, True])
+def test_workers_with_dasks_defaults_are_named_with_the_settings_to_use(tuned: bool) -> None:
+    """Dask's defaults (as in this process) get one line naming every variable;
+    the settings of DASK_WORKER_ENV, read from the environment as a worker reads
+    them, none."""
+    import dask
+
+    from data_prep.build import DASK_WORKER_ENV, dask_worker_advice, dask_worker_settings
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in (DASK_WORKER_ENV.items() if tuned else ()):
+            patch.setenv(key, value)
+        dask.config.refresh()
+        here = dask_worker_settings()
+    dask.config.refresh()  # this process's own settings again
+    advice = dask_worker_advice({"tcp://a:1": here, "tcp://b:2": dict(here, profile=False, tick_s=1, monitor_s=1)})
+    if tuned:
+        assert here == {"profile": False, "tick_s": 1, "monitor_s": 1} and advice is None
+    else:
+        assert advice is not None and advice.startswith("1 of 2 Dask worker(s)")
+        assert all(f"{key}={value}" in advice for key, value in DASK_WORKER_ENV.items())
+
+
+def test_the_slurm_job_starts_its_dask_workers_with_the_settings() -> None:
+    from data_prep.build import DASK_WORKER_ENV
+
+    script = (ROOT / "slurm" / "prep_wiki.sh").read_text()
+    for key, value in DASK_WORKER_ENV.items():
+        assert f"{key}={value}" in script, key
