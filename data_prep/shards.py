@@ -39,7 +39,7 @@ from tacl_scale.data.manifest import (
     shard_file_names,
     shard_name,
 )
-from tacl_scale.data.masking import MaskedInstances, mask_instances, seeded_generators
+from tacl_scale.data.masking import MaskedInstances, mask_pass, seeded_generators
 
 from .config import BuildConfig
 from .documents import VALIDATION_RULE, TokenizedDocument
@@ -253,10 +253,12 @@ def document_instances(docs: ShardDocuments, doc_index: int, config: BuildConfig
                        is_special: np.ndarray) -> DocumentInstances:
     """The NSP pairs of ``dupe_factor`` passes over one document, each pass with its
     own generators seeded from (seed, document id, dupe index), assembled and masked.
-    Assembly and masking work on the whole document at once; only the random
-    draws run per instance, in the order that defines the dataset's bytes."""
+    Assembly works on the whole document at once, masking on one pass at a time
+    (:func:`~tacl_scale.data.masking.mask_pass`: a few draws per pass, in the order
+    that defines the dataset's bytes)."""
     specials = facts.special_ids
     pairs: list[PairSpec] = []
+    pass_sizes: list[int] = []
     mask_rngs: list[np.random.Generator] = []
     for dupe in range(config.dupe_factor):
         pair_rng, mask_rng = seeded_generators(config.seed, docs.doc_ids[doc_index], dupe)
@@ -265,7 +267,8 @@ def document_instances(docs: ShardDocuments, doc_index: int, config: BuildConfig
         else:
             dupe_pairs = create_pairs_from_document(docs.sentence_lengths, doc_index, config.instances, pair_rng)
         pairs += dupe_pairs
-        mask_rngs += [mask_rng] * len(dupe_pairs)
+        pass_sizes.append(len(dupe_pairs))
+        mask_rngs.append(mask_rng)
     tokens, lengths = assemble_all(pairs, docs.tokens, specials["cls"], specials["sep"])
     # Word starts matter only to whole-word masking (and its word_starts file).
     word_starts = (assemble_all(pairs, docs.word_starts, 1, 1, dtype=bool)[0]
@@ -275,10 +278,35 @@ def document_instances(docs: ShardDocuments, doc_index: int, config: BuildConfig
         empty = np.zeros(0, dtype=np.int64)
         masked = MaskedInstances(empty, empty.copy(), [0] * len(pairs))
     else:
-        masked = mask_instances(tokens, maskable, word_starts, lengths, mask_rngs, config.masking,
-                                config.max_predictions, specials["mask"], facts.replacement_ids)
+        masked = _mask_passes(tokens, maskable, word_starts, lengths, pass_sizes, mask_rngs, config, facts)
     return DocumentInstances(pairs, tokens, word_starts, maskable, lengths,
                              masked.positions, masked.placed, masked.counts)
+
+
+def _mask_passes(tokens: np.ndarray, maskable: np.ndarray, word_starts: np.ndarray | None, lengths: list[int],
+                 pass_sizes: list[int], rngs: list[np.random.Generator], config: BuildConfig,
+                 facts: TokenizerFacts) -> MaskedInstances:
+    """:func:`mask_pass` on each pass's instances (``pass_sizes[d]`` of them, joined
+    in pass order), the results joined."""
+    positions: list[np.ndarray] = []
+    placed: list[np.ndarray] = []
+    counts: list[int] = []
+    first = start = 0
+    for size, rng in zip(pass_sizes, rngs, strict=True):
+        pass_lengths = lengths[first : first + size]
+        stop = start + sum(pass_lengths)
+        masked = mask_pass(tokens[start:stop], maskable[start:stop],
+                           None if word_starts is None else word_starts[start:stop], pass_lengths, rng,
+                           config.masking, config.max_predictions, facts.special_ids["mask"],
+                           facts.replacement_ids)
+        positions.append(masked.positions)
+        placed.append(masked.placed)
+        counts += masked.counts
+        first, start = first + size, stop
+    if not positions:
+        empty = np.zeros(0, dtype=np.int64)
+        return MaskedInstances(empty, empty.copy(), [])
+    return MaskedInstances(np.concatenate(positions), np.concatenate(placed), counts)
 
 
 def _count(stats: dict[str, int], histogram: dict[int, int], instances: DocumentInstances,

@@ -14,6 +14,7 @@ from tacl_scale.data.masking import (
     MaskedTokens,
     MaskingConfig,
     mask_instances,
+    mask_pass,
     mask_tokens,
     seeded_generators,
 )
@@ -433,3 +434,138 @@ def test_mask_instances_equals_one_plain_call_per_instance(whole_words):
         assert got.counts == want_counts
         assert got.positions.tolist() == want_positions and got.placed.tolist() == want_placed
         assert got.positions.dtype == np.int64 and got.placed.dtype == np.int64
+
+
+def _reference_mask_pass(tokens, maskable, word_starts, lengths, rng, config, max_predictions, mask_id,
+                         replacement_ids):
+    """mask_pass written plainly from its docstring (format 5's static masks): one
+    key per maskable position (per word), each instance's smallest, then the draws."""
+    bounds = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    instances = [np.flatnonzero(maskable[bounds[k]:bounds[k + 1]]) + bounds[k] for k in range(len(lengths))]
+    budgets = [min(len(p), max_predictions, max(1, int(round(len(p) * config.masked_lm_prob)))) for p in instances]
+    chosen = []
+    if config.whole_word_masking:
+        words = []  # (instance, its positions), in position order
+        for k, positions in enumerate(instances):
+            for i, position in enumerate(positions.tolist()):
+                if i == 0 or word_starts[position] or position != positions[i - 1] + 1:
+                    words.append((k, []))
+                words[-1][1].append(position)
+        keys = rng.random(len(words)).tolist()
+        for k, budget in enumerate(budgets):
+            mine = sorted((k + keys[w] / 2, w) for w in range(len(words)) if words[w][0] == k)
+            taken = 0
+            for _, w in mine:
+                if taken >= budget:
+                    break
+                if taken + len(words[w][1]) <= budget:
+                    chosen += words[w][1]
+                    taken += len(words[w][1])
+    else:
+        keys = rng.random(sum(len(p) for p in instances)).tolist()
+        at = 0
+        for k, (positions, budget) in enumerate(zip(instances, budgets, strict=True)):
+            mine = sorted((k + keys[at + i] / 2, int(p)) for i, p in enumerate(positions))
+            chosen += [p for _, p in mine[:budget]]
+            at += len(positions)
+    chosen = np.array(sorted(chosen), dtype=np.int64)
+    draws = rng.random(len(chosen))
+    placed = np.asarray(tokens, dtype=np.int64)[chosen]
+    placed[draws < config.mask_token_prob] = mask_id
+    randomized = (draws >= config.mask_token_prob) & (draws < config.mask_token_prob + config.random_token_prob)
+    placed[randomized] = replacement_ids[rng.integers(0, len(replacement_ids), int(randomized.sum()))]
+    owner = np.searchsorted(bounds, chosen, side="right") - 1
+    counts = np.bincount(owner, minlength=len(lengths)).tolist()
+    return chosen - bounds[owner], placed, counts
+
+
+def _random_pass(sizes: np.random.Generator, seed: int):
+    lengths = sizes.integers(1, 200, int(sizes.integers(1, 40))).tolist()
+    total = sum(lengths)
+    tokens = sizes.integers(5, 1000, total).astype(np.int64)
+    maskable = sizes.random(total) < 0.9
+    maskable[: lengths[0]] &= seed % 3 != 0  # some passes open with an instance of specials only
+    word_starts = sizes.random(total) < 0.6
+    return lengths, tokens, maskable, word_starts
+
+
+@pytest.mark.parametrize("whole_words", [False, True])
+def test_mask_pass_draws_as_its_plain_reference(whole_words):
+    """Format 5's static masks: the vectorised pass equals the contract written out
+    instance by instance, with one generator running on through several passes."""
+    config = MaskingConfig(whole_word_masking=whole_words)
+    replacement_ids = np.arange(5, 1000, dtype=np.int32)
+    sizes = np.random.default_rng(2)
+    for seed in range(60):
+        fast_rng, plain_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+        for _ in range(2):
+            lengths, tokens, maskable, word_starts = _random_pass(sizes, seed)
+            got = mask_pass(tokens, maskable, word_starts, lengths, fast_rng, config, 40, 4, replacement_ids)
+            positions, placed, counts = _reference_mask_pass(tokens, maskable, word_starts, lengths, plain_rng,
+                                                             config, 40, 4, replacement_ids)
+            assert got.counts == counts
+            assert got.positions.tolist() == positions.tolist() and got.placed.tolist() == placed.tolist()
+            assert got.positions.dtype == np.int64 and got.placed.dtype == np.int64
+
+
+class _TiedKeys:
+    """A generator whose uniforms are all equal (every key ties), its integers real."""
+
+    def __init__(self, seed: int) -> None:
+        self.real = np.random.default_rng(seed)
+
+    def random(self, n: int) -> np.ndarray:
+        return np.full(n, 0.3)
+
+    def integers(self, low: int, high: int, size: int) -> np.ndarray:
+        return self.real.integers(low, high, size)
+
+
+@pytest.mark.parametrize("whole_words", [False, True])
+def test_mask_pass_decides_equal_keys_by_position(whole_words):
+    """Keys equal at an instance's cut (here all of them) are taken in position
+    order: each instance's first maskable positions (its first words that fit)."""
+    config = MaskingConfig(whole_word_masking=whole_words, mask_token_prob=0.2, random_token_prob=0.2)
+    replacement_ids = np.arange(5, 1000, dtype=np.int32)
+    lengths, tokens, maskable, word_starts = _random_pass(np.random.default_rng(3), 1)
+    got = mask_pass(tokens, maskable, word_starts, lengths, _TiedKeys(0), config, 40, 4, replacement_ids)
+    positions, placed, counts = _reference_mask_pass(tokens, maskable, word_starts, lengths, _TiedKeys(0), config,
+                                                     40, 4, replacement_ids)
+    assert got.counts == counts and got.positions.tolist() == positions.tolist()
+    assert got.placed.tolist() == placed.tolist()
+    if not whole_words:
+        first = at = 0
+        for length, count in zip(lengths, got.counts, strict=True):
+            mine = np.flatnonzero(maskable[first : first + length])
+            assert got.positions[at : at + count].tolist() == mine[:count].tolist()
+            first, at = first + length, at + count
+        assert sum(got.counts) > 0
+
+
+def test_mask_pass_statistics():
+    """Over many passes: each instance gets exactly its budget of non-special
+    positions, every maskable position is as likely as another, and the chosen
+    tokens become [MASK] / random / kept at 80 / 10 / 10."""
+    config = MaskingConfig()
+    rng = np.random.default_rng(4)
+    length, instances = 100, 8
+    tokens = rng.integers(200, VOCAB, length * instances).astype(np.int64)
+    maskable = np.ones(length * instances, dtype=bool)
+    maskable[::length] = maskable[length - 1 :: length] = False  # [CLS] ... [SEP]
+    hits = np.zeros(length * instances)
+    mask = random_token = kept = 0
+    for seed in range(400):
+        got = mask_pass(tokens, maskable, None, [length] * instances, np.random.default_rng(seed), config, 20,
+                        MASK, REPLACEMENT_IDS)
+        assert got.counts == [round(98 * 0.15)] * instances
+        absolute = got.positions + np.repeat(np.arange(instances) * length, got.counts)
+        assert maskable[absolute].all()
+        hits[absolute] += 1
+        original = tokens[absolute]
+        mask += int(np.count_nonzero(got.placed == MASK))
+        kept += int(np.count_nonzero(got.placed == original))
+        random_token += int(np.count_nonzero((got.placed != MASK) & (got.placed != original)))
+    chosen = mask + random_token + kept
+    assert abs(mask / chosen - 0.8) < 0.01 and abs(kept / chosen - 0.1) < 0.01
+    rate = hits[maskable] / 400  # each position: chosen with probability 15/98
+    assert abs(rate.mean() - 15 / 98) < 1e-9 and rate.std() < 0.03 and rate.min() > 0.08

@@ -34,7 +34,7 @@ from tacl_scale.data.manifest import (
     SpecialIds,
     TokenizerRecord,
 )
-from tacl_scale.data.masking import MaskingConfig, mask_instances, mask_tokens, seeded_generators
+from tacl_scale.data.masking import MaskingConfig, mask_pass, seeded_generators
 
 VOCAB = 30522
 SPECIALS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
@@ -310,15 +310,21 @@ def _reference_shard(shard: int, prefixes: list[str], config: BuildConfig) -> li
     for doc_index, doc_id in enumerate(docs.doc_ids):
         for dupe in range(config.dupe_factor):
             pair_rng, mask_rng = seeded_generators(config.seed, doc_id, dupe)
-            for pair in create_pairs_from_document(docs.sentence_lengths, doc_index, config.instances, pair_rng):
-                tokens = assemble(docs.tokens.values(pair.a), docs.tokens.values(pair.b),
-                                  CLS, SEP)
-                starts = assemble(docs.word_starts.values(pair.a),
-                                  docs.word_starts.values(pair.b), 1, 1).astype(bool)
-                masked = mask_tokens(tokens, ~is_special[tokens], starts, config.masking,
-                                     config.max_predictions, MASK, REPLACEMENT_IDS, mask_rng)
-                out.append((tokens.tolist(), starts.tolist(), masked.positions.tolist(), masked.placed.tolist(),
-                            len(pair.a), int(pair.is_random_next)))
+            pairs = create_pairs_from_document(docs.sentence_lengths, doc_index, config.instances, pair_rng)
+            tokens = [assemble(docs.tokens.values(pair.a), docs.tokens.values(pair.b), CLS, SEP) for pair in pairs]
+            starts = [assemble(docs.word_starts.values(pair.a), docs.word_starts.values(pair.b), 1, 1).astype(bool)
+                      for pair in pairs]
+            if not pairs:
+                continue
+            # The masks of the pass, drawn together (format 5; test_masking checks mask_pass itself).
+            joined = np.concatenate(tokens)
+            masked = mask_pass(joined, ~is_special[joined], np.concatenate(starts), [len(t) for t in tokens],
+                               mask_rng, config.masking, config.max_predictions, MASK, REPLACEMENT_IDS)
+            ends = np.cumsum(masked.counts)
+            for k, pair in enumerate(pairs):
+                mine = slice(ends[k] - masked.counts[k], ends[k])
+                out.append((tokens[k].tolist(), starts[k].tolist(), masked.positions[mine].tolist(),
+                            masked.placed[mine].tolist(), len(pair.a), int(pair.is_random_next)))
     return out
 
 
@@ -583,13 +589,13 @@ def test_a_failing_shard_build_leaves_no_partial_files(tmp_path, monkeypatch):
     prefixes = spill(tmp_path / "out", [DOCUMENTS])
     calls = []
 
-    def failing_mask_instances(*args, **kwargs):
+    def failing_mask_pass(*args, **kwargs):
         calls.append(1)
-        if len(calls) > 1:  # the second document: the first one's instances are written
+        if len(calls) > config.dupe_factor:  # the second document: the first one's instances are written
             raise RuntimeError("disk full")
-        return mask_instances(*args, **kwargs)
+        return mask_pass(*args, **kwargs)
 
-    monkeypatch.setattr(shards, "mask_instances", failing_mask_instances)
+    monkeypatch.setattr(shards, "mask_pass", failing_mask_pass)
     with pytest.raises(RuntimeError, match="disk full"):
         build_shard(0, prefixes, config, FACTS)
     shard_dirs = list((tmp_path / "out" / TMP_DIR_NAME).glob("shard-*"))

@@ -33,7 +33,11 @@ reads the JSON and knows what older versions lacked:
 - version 3: the tokenizer's files copied into the dataset and named relative to
   it, so a dataset directory can move anywhere;
 - version 4: a checksum (xxh3-128, :mod:`.integrity`) of every shard file and of
-  every file of the tokenizer copy.
+  every file of the tokenizer copy;
+- version 5: the static masks drawn per pass over a document
+  (:func:`.masking.mask_pass`) instead of per instance (:func:`.masking.mask_instances`):
+  the same files and rules, other random masks for the same seed. Readers need
+  nothing new; the version says which bytes a seed gives.
 """
 
 from __future__ import annotations
@@ -50,9 +54,10 @@ from ..files import atomic_write
 from .masking import MaskingConfig
 
 FORMAT_NAME = "tacl-scale-pretrain"
-FORMAT_VERSION = 4
-# 1: no validation split; 2: the tokenizer outside the dataset; 3: no checksums
-SUPPORTED_VERSIONS = (1, 2, 3, 4)
+FORMAT_VERSION = 5
+# 1: no validation split; 2: the tokenizer outside the dataset; 3: no checksums;
+# 4: masks drawn per instance (the same files as 5)
+SUPPORTED_VERSIONS = (1, 2, 3, 4, 5)
 SPLITS = ("train", "validation")
 MANIFEST_NAME = "manifest.json"
 TOKENIZER_DIR = "tokenizer"  # the dataset's copy of its tokenizer files (format 3)

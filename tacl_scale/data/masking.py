@@ -116,11 +116,8 @@ def mask_instances(
     a handful of numpy calls for all instances, which is what makes a shard build
     cheap (its instances are short, so per-call costs dominated).
     """
-    bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=bounds[1:])
-    positions = maskable.nonzero()[0]
-    cuts = np.searchsorted(positions, bounds)
-    budgets = np.minimum(max_predictions, np.maximum(1, np.rint(np.diff(cuts) * config.masked_lm_prob)))
+    bounds, positions, cuts = _maskable_by_instance(maskable, lengths)
+    budgets = _budgets(np.diff(cuts), config, max_predictions)
     lo = config.mask_token_prob
     hi = config.mask_token_prob + config.random_token_prob
     whole_words = config.whole_word_masking and word_starts is not None
@@ -149,12 +146,130 @@ def mask_instances(
     # Instances occupy increasing, disjoint ranges: one sort orders every instance's
     # positions and keeps the instances in order, matching the draws.
     chosen = np.sort(np.concatenate(chosen_parts)).astype(np.int64, copy=False)
-    draws = np.concatenate(draw_parts)
+    return _place(tokens, bounds, chosen, np.concatenate(draw_parts), np.concatenate(replacement_parts), config,
+                  mask_id, replacement_ids)
+
+
+def mask_pass(
+    tokens: np.ndarray,
+    maskable: np.ndarray,
+    word_starts: np.ndarray | None,
+    lengths: Sequence[int],
+    rng: np.random.Generator,
+    config: MaskingConfig,
+    max_predictions: int,
+    mask_id: int,
+    replacement_ids: np.ndarray,
+) -> MaskedInstances:
+    """The static masks of a dataset of format 5 and later: the instances of one pass
+    over a document (joined end to end as for :func:`mask_instances`) masked with the
+    rules of :func:`mask_tokens`, all drawing from one generator, in this order:
+
+    1. a key per maskable position of the pass (``rng.random``); with whole-word
+       masking, a key per word instead;
+    2. instance k takes the ``budget`` maskable positions of its own with the
+       smallest keys (compared as ``k + key / 2`` in float64; equal values, which
+       that rounding can make, in position order); with whole-word masking it visits
+       its words in that order and takes each that still fits the budget;
+    3. a uniform per chosen position, in position order (``rng.random``): ``[MASK]``
+       below ``mask_token_prob``, a random token below ``mask_token_prob +
+       random_token_prob``, else the token kept;
+    4. the random tokens, as indices into ``replacement_ids`` (``rng.integers``), in
+       position order.
+
+    Each instance's choice is a uniform random subset of its maskable positions, as
+    google-research/bert's shuffle-and-take is; the draws are four numpy calls per
+    pass instead of three per instance (:func:`mask_instances`, format 4 and
+    earlier), which made masking most of a shard build's time.
+    """
+    bounds, positions, cuts = _maskable_by_instance(maskable, lengths)
+    per_instance = np.diff(cuts)
+    takes = np.minimum(_budgets(per_instance, config, max_predictions), per_instance)
+    if config.whole_word_masking and word_starts is not None:
+        chosen = _whole_words_of_pass(positions, cuts, word_starts, takes, rng)
+    else:
+        chosen = _smallest_keys(positions, per_instance, takes, rng.random(len(positions)))
+    draws = rng.random(len(chosen))
+    randomized = np.count_nonzero((draws >= config.mask_token_prob)
+                                  & (draws < config.mask_token_prob + config.random_token_prob))
+    replacements = rng.integers(0, len(replacement_ids), randomized)
+    return _place(tokens, bounds, chosen, draws, replacements, config, mask_id, replacement_ids)
+
+
+def _maskable_by_instance(maskable: np.ndarray, lengths: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(instance bounds in the joined arrays, the maskable positions, and where each
+    instance's maskable positions start among them: ``cuts[k]:cuts[k + 1]``)."""
+    bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    positions = maskable.nonzero()[0]
+    return bounds, positions, np.searchsorted(positions, bounds)
+
+
+def _budgets(maskable_counts: np.ndarray, config: MaskingConfig, max_predictions: int) -> np.ndarray:
+    """Positions to predict per instance: ``round(masked_lm_prob · #maskable)``, at
+    least 1, at most ``max_predictions``."""
+    return np.minimum(max_predictions, np.maximum(1, np.rint(maskable_counts * config.masked_lm_prob))).astype(np.int64)
+
+
+def _smallest_keys(positions: np.ndarray, per_instance: np.ndarray, takes: np.ndarray,
+                   keys: np.ndarray) -> np.ndarray:
+    """Of each instance's maskable positions, the ``takes[k]`` with the smallest keys
+    (see :func:`mask_pass`), in position order."""
+    instance = np.repeat(np.arange(len(per_instance), dtype=np.float64), per_instance)
+    ranked = instance + keys / 2  # instance k's values lie in [k, k + 1/2]: sorted, they stay grouped
+    starts = np.cumsum(per_instance) - per_instance
+    ordered = np.sort(ranked)
+    taking = takes > 0
+    thresholds = np.full(len(takes), -1.0)
+    thresholds[taking] = ordered[starts[taking] + takes[taking] - 1]  # each instance's takes[k]-th smallest
+    take = ranked <= np.repeat(thresholds, per_instance)
+    if np.count_nonzero(take) == int(takes.sum()):
+        return positions[take]
+    # A value equal to an instance's threshold: decide by position (a stable sort).
+    order = np.argsort(ranked, kind="stable")
+    rank = np.arange(len(positions)) - np.repeat(starts, per_instance)
+    return np.sort(positions[order[rank < np.repeat(takes, per_instance)]])
+
+
+def _whole_words_of_pass(positions: np.ndarray, cuts: np.ndarray, word_starts: np.ndarray, takes: np.ndarray,
+                         rng: np.random.Generator) -> np.ndarray:
+    """Whole-word masking of :func:`mask_pass`: each instance visits its words by key
+    and takes each that still fits its budget; the chosen positions in order."""
+    new_word = np.ones(len(positions), dtype=bool)
+    new_word[1:] = word_starts[positions[1:]] | (np.diff(positions) != 1)
+    new_word[cuts[:-1][cuts[:-1] < len(positions)]] = True  # no word spans two instances
+    firsts = new_word.nonzero()[0]
+    sizes = np.diff(np.append(firsts, len(positions)))
+    instance_of_word = np.searchsorted(cuts, firsts, side="right") - 1
+    keys = rng.random(len(firsts))
+    order = np.argsort(instance_of_word + keys / 2, kind="stable").tolist()
+    words_per_instance = np.bincount(instance_of_word, minlength=len(takes)).tolist()
+    first_list, size_list = firsts.tolist(), sizes.tolist()
+    pieces: list[np.ndarray] = []
+    at = 0
+    for budget, count in zip(takes.tolist(), words_per_instance, strict=True):
+        taken = 0
+        for word in order[at : at + count]:
+            if taken >= budget:
+                break
+            if taken + size_list[word] <= budget:
+                pieces.append(positions[first_list[word] : first_list[word] + size_list[word]])
+                taken += size_list[word]
+        at += count
+    return np.sort(np.concatenate(pieces)) if pieces else positions[:0]
+
+
+def _place(tokens: np.ndarray, bounds: np.ndarray, chosen: np.ndarray, draws: np.ndarray, replacements: np.ndarray,
+           config: MaskingConfig, mask_id: int, replacement_ids: np.ndarray) -> MaskedInstances:
+    """The masks of the ``chosen`` positions (of the joined instances, ascending),
+    given one draw per position and the random tokens' indices, per instance."""
+    lo = config.mask_token_prob
+    hi = config.mask_token_prob + config.random_token_prob
+    chosen = chosen.astype(np.int64, copy=False)
     placed = np.asarray(tokens, dtype=np.int64)[chosen]
     placed[draws < lo] = mask_id
-    placed[(draws >= lo) & (draws < hi)] = replacement_ids[np.concatenate(replacement_parts)]
-    per_instance = np.searchsorted(chosen, bounds)
-    counts = np.diff(per_instance)
+    placed[(draws >= lo) & (draws < hi)] = replacement_ids[replacements]
+    counts = np.diff(np.searchsorted(chosen, bounds))
     return MaskedInstances(chosen - np.repeat(bounds[:-1], counts), placed, counts.tolist())
 
 
