@@ -411,12 +411,7 @@ def test_mask_instances_equals_one_plain_call_per_instance(whole_words):
     replacement_ids = np.arange(5, 1000, dtype=np.int32)
     sizes = np.random.default_rng(1)
     for seed in range(60):
-        lengths = sizes.integers(1, 200, int(sizes.integers(1, 12))).tolist()
-        total = sum(lengths)
-        tokens = sizes.integers(5, 1000, total).astype(np.int64)
-        maskable = sizes.random(total) < 0.9
-        maskable[: lengths[0]] &= seed % 3 != 0  # some documents open with an instance of specials only
-        word_starts = sizes.random(total) < 0.6
+        lengths, tokens, maskable, word_starts = _random_pass(sizes, seed, most_instances=12)
         passes = [np.random.default_rng([seed, p]) for p in range(len(lengths))]
         plain_passes = [np.random.default_rng([seed, p]) for p in range(len(lengths))]
         got = mask_instances(tokens, maskable, word_starts, lengths, [passes[k // 3] for k in range(len(lengths))],
@@ -479,8 +474,10 @@ def _reference_mask_pass(tokens, maskable, word_starts, lengths, rng, config, ma
     return chosen - bounds[owner], placed, counts
 
 
-def _random_pass(sizes: np.random.Generator, seed: int):
-    lengths = sizes.integers(1, 200, int(sizes.integers(1, 40))).tolist()
+def _random_pass(sizes: np.random.Generator, seed: int, most_instances: int = 40):
+    """Instances of random lengths joined (tokens, maskable, word starts), as a pass
+    over a document gives them."""
+    lengths = sizes.integers(1, 200, int(sizes.integers(1, most_instances))).tolist()
     total = sum(lengths)
     tokens = sizes.integers(5, 1000, total).astype(np.int64)
     maskable = sizes.random(total) < 0.9
