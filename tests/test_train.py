@@ -116,7 +116,10 @@ def test_the_compiled_encoder_trains_as_the_eager_one(setup: dict[str, Path], tm
     runs = {}
     for flag in ("--compile", "--no-compile"):
         run = tmp_path / flag.strip("-")
-        args = [*common(setup, steps=4), "--model", str(model), "--unpad", flag, "--no-export", "--output", str(run)]
+        # lr 1e-4: Adam turns fp32 rounding in near-zero gradients into whole steps; at 1e-3 the two
+        # paths' losses drifted 1.04e-4 apart by step 4 on torch 2.11 (within 1e-5 relative).
+        args = [*common(setup, steps=4), "--model", str(model), "--unpad", flag, "--no-export", "--lr", "1e-4",
+                "--output", str(run)]
         res = launch(args, ranks=1)
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         segment = json.loads((run / "run.json").read_text())["history"][-1]
@@ -126,6 +129,7 @@ def test_the_compiled_encoder_trains_as_the_eager_one(setup: dict[str, Path], tm
     for step, eager in runs["--no-compile"].items():
         for key in ("loss", "tacl", "mlm", "nsp", "tacl_acc", "mlm_acc"):
             assert runs["--compile"][step][key] == pytest.approx(eager[key], abs=1e-4), (step, key)
+    assert runs["--no-compile"][4]["loss"] != runs["--no-compile"][1]["loss"]  # it trained
 
 
 def test_export_cli_matches_the_final_export(full_run: Path, tmp_path: Path,
