@@ -285,15 +285,14 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
         pipeline = beam.Pipeline(runner=_runner(options), options=options)
         build_pipeline(pipeline, units, config, facts)
         result = pipeline.run()
+        client = getattr(result, "client", None)  # the DaskRunner's, which it leaves open
         try:
-            client = getattr(result, "client", None)  # the DaskRunner's
             if client is not None:
                 advice = dask_worker_advice(client.run(dask_worker_settings))
                 if advice is not None:
                     log.warning("%s", advice)
             result.wait_until_finish()
         finally:
-            client = getattr(result, "client", None)  # the DaskRunner leaves its client open
             if client is not None:
                 client.close()
         with writing(config.output.directory):

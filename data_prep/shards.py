@@ -287,7 +287,7 @@ def _mask_passes(tokens: np.ndarray, maskable: np.ndarray, word_starts: np.ndarr
                  pass_sizes: list[int], rngs: list[np.random.Generator], config: BuildConfig,
                  facts: TokenizerFacts) -> MaskedInstances:
     """:func:`mask_pass` on each pass's instances (``pass_sizes[d]`` of them, joined
-    in pass order), the results joined."""
+    in pass order; there is at least one pass), the results joined."""
     positions: list[np.ndarray] = []
     placed: list[np.ndarray] = []
     counts: list[int] = []
@@ -303,9 +303,6 @@ def _mask_passes(tokens: np.ndarray, maskable: np.ndarray, word_starts: np.ndarr
         placed.append(masked.placed)
         counts += masked.counts
         first, start = first + size, stop
-    if not positions:
-        empty = np.zeros(0, dtype=np.int64)
-        return MaskedInstances(empty, empty.copy(), [])
     return MaskedInstances(np.concatenate(positions), np.concatenate(placed), counts)
 
 

@@ -235,8 +235,7 @@ def _whole_words_of_pass(positions: np.ndarray, cuts: np.ndarray, word_starts: n
                          rng: np.random.Generator) -> np.ndarray:
     """Whole-word masking of :func:`mask_pass`: each instance visits its words by key
     and takes each that still fits its budget; the chosen positions in order."""
-    new_word = np.ones(len(positions), dtype=bool)
-    new_word[1:] = word_starts[positions[1:]] | (np.diff(positions) != 1)
+    new_word = _word_firsts(positions, word_starts)
     new_word[cuts[:-1][cuts[:-1] < len(positions)]] = True  # no word spans two instances
     firsts = new_word.nonzero()[0]
     sizes = np.diff(np.append(firsts, len(positions)))
@@ -259,6 +258,14 @@ def _whole_words_of_pass(positions: np.ndarray, cuts: np.ndarray, word_starts: n
     return np.sort(np.concatenate(pieces)) if pieces else positions[:0]
 
 
+def _word_firsts(positions: np.ndarray, word_starts: np.ndarray) -> np.ndarray:
+    """Which of the maskable ``positions`` start a word: a word-start token, or one
+    after a gap (a special token or an unmaskable one)."""
+    first = np.ones(len(positions), dtype=bool)
+    first[1:] = word_starts[positions[1:]] | (np.diff(positions) != 1)
+    return first
+
+
 def _place(tokens: np.ndarray, bounds: np.ndarray, chosen: np.ndarray, draws: np.ndarray, replacements: np.ndarray,
            config: MaskingConfig, mask_id: int, replacement_ids: np.ndarray) -> MaskedInstances:
     """The masks of the ``chosen`` positions (of the joined instances, ascending),
@@ -277,9 +284,7 @@ def _whole_words(positions: np.ndarray, word_starts: np.ndarray, budget: int,
                  rng: np.random.Generator) -> np.ndarray:
     """Whole words of ``positions`` (maskable positions of one instance) visited in a
     random order, each taken if it still fits ``budget``."""
-    new_word = np.ones(len(positions), dtype=bool)
-    new_word[1:] = word_starts[positions[1:]] | (np.diff(positions) != 1)
-    starts = new_word.nonzero()[0].tolist()
+    starts = _word_firsts(positions, word_starts).nonzero()[0].tolist()
     ends = starts[1:] + [len(positions)]
     pieces = []
     count = 0
