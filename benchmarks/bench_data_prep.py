@@ -201,19 +201,19 @@ def sample_tree(root: int, include_root: bool) -> tuple[int, int, int, int]:
 @contextlib.contextmanager
 def dask_cluster(workers: int, work: Path, tuned: bool = True):
     """A local Dask scheduler and ``workers`` single-threaded worker processes, with
-    the settings of ``data_prep.build.DASK_WORKER_ENV`` unless not ``tuned``; yields
+    the settings of ``data_prep.dask_runner.WORKER_ENV`` unless not ``tuned``; yields
     (address, their root PIDs)."""
     import random
 
     from distributed import Client
 
-    from data_prep.build import DASK_WORKER_ENV
+    from data_prep.dask_runner import WORKER_ENV
 
     dask = str(Path(sys.executable).parent / "dask")
     address = f"tcp://127.0.0.1:{random.randint(20000, 40000)}"
     port = address.rsplit(":", 1)[1]
     logs = open(work / "dask.log", "ab")
-    env = os.environ | (DASK_WORKER_ENV if tuned else {})
+    env = os.environ | (WORKER_ENV if tuned else {})
     procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", port, "--dashboard-address",
                                ":0"], stdout=logs, stderr=subprocess.STDOUT, start_new_session=True, env=env),
              subprocess.Popen([dask, "worker", address, "--nworkers", str(workers), "--nthreads", "1",

@@ -263,6 +263,7 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from . import dask_runner
     from .pipeline import build_pipeline, finalize
 
     final = Path(config.output.directory)
@@ -272,7 +273,7 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
         config = replace(config, output=replace(config.output, directory=str(staging_directory(final))))
     _prepare_output(config, units, resume, tokenizer_sha256)
 
-    options = PipelineOptions(_dask_defaults(beam_args))
+    options = PipelineOptions(dask_runner.with_defaults(beam_args))
     facts = TokenizerFacts(tokenizer.vocab_size, dict(tokenizer.special_ids), tokenizer.replacement_ids())
     context = {
         "tokenizer": tokenizer,
@@ -288,7 +289,7 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
         client = getattr(result, "client", None)  # the DaskRunner's, which it leaves open
         try:
             if client is not None:
-                advice = dask_worker_advice(client.run(dask_worker_settings))
+                advice = dask_runner.worker_advice(client.run(dask_runner.worker_settings))
                 if advice is not None:
                     log.warning("%s", advice)
             result.wait_until_finish()
@@ -333,55 +334,6 @@ def swap_in(staging: Path, output: Path) -> None:
     log.info("replaced the dataset in %s", output)
 
 
-DASK_RUNNER_NAMES = ("DaskRunner", "dask", "apache_beam.runners.dask.dask_runner.DaskRunner")
-# How to start the Dask workers a build runs on (slurm/prep_wiki.sh and the benchmark
-# do). Each setting slows a periodic callback of the worker's event loop, which takes
-# the GIL from the single thread that builds: on 2 single-threaded workers a 250 MB
-# build took 79.8 s with Dask's defaults, 71.0 s with the profiler off and 64.7 s with
-# all three (docs/benchmarks.md). Nothing here needs the worker's profile or a
-# 20 ms reaction to a blocked event loop.
-DASK_WORKER_ENV = {
-    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",  # default: a stack sample every 10 ms
-    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",  # default: an event-loop health check every 20 ms
-    "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s",  # default: the process's memory every 100 ms
-}
-
-
-def dask_worker_settings() -> dict[str, Any]:
-    """The settings of :data:`DASK_WORKER_ENV` as this process has them (run on each
-    Dask worker through ``Client.run``)."""
-    import dask
-    from dask.utils import parse_timedelta
-
-    return {"profile": bool(dask.config.get("distributed.worker.profile.enabled")),
-            "tick_s": parse_timedelta(dask.config.get("distributed.admin.tick.interval")),
-            "monitor_s": parse_timedelta(dask.config.get("distributed.worker.memory.monitor-interval"))}
-
-
-def dask_worker_advice(settings: dict[str, dict[str, Any]]) -> str | None:
-    """One line when some workers (``settings``: worker address -> what
-    :func:`dask_worker_settings` returned there) run with the defaults that
-    :data:`DASK_WORKER_ENV` changes; None when none do."""
-    slow = sorted(address for address, got in settings.items()
-                  if got["profile"] or got["tick_s"] < 1 or got["monitor_s"] < 1)
-    if not slow:
-        return None
-    variables = " ".join(f"{k}={v}" for k, v in DASK_WORKER_ENV.items())
-    return (f"{len(slow)} of {len(settings)} Dask worker(s) run with Dask's default profiler, tick and memory "
-            f"monitor, which cost a build about a fifth of its time; start the workers with {variables} "
-            "(slurm/prep_wiki.sh does)")
-
-
-def _dask_defaults(beam_args: list[str]) -> list[str]:
-    """On the DaskRunner, one work unit per Dask partition (its default packs 128
-    into one, which leaves all but one worker idle), unless the user chose."""
-    joined = " ".join(beam_args)
-    dask = any(f"--runner={n}" in joined or f"--runner {n}" in joined for n in DASK_RUNNER_NAMES)
-    if dask and "--dask_npartitions" not in joined and "--dask_partition_size" not in joined:
-        return [*beam_args, "--dask_partition_size=1"]
-    return beam_args
-
-
 def _runner(options: Any) -> Any:
     """The runner the options name; by default the local DirectRunner's FnApiRunner.
 
@@ -391,11 +343,11 @@ def _runner(options: Any) -> Any:
     """
     from apache_beam.options.pipeline_options import StandardOptions
 
-    name = options.view_as(StandardOptions).runner
-    if name in DASK_RUNNER_NAMES:  # Beam knows it by its module path only
-        from apache_beam.runners.dask.dask_runner import DaskRunner
+    from . import dask_runner
 
-        return DaskRunner()
+    name = options.view_as(StandardOptions).runner
+    if name in dask_runner.NAMES:  # Beam knows it by its module path only
+        return dask_runner.runner()
     if name not in (None, "DirectRunner", "direct"):
         return None  # Beam resolves the named runner
     from apache_beam.portability.api import beam_provision_api_pb2

@@ -1,0 +1,124 @@
+"""The build on Beam's DaskRunner: the runner, its defaults, and the settings its
+workers should be started with.
+
+Beam's DaskRunner translates a GroupByKey into ``dask.bag.groupby``: a task-based
+shuffle of about 50 tasks per input partition (12,665 tasks for the 272 work units
+of a 1 GB build, 59,172 for the 1,090 of 4 GB, 190,500 for the 2,750 of the English
+dump), every one of them scheduled, run and recorded by the workers, whose records
+grow with the count. :func:`runner`'s DaskRunner translates it with :func:`group_by_key`
+instead: about two tasks per input partition.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from apache_beam.utils.windowed_value import WindowedValue
+
+if TYPE_CHECKING:  # Dask is an optional extra (tacl-scale[dask]): imported where a Dask build needs it
+    import dask.bag as db
+
+NAMES = ("DaskRunner", "dask", "apache_beam.runners.dask.dask_runner.DaskRunner")
+
+# How to start the Dask workers a build runs on (slurm/prep_wiki.sh and the benchmark
+# do). Each setting slows a periodic callback of the worker's event loop, which takes
+# the GIL from the single thread that builds: on 2 single-threaded workers a 250 MB
+# build took 79.8 s with Dask's defaults, 71.0 s with the profiler off and 64.7 s with
+# all three (docs/benchmarks.md). Nothing here needs the worker's profile or a
+# 20 ms reaction to a blocked event loop.
+WORKER_ENV = {
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",  # default: a stack sample every 10 ms
+    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",  # default: an event-loop health check every 20 ms
+    "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s",  # default: the process's memory every 100 ms
+}
+
+# How many partials one task of group_by_key's tree merges (Dask's own default).
+MERGE_FAN_IN = 8
+
+
+def worker_settings() -> dict[str, Any]:
+    """The settings of :data:`WORKER_ENV` as this process has them (run on each
+    Dask worker through ``Client.run``)."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    return {"profile": bool(dask.config.get("distributed.worker.profile.enabled")),
+            "tick_s": parse_timedelta(dask.config.get("distributed.admin.tick.interval")),
+            "monitor_s": parse_timedelta(dask.config.get("distributed.worker.memory.monitor-interval"))}
+
+
+def worker_advice(settings: dict[str, dict[str, Any]]) -> str | None:
+    """One line when some workers (``settings``: worker address -> what
+    :func:`worker_settings` returned there) run with the defaults that
+    :data:`WORKER_ENV` changes; None when none do."""
+    slow = sorted(address for address, got in settings.items()
+                  if got["profile"] or got["tick_s"] < 1 or got["monitor_s"] < 1)
+    if not slow:
+        return None
+    variables = " ".join(f"{k}={v}" for k, v in WORKER_ENV.items())
+    return (f"{len(slow)} of {len(settings)} Dask worker(s) run with Dask's default profiler, tick and memory "
+            f"monitor, which cost a build about a fifth of its time; start the workers with {variables} "
+            "(slurm/prep_wiki.sh does)")
+
+
+def with_defaults(beam_args: list[str]) -> list[str]:
+    """On the DaskRunner, one work unit per Dask partition (its default packs 128
+    into one, which leaves all but one worker idle), unless the user chose."""
+    joined = " ".join(beam_args)
+    dask = any(f"--runner={n}" in joined or f"--runner {n}" in joined for n in NAMES)
+    if dask and "--dask_npartitions" not in joined and "--dask_partition_size" not in joined:
+        return [*beam_args, "--dask_partition_size=1"]
+    return beam_args
+
+
+def _key(item: tuple[Any, Any]) -> Any:
+    return item[0]
+
+
+def _append(values: list[Any], item: tuple[Any, Any]) -> list[Any]:
+    value = item[1]
+    values.append(value.value if isinstance(value, WindowedValue) else value)
+    return values
+
+
+def _join(first: list[Any], second: list[Any]) -> list[Any]:
+    return first + second  # new lists: a finished task's result may be read again
+
+
+def group_by_key(items: db.Bag) -> db.Bag:
+    """Beam's GroupByKeyOnly on a bag of ``(key, windowed value)``: ``(key, [value,
+    ...])`` per key, in ``items.npartitions`` partitions of at most one key each
+    while there are no more keys than partitions.
+
+    Each partition is grouped where it is, the partial groups are merged in a tree
+    (:data:`MERGE_FAN_IN` at a time) and the merged groups split into partitions
+    again, so that the steps after it (a shard build per key) spread over the
+    workers. The merged groups pass through one task: fit for what a GroupByKey
+    carries here (a few ``(shard, part)`` pairs per work unit), not for bulk data.
+    """
+    grouped = items.foldby(_key, _append, list, combine=_join, combine_initial=list, split_every=MERGE_FAN_IN)
+    return grouped.repartition(npartitions=max(1, items.npartitions))
+
+
+def runner() -> Any:
+    """Beam's DaskRunner with :func:`group_by_key` as its GroupByKey."""
+    from apache_beam.runners.dask.dask_runner import DaskRunner
+    from apache_beam.runners.dask.overrides import _GroupByKeyOnly
+
+    class GroupingDaskRunner(DaskRunner):
+        @staticmethod
+        def to_dask_bag_visitor(bag_kwargs: dict[str, Any] | None = None) -> Any:
+            visitor = DaskRunner.to_dask_bag_visitor(bag_kwargs)
+            translate = visitor.visit_transform
+
+            def visit_transform(node: Any) -> None:
+                if type(node.transform) is not _GroupByKeyOnly:
+                    translate(node)
+                    return
+                (pcollection,) = node.inputs
+                visitor.bags[node] = group_by_key(visitor.bags[pcollection.producer])
+
+            visitor.visit_transform = visit_transform
+            return visitor
+
+    return GroupingDaskRunner()

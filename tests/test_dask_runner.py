@@ -1,0 +1,63 @@
+"""The DaskRunner's translation of a GroupByKey (data_prep.dask_runner.group_by_key),
+computed with Dask's synchronous scheduler: what it groups, how it partitions, and
+how many tasks it costs beside Dask's own groupby. (tests/test_dask.py runs whole
+builds on a real Dask cluster.)"""
+
+from __future__ import annotations
+
+import dask
+import dask.bag as db
+import pytest
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
+
+from data_prep.dask_runner import group_by_key, with_defaults
+
+
+def windowed(pairs: list[tuple[int, str]]) -> list[tuple[int, WindowedValue]]:
+    """Items as Beam's GroupByKeyOnly receives them on the DaskRunner."""
+    return [(key, WindowedValue(value, 0, (GlobalWindow(),))) for key, value in pairs]
+
+
+def computed_partitions(bag: db.Bag) -> list[list[tuple[int, list[str]]]]:
+    with dask.config.set(scheduler="sync"):
+        return [list(part) for part in dask.compute(*bag.to_delayed())]
+
+
+@pytest.mark.parametrize("units", [1, 7, 40])
+def test_every_value_is_grouped_once_under_its_key(units: int) -> None:
+    pairs = [(unit * 3 % 5, f"part-{unit}-{copy}") for unit in range(units) for copy in range(2)]
+    partitions = computed_partitions(group_by_key(db.from_sequence(windowed(pairs), partition_size=2)))
+    groups = [group for part in partitions for group in part]
+    assert sorted(key for key, _ in groups) == sorted({key for key, _ in pairs})  # each key once
+    assert {key: sorted(values) for key, values in groups} == {
+        key: sorted(value for k, value in pairs if k == key) for key in {k for k, _ in pairs}}
+
+
+def test_the_groups_are_spread_one_per_partition() -> None:
+    """As many partitions as the input had, at most one key in each while there are
+    fewer keys than partitions: each shard build is a task of its own."""
+    pairs = [(unit % 16, f"part-{unit}") for unit in range(64)]
+    grouped = group_by_key(db.from_sequence(windowed(pairs), partition_size=1))
+    partitions = computed_partitions(grouped)
+    assert len(partitions) == grouped.npartitions == 64
+    assert sorted(len(part) for part in partitions) == [0] * 48 + [1] * 16
+
+
+@pytest.mark.parametrize("units", [272, 1090])
+def test_tasks_per_work_unit_stay_few_where_dasks_groupby_takes_about_fifty(units: int) -> None:
+    """The reason for the translation: Dask's task shuffle costs about 50 tasks per
+    input partition (12,665 at 272 units, 59,172 at 1,090), each one scheduled and
+    recorded by the workers."""
+    items = db.from_sequence(windowed([(unit % 16, f"part-{unit}") for unit in range(units)]), partition_size=1)
+    ours = len(dict(group_by_key(items).__dask_graph__())) - units  # without the input's own tasks
+    dasks = len(dict(items.groupby(lambda item: item[0], shuffle="tasks").__dask_graph__())) - units
+    assert ours <= 2.5 * units, ours
+    assert dasks >= 40 * units, dasks
+
+
+def test_the_dask_runner_gets_one_work_unit_per_partition_unless_the_user_chose() -> None:
+    assert with_defaults(["--runner", "DaskRunner"]) == ["--runner", "DaskRunner", "--dask_partition_size=1"]
+    assert with_defaults(["--runner=DaskRunner", "--dask_npartitions", "8"]) == [
+        "--runner=DaskRunner", "--dask_npartitions", "8"]
+    assert with_defaults(["--direct_num_workers", "2"]) == ["--direct_num_workers", "2"]
