@@ -181,6 +181,14 @@ class Workspace:
             removed += 1
         return len(markers), removed
 
+    def all_units_done(self) -> bool:
+        """Whether every work unit of this run has its marker (a directory listing;
+        no marker is read)."""
+        record = json.loads((self.root / BUILD_RECORD).read_text(encoding="utf-8"))
+        with os.scandir(self.root) as entries:
+            done = sum(1 for e in entries if e.name.startswith("part-") and e.name.endswith(MARKER_SUFFIX))
+        return done >= record["units"]
+
     def progress_line(self) -> str:
         """Units done of all, input MB done, this run's rate and the ETA (from the
         markers every worker leaves here)."""

@@ -464,3 +464,35 @@ def test_document_processor_is_kept_per_thread_across_setups(tmp_path: Path) -> 
     thread.start()
     thread.join()
     assert elsewhere[0] is not first and elsewhere[0].config == config
+
+
+def test_the_progress_line_is_written_once_per_interval_and_when_the_last_unit_finishes(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A progress line reads every unit's marker: written for each of a build's units,
+    they would read units²/2 markers. A worker thread writes its first, then one per
+    PROGRESS_EVERY_S, and the unit that completes the stage writes the last."""
+    import threading
+
+    from data_prep import pipeline
+    from data_prep.sources import WorkUnit
+    from data_prep.workspace import Workspace
+
+    units = [WorkUnit("dump.xml.bz2", "wiki-xml", start, start + 100) for start in range(0, 500, 100)]
+    workspace = Workspace(tmp_path)
+    workspace.start_run("digest", units, inputs={}, tokenizer_sha256="0" * 64)
+    clock = [1000.0]
+    monkeypatch.setattr(pipeline.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(pipeline, "_THREAD_PROGRESS", threading.local())  # this test's thread starts afresh
+    lines = []
+    for done, unit in enumerate(units, start=1):
+        workspace.mark_done(workspace.part_prefix(unit), [], {"bytes": 100, "shards": [0], "skips": {},
+                                                               "documents": 1})
+        clock[0] += 10 if done != 4 else pipeline.PROGRESS_EVERY_S  # the 4th unit comes 30 s after the 3rd
+        caplog.clear()
+        with caplog.at_level("INFO", logger="data_prep.pipeline"):
+            pipeline._log_progress(workspace)
+        lines += [r.getMessage() for r in caplog.records]
+    assert [line.split(" done")[0] for line in lines] == [
+        "progress: work units 1/5",  # this thread's first
+        "progress: work units 4/5",  # 30 s after it
+        "progress: work units 5/5"]  # the stage's last unit
