@@ -58,7 +58,7 @@ def _thread_processor(config: BuildConfig) -> DocumentProcessor:
 
 
 # A progress line reads every unit's completion marker, so one per unit would read
-# units²/2 markers over a build (3.8 million for the English dump's 2,750 units, each
+# units²/2 markers over a build (3.4 million for the English dump's 2,600 units, each
 # a file on the shared file system): a worker thread writes one at most every
 # PROGRESS_EVERY_S seconds, and whichever unit completes the stage writes the last.
 PROGRESS_EVERY_S = 30.0
