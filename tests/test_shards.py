@@ -397,6 +397,30 @@ def test_a_shard_build_holds_its_own_documents_sentences_only(tmp_path):
     assert np.array_equal(docs.tokens.values(whole), np.concatenate([s.ids for s in DOCUMENTS[0].sentences]))
 
 
+def test_a_shard_build_releases_the_pages_of_the_parts_it_read_since_the_last_release(tmp_path, monkeypatch):
+    """Every part at the start (its index was read for every own document), then only
+    the parts read since: releasing all of them every 64 documents would cost a build
+    over thousands of parts more than its reads."""
+    chunks = [DOCUMENTS[:4], DOCUMENTS[4:8], DOCUMENTS[8:]]
+    prefixes = spill(tmp_path, chunks)
+    released: list[str] = []
+    monkeypatch.setattr(IndexedReader, "release_pages", lambda reader: released.append(Path(reader.prefix).name))
+    docs = ShardDocuments(0, prefixes)
+    parts = [Path(p).name for p in prefixes]
+    assert set(released) == {*parts, *(f"{p}.wstart" for p in parts)}  # every map of every part
+    released.clear()
+    docs.release_pages()
+    assert released == []  # nothing read since
+    part_of_first = next(part for part, chunk in zip(parts, chunks, strict=True)
+                         if docs.doc_ids[0] in {d.doc_id for d in chunk})
+    docs.tokens.values(Segment(0, 0, 0, 0, 1))
+    docs.release_pages()
+    assert released == [part_of_first]  # the tokens' part only (no word start was read)
+    released.clear()
+    docs.release_pages()
+    assert released == []
+
+
 def test_duplicate_document_across_parts_is_dropped_and_counted(tmp_path, built):
     out = tmp_path / "dupes"
     duplicated = DOCUMENTS[3]
