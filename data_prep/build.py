@@ -390,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     from .inspect import format_summary
 
     command = parse_args(argv)
+    # The runner's workers are a process per core already: Hugging Face tokenizers'
+    # own thread per core in each would oversubscribe them. The DirectRunner's worker
+    # processes inherit this; Dask workers get it from data_prep.dask_runner.WORKER_ENV.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     with CtrlC() as ctrl_c:
         try:
             with build_logging(command.config.output.directory, command.quiet, command.verbose) as runner_log:

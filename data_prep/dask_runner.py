@@ -10,6 +10,7 @@ instead: about two tasks per input partition.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from apache_beam.utils.windowed_value import WindowedValue
@@ -24,11 +25,14 @@ NAMES = ("DaskRunner", "dask", "apache_beam.runners.dask.dask_runner.DaskRunner"
 # the GIL from the single thread that builds: on 2 single-threaded workers a 250 MB
 # build took 79.8 s with Dask's defaults, 71.0 s with the profiler off and 64.7 s with
 # all three (docs/benchmarks.md). Nothing here needs the worker's profile or a
-# 20 ms reaction to a blocked event loop.
+# 20 ms reaction to a blocked event loop. And a worker is one of as many processes as
+# cores: Hugging Face tokenizers' own pool of a thread per core would oversubscribe
+# them (data_prep.build sets the same for the DirectRunner's worker processes).
 WORKER_ENV = {
     "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",  # default: a stack sample every 10 ms
     "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",  # default: an event-loop health check every 20 ms
     "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s",  # default: the process's memory every 100 ms
+    "TOKENIZERS_PARALLELISM": "false",  # default: a thread per core in each worker process
 }
 
 # How many partials one task of group_by_key's tree merges (Dask's own default).
@@ -39,11 +43,13 @@ def worker_settings() -> dict[str, Any]:
     """The settings of :data:`WORKER_ENV` as this process has them (run on each
     Dask worker through ``Client.run``)."""
     import dask
+    import distributed  # noqa: F401  (registers the distributed.* defaults read below)
     from dask.utils import parse_timedelta
 
     return {"profile": bool(dask.config.get("distributed.worker.profile.enabled")),
             "tick_s": parse_timedelta(dask.config.get("distributed.admin.tick.interval")),
-            "monitor_s": parse_timedelta(dask.config.get("distributed.worker.memory.monitor-interval"))}
+            "monitor_s": parse_timedelta(dask.config.get("distributed.worker.memory.monitor-interval")),
+            "tokenizer_threads": os.environ.get("TOKENIZERS_PARALLELISM", "").lower() not in ("false", "0", "off")}
 
 
 def worker_advice(settings: dict[str, dict[str, Any]]) -> str | None:
@@ -51,13 +57,13 @@ def worker_advice(settings: dict[str, dict[str, Any]]) -> str | None:
     :func:`worker_settings` returned there) run with the defaults that
     :data:`WORKER_ENV` changes; None when none do."""
     slow = sorted(address for address, got in settings.items()
-                  if got["profile"] or got["tick_s"] < 1 or got["monitor_s"] < 1)
+                  if got["profile"] or got["tick_s"] < 1 or got["monitor_s"] < 1 or got["tokenizer_threads"])
     if not slow:
         return None
     variables = " ".join(f"{k}={v}" for k, v in WORKER_ENV.items())
     return (f"{len(slow)} of {len(settings)} Dask worker(s) run with Dask's default profiler, tick and memory "
-            f"monitor, which cost a build about a fifth of its time; start the workers with {variables} "
-            "(slurm/prep_wiki.sh does)")
+            "monitor (which cost a build about a fifth of its time) or with Hugging Face tokenizers' threads; "
+            f"start the workers with {variables} (slurm/prep_wiki.sh does)")
 
 
 def with_defaults(beam_args: list[str]) -> list[str]:

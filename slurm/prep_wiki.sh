@@ -64,10 +64,10 @@ stop_cluster() {
 trap stop_cluster EXIT
 trap 'exit 143' TERM INT
 
-# Dask's workers without their profiler and with slower health checks
+# Dask's workers without their profiler, with slower health checks and without tokenizers' threads
 # (data_prep.dask_runner.WORKER_ENV, which says why; the build warns when its workers lack them).
 export DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL=1s \
-  DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL=1s
+  DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL=1s TOKENIZERS_PARALLELISM=false
 HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
 MEMORY=auto
 if [[ -n ${SLURM_MEM_PER_NODE:-} ]]; then MEMORY="$((SLURM_MEM_PER_NODE / WORKERS))MiB"; fi

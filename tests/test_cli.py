@@ -3,6 +3,7 @@ wrong, and exit status 2 (``tacl_scale.EXIT_ERROR``, argparse's for a usage erro
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,3 +59,19 @@ def test_every_console_script_is_a_command_with_help_and_in_the_readme(capsys: p
         assert exit_.value.code == 0, name
         assert "usage:" in capsys.readouterr().out, name
         assert f"`{name}`" in readme, name
+
+
+@pytest.mark.parametrize("given", [None, "true"])
+def test_the_build_turns_off_tokenizers_threads_unless_the_user_chose(given: str | None, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its runner's workers are a process per core, which inherit the build's
+    environment: Hugging Face tokenizers' thread per core in each would oversubscribe
+    them. A value the user set stays."""
+    from data_prep.build import main as build
+
+    if given is None:
+        monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    else:
+        monkeypatch.setenv("TOKENIZERS_PARALLELISM", given)
+    build(_commands(tmp_path)["build"][1])  # refused (missing input) after the environment is set
+    assert os.environ["TOKENIZERS_PARALLELISM"] == (given or "false")

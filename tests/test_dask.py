@@ -118,14 +118,17 @@ def test_workers_with_dasks_defaults_are_named_with_the_settings_to_use(tuned: b
     from data_prep.dask_runner import WORKER_ENV, worker_advice, worker_settings
 
     with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("TOKENIZERS_PARALLELISM", raising=False)  # as a worker started without the settings
         for key, value in (WORKER_ENV.items() if tuned else ()):
             patch.setenv(key, value)
         dask.config.refresh()
         here = worker_settings()
     dask.config.refresh()  # this process's own settings again
-    advice = worker_advice({"tcp://a:1": here, "tcp://b:2": dict(here, profile=False, tick_s=1, monitor_s=1)})
+    advice = worker_advice({"tcp://a:1": here, "tcp://b:2": dict(here, profile=False, tick_s=1, monitor_s=1,
+                                                                 tokenizer_threads=False)})
     if tuned:
-        assert here == {"profile": False, "tick_s": 1, "monitor_s": 1} and advice is None
+        assert here == {"profile": False, "tick_s": 1, "monitor_s": 1, "tokenizer_threads": False}
+        assert advice is None
     else:
         assert advice is not None and advice.startswith("1 of 2 Dask worker(s)")
         assert all(f"{key}={value}" in advice for key, value in WORKER_ENV.items())
