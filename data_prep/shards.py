@@ -131,19 +131,38 @@ class _SpillStore:
     """A :class:`~data_prep.instances.TokenStore` over spill parts: document i is
     sequences ``[first, end)`` of part ``part`` (a contiguous run in its .bin)."""
 
-    def __init__(self, readers: list[IndexedReader], entries: list[tuple[int, int, int]]) -> None:
+    def __init__(self, readers: list[IndexedReader], entries: list[tuple[int, int, int]],
+                 with_lengths: bool = False) -> None:
         self._readers = readers
         self._entries = entries  # (part, first sequence, end sequence)
         # Per part: all values as one (memory-mapped) array.
-        self._values = [r.span(0, len(r) - 1) if len(r) else np.zeros(0, r.dtype) for r in readers]
+        self._values: list[np.ndarray] = []
         # Where each sentence of this shard's documents starts in its part's values, all
         # in one int64 array (8 bytes a sentence), and where each document's run of it
         # begins. Only this shard's documents: every part's pointers as Python ints grew
-        # a shard build by ~36 bytes per sentence of the whole corpus.
-        starts = [readers[part].sequence_pointers[first:end] // readers[part].dtype.itemsize
-                  for part, first, end in entries]
+        # a shard build by ~36 bytes per sentence of the whole corpus. Read a part at a
+        # time, its index pages released before the next: the shard's documents lie
+        # scattered over every part's index, so reading them all first mapped the whole
+        # corpus's index at once (236 MB of a 4 GB build's worker).
+        starts: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(entries)
+        lengths: list[array] = [array("i")] * len(entries)
+        by_part: dict[int, list[int]] = {}
+        for number, (part, _, _) in enumerate(entries):
+            by_part.setdefault(part, []).append(number)
+        for part, reader in enumerate(readers):
+            self._values.append(reader.span(0, len(reader) - 1) if len(reader) else np.zeros(0, reader.dtype))
+            for number in by_part.get(part, ()):
+                _, first, end = entries[number]
+                starts[number] = reader.sequence_pointers[first:end] // reader.dtype.itemsize  # a copy
+                if with_lengths:
+                    lengths[number] = array("i", reader.sequence_lengths[first:end].astype(np.int32).tobytes())
+            reader.release_pages()
         self._starts = np.concatenate(starts).astype(np.int64) if starts else np.zeros(0, dtype=np.int64)
         self._first = np.cumsum([0, *(end - first for _, first, end in entries)]).tolist()
+        # Each document's sentence lengths, as compact ``array("i")`` (4 bytes a
+        # sentence; indexing gives Python ints, as the pair loop wants); empty unless
+        # ``with_lengths``.
+        self.sentence_lengths = lengths if with_lengths else []
         # The parts read since the last release_pages. Releasing every part's maps each
         # time costs 1-3 us a map (2,180 maps: 2-6 ms here): for the English dump's
         # 2,750 parts (4 maps each) 10-30 ms a release, some 270 times a shard.
@@ -155,21 +174,12 @@ class _SpillStore:
         base = int(self._starts[self._first[segment.document] + segment.first])
         return self._values[part][base + segment.start : base + segment.stop]
 
-    def release_pages(self, every_part: bool = False) -> None:
-        """Drop the pages read so far from this process's RSS (see
-        :meth:`~tacl_scale.data.indexed.IndexedReader.release_pages`): those of the
-        parts :meth:`values` read since the last call, or ``every_part``'s."""
-        for part in range(len(self._readers)) if every_part else self._touched:
+    def release_pages(self) -> None:
+        """Drop the pages :meth:`values` read since the last call from this process's
+        RSS (see :meth:`~tacl_scale.data.indexed.IndexedReader.release_pages`)."""
+        for part in self._touched:
             self._readers[part].release_pages()
         self._touched.clear()
-
-    def sentence_lengths(self) -> list[array]:
-        """Each document's sentence lengths, as compact ``array("i")`` (4 bytes a
-        sentence; indexing gives Python ints, as the pair loop wants)."""
-        return [
-            array("i", self._readers[part].sequence_lengths[first:end].astype(np.int32).tobytes())
-            for part, first, end in self._entries
-        ]
 
 
 class ShardDocuments:
@@ -213,20 +223,16 @@ class ShardDocuments:
             previous = (doc_id, digest)
             self.doc_ids.append(f"{doc_id}#{digest}" if same_id else doc_id)
             entries.append((part, first, end))
-        self.tokens = _SpillStore(ids_readers, entries)
+        self.tokens = _SpillStore(ids_readers, entries, with_lengths=True)
         self.word_starts = _SpillStore(start_readers, entries)
-        self.sentence_lengths = self.tokens.sentence_lengths()
-        # What was read above (every own document's index entries, scattered over every
-        # part's .idx: as large as the whole corpus's index) is in private arrays now.
-        self.release_pages(every_part=True)
+        self.sentence_lengths = self.tokens.sentence_lengths
 
-    def release_pages(self, every_part: bool = False) -> None:
-        """Unmap the spill pages read so far (of the parts read since the last call,
-        or of ``every_part``): a shard build reads its documents scattered over every
-        part, and mapped pages, once read, would count in its RSS until the end (page
-        cache, but RSS is what Dask's nanny watches)."""
-        self.tokens.release_pages(every_part)
-        self.word_starts.release_pages(every_part)
+    def release_pages(self) -> None:
+        """Unmap the spill pages read since the last call: a shard build reads its
+        documents scattered over every part, and mapped pages, once read, would count
+        in its RSS until the end (page cache, but RSS is what Dask's nanny watches)."""
+        self.tokens.release_pages()
+        self.word_starts.release_pages()
 
     def __len__(self) -> int:
         return len(self.doc_ids)
