@@ -4,8 +4,11 @@ workers should be started with.
 Beam's DaskRunner translates a GroupByKey into ``dask.bag.groupby``: a task-based
 shuffle whose tasks grow faster than its input partitions (6,838 tasks for the 174
 work units of the benchmark's 1 GB build, 44,437 for the 697 of 4 GB, 139,800 for the
-English dump's 2,600), every one of them scheduled, run and recorded by the workers. :func:`runner`'s DaskRunner translates it with :func:`group_by_key`
-instead: about two tasks per input partition.
+English dump's 2,600), every one of them scheduled, run and recorded by the workers,
+and whose output partitions keep the shard builds on the workers that hold them (one
+worker built three of four shards while the other waited). :func:`runner`'s
+DaskRunner translates it with :func:`group_by_key` instead: about two tasks per input
+partition, and a shard build per partition that Dask spreads over the workers.
 """
 
 from __future__ import annotations
