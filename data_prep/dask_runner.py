@@ -46,7 +46,7 @@ def worker_settings() -> dict[str, Any]:
     """The settings of :data:`WORKER_ENV` as this process has them (run on each
     Dask worker through ``Client.run``)."""
     import dask
-    import distributed  # noqa: F401  (registers the distributed.* defaults read below)
+    import dask.distributed  # noqa: F401  (registers the distributed.* defaults read below)
     from dask.utils import parse_timedelta
 
     return {"profile": bool(dask.config.get("distributed.worker.profile.enabled")),
