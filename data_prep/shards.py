@@ -3,10 +3,10 @@ documents and the finished dataset directory (format: :mod:`tacl_scale.data.mani
 
 Stage 1 (parallel over inputs) appends tokenized documents to *spill parts*: MMIDIDX
 files (sentences as sequences, documents as documents) in the build's temporary
-directory. Stage 2 (parallel over shards) memory-maps the parts, takes its own
-documents in a canonical order (by document id), builds and masks the instances and
-writes the shard. Holding documents on disk instead of in the runner's shuffle keeps
-memory flat whatever the corpus size.
+directory. Stage 2 (parallel over shards) reads every part once, copying its own
+documents into a scratch file, takes them in a canonical order (by document id),
+builds and masks the instances and writes the shard. Holding documents on disk
+instead of in the runner's shuffle keeps memory flat whatever the corpus size.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import uuid
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -121,80 +122,84 @@ class SpillWriter:
         self._docs_path.unlink(missing_ok=True)
 
 
-# How often a shard build unmaps the spill pages it has read (ShardDocuments.release_pages):
-# a document's instances also read random other documents (NSP's random B), so 256
-# documents touched ~130 MB of spill pages between releases; 64 keep it a quarter of that.
-RELEASE_EVERY_DOCUMENTS = 64
+class _GatheredValues:
+    """A :class:`~data_prep.instances.TokenStore` over one shard's documents,
+    gathered into one unlinked scratch file (:class:`ShardDocuments` writes it).
 
+    Values are read with ``os.pread``: the document being built
+    (:meth:`start_document`) as one copy on its first read, a segment of any other (a
+    random B) by itself. Nothing is memory-mapped: a mapped page, once read, stays in
+    the process's RSS, and the kernel maps a window of pages around each page read,
+    so NSP's random B segments, read from anywhere in the shard's documents spread
+    over every spill part, mapped up to 64 KB of other shards' data each (300 MB of a
+    4 GB build's shard build between two releases, 200 MB at 1 GB).
+    """
 
-class _SpillStore:
-    """A :class:`~data_prep.instances.TokenStore` over spill parts: document i is
-    sequences ``[first, end)`` of part ``part`` (a contiguous run in its .bin)."""
+    def __init__(self, file: BinaryIO, dtype: np.dtype, bases: list[int], starts: np.ndarray,
+                 first: list[int], sizes: list[int]) -> None:
+        self._file = file  # kept open: the file has no name, closing it deletes it
+        self._fd = file.fileno()
+        self._dtype = dtype
+        self._bases = bases  # where each document's values start in the file, in values
+        self._starts = starts  # each sentence's start within its document, all documents joined
+        self._first = first  # where each document's sentences begin in _starts
+        self._sizes = sizes  # each document's number of values
+        self._document = -1  # the document being built
+        self._copy: np.ndarray | None = None  # its values, once read
 
-    def __init__(self, readers: list[IndexedReader], entries: list[tuple[int, int, int]],
-                 with_lengths: bool = False) -> None:
-        self._readers = readers
-        self._entries = entries  # (part, first sequence, end sequence)
-        # Per part: all values as one (memory-mapped) array.
-        self._values: list[np.ndarray] = []
-        # Where each sentence of this shard's documents starts in its part's values, all
-        # in one int64 array (8 bytes a sentence), and where each document's run of it
-        # begins. Only this shard's documents: every part's pointers as Python ints grew
-        # a shard build by ~36 bytes per sentence of the whole corpus. Read a part at a
-        # time, its index pages released before the next: the shard's documents lie
-        # scattered over every part's index, so reading them all first mapped the whole
-        # corpus's index at once (236 MB of a 4 GB build's worker).
-        starts: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(entries)
-        lengths: list[array] = [array("i")] * len(entries)
-        by_part: dict[int, list[int]] = {}
-        for number, (part, _, _) in enumerate(entries):
-            by_part.setdefault(part, []).append(number)
-        for part, reader in enumerate(readers):
-            self._values.append(reader.span(0, len(reader) - 1) if len(reader) else np.zeros(0, reader.dtype))
-            for number in by_part.get(part, ()):
-                _, first, end = entries[number]
-                starts[number] = reader.sequence_pointers[first:end] // reader.dtype.itemsize  # a copy
-                if with_lengths:
-                    lengths[number] = array("i", reader.sequence_lengths[first:end].astype(np.int32).tobytes())
-            reader.release_pages()
-        self._starts = np.concatenate(starts).astype(np.int64) if starts else np.zeros(0, dtype=np.int64)
-        self._first = np.cumsum([0, *(end - first for _, first, end in entries)]).tolist()
-        # Each document's sentence lengths, as compact ``array("i")`` (4 bytes a
-        # sentence; indexing gives Python ints, as the pair loop wants); empty unless
-        # ``with_lengths``.
-        self.sentence_lengths = lengths if with_lengths else []
-        # The parts read since the last release_pages. Releasing every part's maps each
-        # time costs 1-3 us a map (2,180 maps: 2-6 ms here): for the English dump's
-        # 2,750 parts (4 maps each) 10-30 ms a release, some 270 times a shard.
-        self._touched: set[int] = set()
+    def start_document(self, document: int) -> None:
+        """``document``'s instances are being made now: its values are read (on first
+        use) as one copy, which replaces the previous document's."""
+        self._document = document
+        self._copy = None
 
     def values(self, segment: Segment) -> np.ndarray:
-        part = self._entries[segment.document][0]
-        self._touched.add(part)
-        base = int(self._starts[self._first[segment.document] + segment.first])
-        return self._values[part][base + segment.start : base + segment.stop]
+        document = segment.document
+        begin = int(self._starts[self._first[document] + segment.first]) + segment.start
+        end = begin + segment.stop - segment.start
+        if document != self._document:
+            return self._read(self._bases[document] + begin, end - begin)
+        if self._copy is None:
+            self._copy = self._read(self._bases[document], self._sizes[document])
+        return self._copy[begin:end]
 
-    def release_pages(self) -> None:
-        """Drop the pages :meth:`values` read since the last call from this process's
-        RSS (see :meth:`~tacl_scale.data.indexed.IndexedReader.release_pages`)."""
-        for part in self._touched:
-            self._readers[part].release_pages()
-        self._touched.clear()
+    def _read(self, offset: int, count: int) -> np.ndarray:
+        """``count`` values from value ``offset`` of the file."""
+        itemsize = self._dtype.itemsize
+        data = os.pread(self._fd, count * itemsize, offset * itemsize)
+        if len(data) != count * itemsize:  # the scratch file was truncated under us
+            raise OSError(f"{self._file.name}: short read at value {offset} ({len(data)} of {count * itemsize} bytes)")
+        return np.frombuffer(data, dtype=self._dtype)
 
 
 class ShardDocuments:
     """The documents of one shard gathered from spill parts, sorted by id (then
     content), with exact duplicates (same id and same tokens: the same page given
-    twice) dropped and counted."""
+    twice) dropped and counted.
 
-    def __init__(self, shard: int, part_prefixes: Iterable[str]) -> None:
-        ids_readers: list[IndexedReader] = []
-        start_readers: list[IndexedReader] = []
-        found: list[tuple[str, str, int, int, int]] = []
-        for part, prefix in enumerate(sorted(set(part_prefixes))):
+    Opening reads every part once, in turn, and copies this shard's documents into
+    one unlinked file in ``scratch`` (a temporary directory when None): a part's
+    files are closed before the next is opened, so a shard build holds two files
+    open (one with ``word_starts=False``) and maps nothing, whatever the number of
+    parts (it held four maps, each with its file open, per part: 11,000 files for
+    the English dump's 2,750 parts, over the usual limit of 1,024), and reads its
+    documents from one place instead of from every part.
+    """
+
+    def __init__(self, shard: int, part_prefixes: Iterable[str], scratch: str | os.PathLike | None = None,
+                 word_starts: bool = True) -> None:
+        tokens_file = tempfile.TemporaryFile(dir=scratch)
+        starts_file = tempfile.TemporaryFile(dir=scratch) if word_starts else None
+        found: list[tuple[str, str, int]] = []  # (doc_id, digest, number in gathered order)
+        bases: list[int] = []  # in values, the same in both files (one value per token)
+        sizes: list[int] = []
+        lengths: list[array] = []  # each document's sentence lengths
+        base = 0
+        dtype = np.dtype(np.int32)  # the parts' token type (an empty shard reads none)
+        for prefix in sorted(set(part_prefixes)):
             ids = IndexedReader(prefix)
-            ids_readers.append(ids)
-            start_readers.append(IndexedReader(f"{prefix}.wstart"))
+            dtype = ids.dtype
+            starts = IndexedReader(f"{prefix}.wstart") if word_starts else None
             with open(f"{prefix}.docs.jsonl", encoding="utf-8") as f:
                 for doc_no, line in enumerate(f):
                     # Every shard reads every part's list: parse only its own lines
@@ -206,33 +211,55 @@ class ShardDocuments:
                     end = int(ids.document_index[doc_no + 1])
                     content = ids.span(first, end - 1).tobytes() if end > first else b""
                     digest = hashlib.blake2b(content, digest_size=8).hexdigest()
-                    found.append((doc_id, digest, part, first, end))
-            ids.release_pages()
+                    found.append((doc_id, digest, len(bases)))
+                    tokens_file.write(content)
+                    if starts_file is not None and starts is not None and end > first:
+                        starts_file.write(starts.span(first, end - 1).tobytes())
+                    lengths.append(array("i", ids.sequence_lengths[first:end].astype(np.int32).tobytes()))
+                    bases.append(base)
+                    sizes.append(len(content) // ids.dtype.itemsize)
+                    base += sizes[-1]
+            del ids, starts  # unmapped and closed before the next part is opened
+        tokens_file.flush()
+        if starts_file is not None:
+            starts_file.flush()
         found.sort()
         # doc_ids are unique keys (they seed the random choices): a second document
         # with the same id but other content keeps its own, content-derived key.
         self.doc_ids: list[str] = []
-        entries: list[tuple[int, int, int]] = []
+        kept: list[int] = []
         self.duplicates = 0
         previous: tuple[str, str] | None = None
-        for doc_id, digest, part, first, end in found:
+        for doc_id, digest, number in found:
             if previous == (doc_id, digest):
                 self.duplicates += 1
                 continue
             same_id = previous is not None and previous[0] == doc_id
             previous = (doc_id, digest)
             self.doc_ids.append(f"{doc_id}#{digest}" if same_id else doc_id)
-            entries.append((part, first, end))
-        self.tokens = _SpillStore(ids_readers, entries, with_lengths=True)
-        self.word_starts = _SpillStore(start_readers, entries)
-        self.sentence_lengths = self.tokens.sentence_lengths
+            kept.append(number)
+        # Each document's sentence lengths, as compact ``array("i")`` (4 bytes a
+        # sentence; indexing gives Python ints, as the pair loop wants), and where each
+        # sentence starts within its document (8 bytes a sentence, in one array).
+        self.sentence_lengths: list[array] = [lengths[n] for n in kept]
+        within = [np.cumsum(np.frombuffer(lengths[n], dtype=np.int32), dtype=np.int64) for n in kept]
+        sentence_starts = (np.concatenate([w - np.frombuffer(lengths[n], dtype=np.int32)
+                                           for w, n in zip(within, kept, strict=True)])
+                           if kept else np.zeros(0, dtype=np.int64))
+        first = np.cumsum([0, *(len(lengths[n]) for n in kept)]).tolist()
+        kept_bases = [bases[n] for n in kept]
+        kept_sizes = [sizes[n] for n in kept]
+        self.tokens = _GatheredValues(tokens_file, dtype, kept_bases, sentence_starts,
+                                      first, kept_sizes)
+        self.word_starts = (_GatheredValues(starts_file, np.dtype(np.uint8), kept_bases, sentence_starts, first,
+                                            kept_sizes) if starts_file is not None else None)
 
-    def release_pages(self) -> None:
-        """Unmap the spill pages read since the last call: a shard build reads its
-        documents scattered over every part, and mapped pages, once read, would count
-        in its RSS until the end (page cache, but RSS is what Dask's nanny watches)."""
-        self.tokens.release_pages()
-        self.word_starts.release_pages()
+    def start_document(self, doc_index: int) -> None:
+        """The instances of document ``doc_index`` are being made now (see
+        :class:`_GatheredValues`: it is read once)."""
+        self.tokens.start_document(doc_index)
+        if self.word_starts is not None:
+            self.word_starts.start_document(doc_index)
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -271,6 +298,7 @@ def document_instances(docs: ShardDocuments, doc_index: int, config: BuildConfig
     (:func:`~tacl_scale.data.masking.mask_pass`: a few draws per pass, in the order
     that defines the dataset's bytes)."""
     specials = facts.special_ids
+    docs.start_document(doc_index)
     pairs: list[PairSpec] = []
     pass_sizes: list[int] = []
     mask_rngs: list[np.random.Generator] = []
@@ -285,8 +313,10 @@ def document_instances(docs: ShardDocuments, doc_index: int, config: BuildConfig
         mask_rngs.append(mask_rng)
     tokens, lengths = assemble_all(pairs, docs.tokens, specials["cls"], specials["sep"])
     # Word starts matter only to whole-word masking (and its word_starts file).
-    word_starts = (assemble_all(pairs, docs.word_starts, 1, 1, dtype=bool)[0]
-                   if config.masking.whole_word_masking else None)
+    word_starts = None
+    if config.masking.whole_word_masking:
+        assert docs.word_starts is not None, "build_shard opens ShardDocuments with word_starts under whole-word masking"
+        word_starts = assemble_all(pairs, docs.word_starts, 1, 1, dtype=bool)[0]
     maskable = ~is_special[tokens]
     if config.instances.single_segment:  # single-segment data has no static masks
         empty = np.zeros(0, dtype=np.int64)
@@ -360,7 +390,7 @@ def build_shard(
     tmp_dir = Workspace(directory).shard_scratch()
     split, index = config.output.split_of_key(shard)
     name = shard_name(index, split)
-    docs = ShardDocuments(shard, part_prefixes)
+    docs = ShardDocuments(shard, part_prefixes, tmp_dir, word_starts=config.masking.whole_word_masking)
     is_special = np.zeros(facts.vocab_size, dtype=bool)
     is_special[list(facts.special_ids.values())] = True
     if config.instances.max_seq_len > np.iinfo(np.uint16).max:
@@ -380,8 +410,6 @@ def build_shard(
         starts_out = (writers.enter_context(IndexedWriter(tmp_dir / f"{name}.word_starts", np.uint8))
                       if whole_words else None)
         for doc_index in range(len(docs)):
-            if doc_index % RELEASE_EVERY_DOCUMENTS == RELEASE_EVERY_DOCUMENTS - 1:
-                docs.release_pages()
             instances = document_instances(docs, doc_index, config, facts, is_special)
             tokens_out.add_joined_document(instances.tokens, instances.lengths)
             positions_out.add_joined_document(instances.masked_positions, instances.masked_counts)

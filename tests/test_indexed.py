@@ -4,7 +4,6 @@ compatibility with megatron-core's IndexedDataset, and validation of bad files."
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import warnings
 
@@ -355,33 +354,3 @@ def test_add_joined_document_writes_the_bytes_of_add_document(tmp_path):
     for suffix in (".bin", ".idx"):
         assert (tmp_path / f"a{suffix}").read_bytes() == (tmp_path / f"b{suffix}").read_bytes()
     assert [x.tolist() for x in IndexedReader(tmp_path / "b")] == [[3, 4, 5], [], [9]]
-
-
-def _mapped_rss_kb(path) -> int:
-    """This process's resident kB of the mappings of ``path`` (/proc/self/smaps)."""
-    total, inside = 0, False
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            fields = line.split()
-            if "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
-                inside = fields[-1] == str(path)
-            elif inside and fields[0] == "Rss:":
-                total += int(fields[1])
-    return total
-
-
-@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
-def test_release_pages_drops_what_was_read_from_rss(tmp_path):
-    # A shard build walks every spill part; without release_pages its RSS grew with the corpus.
-    prefix = tmp_path / "big"
-    with IndexedWriter(prefix, np.int32) as writer:
-        for _ in range(64):
-            writer.add_document([np.arange(32 * 1024, dtype=np.int32)])  # 8 MiB in all
-    reader = IndexedReader(prefix)
-    data = bin_path(prefix).resolve()
-    assert int(reader.span(0, len(reader) - 1).sum(dtype=np.int64)) == 64 * (32 * 1024 - 1) * 32 * 1024 // 2
-    assert _mapped_rss_kb(data) >= 7 * 1024
-    reader.release_pages()
-    assert _mapped_rss_kb(data) < 512
-    # Still readable, from the page cache.
-    assert reader[63][-1] == 32 * 1024 - 1

@@ -179,14 +179,6 @@ def _map(path: Path) -> mmap.mmap | bytes:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def _release(mapped: mmap.mmap | bytes) -> None:
-    """Unmap the resident pages of a read-only map from this process (they stay in
-    the page cache and fault back in when read again)."""
-    advice = getattr(mmap, "MADV_DONTNEED", None)
-    if isinstance(mapped, mmap.mmap) and advice is not None:
-        mapped.madvise(advice)
-
-
 class IndexedReader:
     """Memory-maps an MMIDIDX ``.idx``/``.bin`` pair; opening costs O(1) memory.
 
@@ -269,17 +261,6 @@ class IndexedReader:
         start = int(self.sequence_pointers[first]) // self.dtype.itemsize
         stop = int(self.sequence_pointers[last]) // self.dtype.itemsize + int(self.sequence_lengths[last])
         return self._data[start:stop]
-
-    def release_pages(self) -> None:
-        """Stop counting the pages read so far in this process's resident memory.
-
-        A mapped page, once read, stays in the process's RSS until the map closes.
-        A reader that walks a large file (a shard build over every spill part)
-        would grow with the file; calling this now and then keeps it flat. The
-        pages stay in the page cache: reading them again costs a minor fault.
-        """
-        _release(self._index_mmap)
-        _release(self._data_mmap)
 
     @property
     def num_documents(self) -> int:
