@@ -135,9 +135,10 @@ class _GatheredValues:
     4 GB build's shard build between two releases, 200 MB at 1 GB).
     """
 
-    def __init__(self, file: BinaryIO, dtype: np.dtype, bases: list[int], starts: np.ndarray,
+    def __init__(self, file: BinaryIO, what: str, dtype: np.dtype, bases: list[int], starts: np.ndarray,
                  first: list[int], sizes: list[int]) -> None:
         self._file = file  # kept open: the file has no name, closing it deletes it
+        self._what = what  # for errors: which scratch file, where
         self._fd = file.fileno()
         self._dtype = dtype
         self._bases = bases  # where each document's values start in the file, in values
@@ -168,7 +169,7 @@ class _GatheredValues:
         itemsize = self._dtype.itemsize
         data = os.pread(self._fd, count * itemsize, offset * itemsize)
         if len(data) != count * itemsize:  # the scratch file was truncated under us
-            raise OSError(f"{self._file.name}: short read at value {offset} ({len(data)} of {count * itemsize} bytes)")
+            raise OSError(f"{self._what}: short read at value {offset} ({len(data)} of {count * itemsize} bytes)")
         return np.frombuffer(data, dtype=self._dtype)
 
 
@@ -249,10 +250,12 @@ class ShardDocuments:
         first = np.cumsum([0, *(len(lengths[n]) for n in kept)]).tolist()
         kept_bases = [bases[n] for n in kept]
         kept_sizes = [sizes[n] for n in kept]
-        self.tokens = _GatheredValues(tokens_file, dtype, kept_bases, sentence_starts,
-                                      first, kept_sizes)
-        self.word_starts = (_GatheredValues(starts_file, np.dtype(np.uint8), kept_bases, sentence_starts, first,
-                                            kept_sizes) if starts_file is not None else None)
+        where = scratch if scratch is not None else tempfile.gettempdir()
+        self.tokens = _GatheredValues(tokens_file, f"{where}: shard {shard}'s copy of its tokens (unlinked)", dtype,
+                                      kept_bases, sentence_starts, first, kept_sizes)
+        self.word_starts = (_GatheredValues(starts_file, f"{where}: shard {shard}'s copy of its word starts (unlinked)",
+                                            np.dtype(np.uint8), kept_bases, sentence_starts, first, kept_sizes)
+                            if starts_file is not None else None)
 
     def start_document(self, doc_index: int) -> None:
         """The instances of document ``doc_index`` are being made now (see

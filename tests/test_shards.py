@@ -444,6 +444,19 @@ def test_shard_documents_hold_no_spill_part_open_or_mapped(tmp_path, word_starts
     assert _held_spill_files(prefixes) == (set(), set())
 
 
+def test_a_truncated_scratch_copy_is_an_error_naming_it(tmp_path):
+    """A short read of the scratch copy (its disk filled, or someone truncated it) is
+    an error naming the directory and the shard, never tokens made up of zeros."""
+    prefixes = spill(tmp_path / "spill", [DOCUMENTS[:6], DOCUMENTS[6:]])
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    docs = ShardDocuments(1, prefixes, scratch, word_starts=False)
+    os.ftruncate(docs.tokens._fd, 0)
+    docs.start_document(0)
+    with pytest.raises(OSError, match=rf"{scratch}: shard 1's copy of its tokens .*short read"):
+        docs.tokens.values(Segment(0, 0, 0, 0, 1))
+
+
 def test_duplicate_document_across_parts_is_dropped_and_counted(tmp_path, built):
     out = tmp_path / "dupes"
     duplicated = DOCUMENTS[3]
