@@ -283,7 +283,7 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
     }
     log.info("%d input file(s), %d work unit(s) -> %s", len(paths), len(units), config.output.directory)
     try:
-        pipeline = beam.Pipeline(runner=_runner(options), options=options)
+        pipeline = beam.Pipeline(runner=_runner(options, len(config.output.shard_keys)), options=options)
         build_pipeline(pipeline, units, config, facts)
         result = pipeline.run()
         client = getattr(result, "client", None)  # the DaskRunner's, which it leaves open
@@ -334,8 +334,10 @@ def swap_in(staging: Path, output: Path) -> None:
     log.info("replaced the dataset in %s", output)
 
 
-def _runner(options: Any) -> Any:
+def _runner(options: Any, shards: int) -> Any:
     """The runner the options name; by default the local DirectRunner's FnApiRunner.
+    ``shards``: how many the build makes (the DaskRunner's shard stage is one
+    partition per shard).
 
     Beam's DirectRunner would first try the Prism runner, which downloads a binary
     at run time; we go straight to the in-process FnApiRunner it falls back to
@@ -347,7 +349,7 @@ def _runner(options: Any) -> Any:
 
     name = options.view_as(StandardOptions).runner
     if name in dask_runner.NAMES:  # Beam knows it by its module path only
-        return dask_runner.runner()
+        return dask_runner.runner(group_partitions=shards)
     if name not in (None, "DirectRunner", "direct"):
         return None  # Beam resolves the named runner
     from apache_beam.portability.api import beam_provision_api_pb2

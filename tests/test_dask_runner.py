@@ -44,6 +44,51 @@ def test_the_groups_are_spread_one_per_partition() -> None:
     assert sorted(len(part) for part in partitions) == [0] * 48 + [1] * 16
 
 
+def test_the_groups_go_into_as_many_partitions_as_asked() -> None:
+    """The build asks for one partition per shard: each partition is a task of the
+    shard stage, and a Dask worker keeps every task's arguments (the DoFn, with the
+    tokenizer's replacement ids) until the build ends, so 697 partitions for 16
+    shards grew a worker by ~9 MB a shard."""
+    pairs = [(unit % 16, f"part-{unit}") for unit in range(697)]
+    grouped = group_by_key(db.from_sequence(windowed(pairs), partition_size=1), npartitions=16)
+    partitions = computed_partitions(grouped)
+    assert len(partitions) == grouped.npartitions == 16
+    assert sorted(key for part in partitions for key, _ in part) == list(range(16))
+    assert all(len(part) == 1 for part in partitions)
+    # Fewer keys than partitions (shards no document went to): some stay empty.
+    few = computed_partitions(group_by_key(db.from_sequence(windowed(pairs[:3]), partition_size=1), npartitions=16))
+    assert len(few) == 16 and sum(len(part) for part in few) == 3
+
+
+def test_the_dask_runner_groups_into_the_partitions_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """runner(group_partitions) is what data_prep.build passes the shard count to."""
+    from apache_beam.runners.dask.overrides import _GroupByKeyOnly
+
+    import data_prep.dask_runner as module
+
+    asked: list[int | None] = []
+    real = module.group_by_key
+
+    def recording(items, npartitions=None):
+        asked.append(npartitions)
+        return real(items, npartitions)
+
+    class Node:  # what Beam's pipeline visitor hands the translation
+        transform = _GroupByKeyOnly()
+
+        class Input:
+            producer = "upstream"
+
+        inputs = (Input(),)
+
+    visitor = module.runner(group_partitions=5).to_dask_bag_visitor()
+    visitor.bags["upstream"] = db.from_sequence(windowed([(1, "a"), (2, "b")]), partition_size=1)
+    monkeypatch.setattr(module, "group_by_key", recording)
+    visitor.visit_transform(Node)
+    assert asked == [5]
+    assert visitor.bags[Node].npartitions == 5
+
+
 @pytest.mark.parametrize("units", [174, 697])
 def test_tasks_per_work_unit_stay_few_where_dasks_groupby_takes_forty_and_more(units: int) -> None:
     """The reason for the translation: Dask's task shuffle costs 39 tasks per input
