@@ -136,6 +136,8 @@ class Result:
     # shared pages: what the spill files it memory-maps add is page cache the kernel
     # reclaims, not memory the process holds), sampled
     peak_single_anon: int
+    peak_anon_role: str  # what the process of peak_single_anon was: worker, driver, scheduler, other
+    peak_worker_anon: int  # bytes, the largest private memory of a worker (a Beam SDK worker or a Dask worker)
     peak_processes: int  # most processes seen at once in the tree
     shards: int  # training shards the build wrote (fixed, or chosen by the build: --num-shards auto)
     cpu_percent: int | None  # (user + system CPU of the tree) / wall, from time -v
@@ -172,30 +174,62 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def sample_tree(root: int, include_root: bool) -> tuple[int, int, int, int]:
-    """(sum of RSS, largest single RSS, process count, largest private RSS) of
-    ``root``'s tree now."""
+def process_role(cmdline: list[str]) -> str:
+    """What a process of a build's tree does: ``worker`` (a Beam SDK worker process of
+    the DirectRunner, a Dask worker process), ``driver`` (``data_prep.build``),
+    ``scheduler`` (Dask's), or ``other`` (Dask's nanny, multiprocessing's resource
+    tracker, /usr/bin/time)."""
+    joined = " ".join(cmdline)
+    if "sdk_worker_main" in joined or "spawn_main" in joined:  # Dask's worker processes are spawned
+        return "worker"
+    if "data_prep.build" in joined:
+        return "driver"
+    if "dask scheduler" in joined or joined.endswith("scheduler") or " scheduler " in joined:
+        return "scheduler"
+    return "other"
+
+
+@dataclass
+class TreeSample:
+    """One look at a process tree's memory."""
+
+    rss_sum: int = 0  # bytes, over the tree
+    rss_max: int = 0  # bytes, its largest process
+    processes: int = 0
+    anon_max: int = 0  # bytes, the largest private memory (RSS less file-backed and shared pages)
+    anon_max_role: str = "other"  # process_role of that process
+    worker_anon_max: int = 0  # bytes, the largest private memory of a worker
+
+
+def sample_tree(root: int, include_root: bool) -> TreeSample:
+    """The memory of ``root``'s tree now (private memory and roles need psutil)."""
     try:
         import psutil
     except ImportError:
         psutil = None
-    rss: list[int] = []
-    anon: list[int] = []
-    if psutil is not None:
-        try:
-            proc = psutil.Process(root)
-            procs = ([proc] if include_root else []) + proc.children(recursive=True)
-        except psutil.NoSuchProcess:
-            return 0, 0, 0, 0
-        for p in procs:
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                info = p.memory_info()
-                rss.append(info.rss)
-                anon.append(info.rss - info.shared)  # Linux: shared = file-backed + shmem pages
-    else:
+    sample = TreeSample()
+    if psutil is None:
         pids = ([root] if include_root else []) + _descendants(root)
         rss = [r for r in (_rss(p) for p in pids) if r]
-    return sum(rss), max(rss, default=0), len(rss), max(anon, default=0)
+        return TreeSample(sum(rss), max(rss, default=0), len(rss))
+    try:
+        proc = psutil.Process(root)
+        procs = ([proc] if include_root else []) + proc.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return sample
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            info = p.memory_info()
+            anon = info.rss - info.shared  # Linux: shared = file-backed + shmem pages
+            role = process_role(p.cmdline())
+            sample.rss_sum += info.rss
+            sample.rss_max = max(sample.rss_max, info.rss)
+            sample.processes += 1
+            if anon > sample.anon_max:
+                sample.anon_max, sample.anon_max_role = anon, role
+            if role == "worker":
+                sample.worker_anon_max = max(sample.worker_anon_max, anon)
+    return sample
 
 
 @contextlib.contextmanager
@@ -280,7 +314,8 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
     use_time = os.access(TIME_BIN, os.X_OK)
     if use_time:
         cmd = [TIME_BIN, "-v", "-o", str(time_path)] + cmd
-    peak_sum = peak_single = peak_procs = peak_anon = 0
+    peak_sum = peak_single = peak_procs = peak_anon = peak_worker_anon = 0
+    peak_anon_role = "other"
     load_before = os.getloadavg()[0]
     with open(log_path, "wb") as log:
         started = time.perf_counter()
@@ -289,10 +324,13 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
             # The /usr/bin/time wrapper itself is not counted; a Dask cluster's processes are.
             samples = [sample_tree(proc.pid, include_root=not use_time),
                        *(sample_tree(pid, include_root=True) for pid in cluster_pids)]
-            peak_sum = max(peak_sum, sum(t for t, _, _, _ in samples))
-            peak_single = max(peak_single, *(single for _, single, _, _ in samples))
-            peak_procs = max(peak_procs, sum(c for _, _, c, _ in samples))
-            peak_anon = max(peak_anon, *(a for _, _, _, a in samples))
+            peak_sum = max(peak_sum, sum(t.rss_sum for t in samples))
+            peak_single = max(peak_single, *(t.rss_max for t in samples))
+            peak_procs = max(peak_procs, sum(t.processes for t in samples))
+            largest = max(samples, key=lambda t: t.anon_max)
+            if largest.anon_max > peak_anon:
+                peak_anon, peak_anon_role = largest.anon_max, largest.anon_max_role
+            peak_worker_anon = max(peak_worker_anon, *(t.worker_anon_max for t in samples))
             time.sleep(POLL_S)
         wall = time.perf_counter() - started
     rc = proc.returncode
@@ -324,7 +362,7 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
         code=label, runner=runner, scale=scale, xml_bytes=xml_bytes, bz2_bytes=corpus.stat().st_size, units=units,
         workers=workers, wall_s=wall, documents=totals.documents, instances=totals.instances, tokens=totals.tokens,
         peak_tree_rss=peak_sum, peak_single_rss=peak_single, peak_processes=peak_procs, shards=train.num_shards,
-        peak_single_anon=peak_anon,
+        peak_single_anon=peak_anon, peak_anon_role=peak_anon_role, peak_worker_anon=peak_worker_anon,
         cpu_percent=cpu_percent, cpu_s=cpu_s, load_before=load_before, digest=_dataset_digest(out),
     )
     shutil.rmtree(out, ignore_errors=True)  # datasets are large; the log stays
@@ -507,7 +545,7 @@ def machine_lines() -> list[str]:
 def table(results: list[Result]) -> str:
     head = ["code", "runner", "scale", "XML MB", "bz2 MB", "units", "shards", "workers", "wall s", "worst s", "XML MB/s",
             "MB/s/worker", "MB/CPU-s", "tokens/s", "documents", "instances", "RSS tree MB",
-            "RSS max proc MB", "private max proc MB", "procs", "CPU%", "load"]
+            "RSS max proc MB", "private max proc MB", "private max worker MB", "procs", "CPU%", "load"]
     rows = []
     for r in results:
         rate = r.xml_bytes / MB / r.wall_s
@@ -518,7 +556,7 @@ def table(results: list[Result]) -> str:
             "-" if r.cpu_s is None else f"{r.xml_bytes / MB / r.cpu_s:.2f}",
             f"{r.tokens / r.wall_s:,.0f}", f"{r.documents:,}", f"{r.instances:,}",
             f"{r.peak_tree_rss / MB:,.0f}", f"{r.peak_single_rss / MB:,.0f}", f"{r.peak_single_anon / MB:,.0f}",
-            str(r.peak_processes), "-" if r.cpu_percent is None else str(r.cpu_percent),
+            f"{r.peak_worker_anon / MB:,.0f}", str(r.peak_processes), "-" if r.cpu_percent is None else str(r.cpu_percent),
             f"{r.load_before:.1f}",
         ])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
@@ -659,10 +697,14 @@ def main(argv: list[str] | None = None) -> int:
                           key=lambda r: r.xml_bytes)
             if len(same) > 1:
                 growth = ", ".join(f"{r.xml_bytes / MB:,.0f} MB: RSS {r.peak_single_rss / same[0].peak_single_rss:.2f}, "
-                                   f"private {r.peak_single_anon / max(same[0].peak_single_anon, 1):.2f}"
+                                   f"private {r.peak_single_anon / max(same[0].peak_single_anon, 1):.2f}, "
+                                   f"largest worker's private {r.peak_worker_anon / max(same[0].peak_worker_anon, 1):.2f}"
                                    for r in same[1:])
                 print(f"  {code} {runner}, {workers} worker(s): largest process against the "
                       f"{same[0].xml_bytes / MB:,.0f} MB corpus's: {growth} (target ≤ 1.20)")
+    for r in results:
+        print(f"  {r.code} {r.runner}, {r.scale}x: the largest private memory was the {r.peak_anon_role}'s "
+              f"({r.peak_single_anon / MB:,.0f} MB); the largest worker's {r.peak_worker_anon / MB:,.0f} MB")
     by_key = {(r.runner, r.scale, r.workers): r for r in results if r.code == "HEAD"}
     for (runner, scale, workers), r in sorted(by_key.items()):
         direct = by_key.get(("direct", scale, workers))
