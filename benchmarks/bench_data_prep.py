@@ -399,14 +399,12 @@ def stage_profile(dump: Path) -> tuple[list[tuple[str, float, float | None, str]
     and notes on the tokenizer's word cache."""
     import bz2
 
-    import mwparserfromhell
-
     from data_prep.build import parse_args
     from data_prep.documents import DocumentProcessor, TokenizedDocument, shard_key
     from data_prep.sentences import BlingFireBreaker
     from data_prep.shards import SpillWriter, TokenizerFacts, build_shard
     from data_prep.sources import WikiPage, plan_work_units, read_records
-    from data_prep.wikitext import clean_wikitext, pre_parse
+    from data_prep.wikitext import _Tokenizer, clean_wikitext, pre_parse
     from data_prep.workspace import TMP_DIR_NAME
 
     out = Path(tempfile.mkdtemp(prefix="bench_stages-")) / "ds"
@@ -428,7 +426,7 @@ def stage_profile(dump: Path) -> tuple[list[tuple[str, float, float | None, str]
     articles = [r for r in records if isinstance(r, WikiPage) and r.namespace == 0 and not r.redirect]
     paragraphs, clean_s = timed(lambda: [clean_wikitext(r.text) for r in articles])
     sources = [pre_parse(r.text) for r in articles]
-    _, parse_s = timed(lambda: [mwparserfromhell.parse(s, skip_style_tags=True) for s in sources])
+    _, parse_s = timed(lambda: [_Tokenizer().tokenize(s, 0, True) for s in sources])
     texts = [p for ps in paragraphs for p in ps]
     _, split_s = timed(lambda: [processor.splitter(p) for p in texts])
     breaker = BlingFireBreaker()
@@ -455,7 +453,7 @@ def stage_profile(dump: Path) -> tuple[list[tuple[str, float, float | None, str]
     shutil.rmtree(out.parent, ignore_errors=True)
     stages = [
         ("read (bz2 + XML)", read_s, bz2_s, "bz2"),
-        ("clean wikitext", clean_s, parse_s, "mwparserfromhell.parse"),
+        ("clean wikitext", clean_s, parse_s, "mwparserfromhell's tokenizer"),
         ("split sentences", split_s, blingfire_s, "BlingFire"),
         ("tokenize", encode_s, timed_backend.seconds, "HF encode_batch"),
         ("spill", spill_s, None, ""),

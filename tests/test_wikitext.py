@@ -4,7 +4,6 @@ real English sample (MediaWiki export of real articles)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from conftest_sources_helpers import enwiki_articles
@@ -462,28 +461,95 @@ def test_plain_links_are_resolved_before_parsing() -> None:
         assert resolve_simple_links(kept) == kept
 
 
-def test_pre_passes_change_the_cost_not_the_output() -> None:
-    """On every article of the real English sample and a generated dump, the
-    paragraphs equal those of parsing everything."""
-    import tempfile
-
+@pytest.fixture(scope="module")
+def sample_pages(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The wikitext of every article of the real English sample and of a generated dump."""
     from conftest import REAL_EN_DUMP
 
     from data_prep.sample_corpus import write_sample_dump
     from data_prep.sources import plan_work_units, read_records
 
-    with tempfile.TemporaryDirectory() as tmp:
-        generated = Path(tmp) / "enwiki-generated.xml.bz2"
-        write_sample_dump(str(generated), num_articles=120)
-        pages = [record.text for path in (REAL_EN_DUMP, generated)
-                 for unit in plan_work_units([str(path)], "wiki-xml", True, 8 << 20)
-                 for record in read_records(unit, lambda kind: None, None)
-                 if record.namespace == 0 and not record.redirect]
+    generated = tmp_path_factory.mktemp("wikitext") / "enwiki-generated.xml.bz2"
+    write_sample_dump(str(generated), num_articles=120)
+    pages = [record.text for path in (REAL_EN_DUMP, generated)
+             for unit in plan_work_units([str(path)], "wiki-xml", True, 8 << 20)
+             for record in read_records(unit, lambda kind: None, None)
+             if record.namespace == 0 and not record.redirect]
     assert len(pages) > 200
+    return pages
+
+
+def test_pre_passes_change_the_cost_not_the_output(sample_pages: list[str]) -> None:
+    """On every article of the real English sample and a generated dump, the
+    paragraphs equal those of parsing everything."""
+    pages = sample_pages
     assert sum(page.count("{|") for page in pages) > 50 and sum(page.count("[[") for page in pages) > 20_000
     assert sum(page.count("\n*") for page in pages) > 5_000  # list lines, blanked before parsing
     for page in pages:
         assert clean_wikitext(page) == clean_wikitext(page, parse_all=True)
+
+
+def _renders_from_tokens(source: str) -> bool:
+    """Whether the token walk renders ``source`` itself (no fall-back to the tree)."""
+    from data_prep.wikitext import _Tokenizer, _TokenRenderer, _TreeNeeded
+
+    try:
+        _TokenRenderer(_Tokenizer().tokenize(source, 0, True)).document()
+    except _TreeNeeded:
+        return False
+    return True
+
+
+def test_tokens_render_as_the_node_tree(sample_pages: list[str]) -> None:
+    """Rendering from the tokenizer's tokens gives the text of rendering the builder's
+    node tree, on every real and generated article, with and without the pre-passes
+    (which leave tables, links and lists to the parser)."""
+    from data_prep.wikitext import pre_parse, render_wikitext
+
+    from_tokens = 0
+    for page in sample_pages:
+        for parse_all in (False, True):
+            source = pre_parse(page, parse_all)
+            assert render_wikitext(source) == render_wikitext(source, tree=True)
+            from_tokens += _renders_from_tokens(source)
+    assert from_tokens == 2 * len(sample_pages)  # link titles with entities included
+
+
+# Pieces of markup that open, close and nest every construct the renderer handles,
+# unbalanced too, for random wikitext.
+_MARKUP_PIECES = (
+    "{{", "}}", "[[", "]]", "|", "=", "<ref>", "</ref>", "<br/>", "<br>", "<b>", "</b>", '<span class="x">', "</span>",
+    "<div style={{x}}>", "</div>", "&nbsp;", "&#233;", "&#xE9;", "&amp", "\n", "\n\n", "==", "=== ", "'''", "''",
+    "[http://x.org ", "[//y.org]", "]", "http://z.net/a ", "{{{", "}}}", "<!--", "-->", "\n* ", "\n:", "\n;", "\n#",
+    "File:", "Category:", "fr:", ":", "convert", "lang", "nowrap", "zh", "Notes", "References", "{|", "|}", "|-",
+    "<li>", "</li>", "----", "<table>", "</table>", "<nowiki>", "</nowiki>", "<small>", "</small>", "<p>", " ", "  ",
+    "a", "word", "Ünï", "中文", "{{#if:", "<ref name=x/>", "__NOTOC__", "<math>", "</math>", "<gallery>", "\n{|",
+    "\n|}", "<", ">", "/>",
+)
+
+
+def test_tokens_render_as_the_node_tree_on_random_markup() -> None:
+    import random
+
+    from data_prep.wikitext import pre_parse, render_wikitext
+
+    rng = random.Random(0)
+    from_tokens = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(_MARKUP_PIECES) for _ in range(rng.randint(0, 30)))
+        for source in (text, pre_parse(text)):
+            assert render_wikitext(source) == render_wikitext(source, tree=True), source
+            from_tokens += _renders_from_tokens(source)
+    assert from_tokens > 5900  # the tree is the exception
+
+
+def test_markup_in_a_link_title_falls_back_to_the_node_tree() -> None:
+    from data_prep.wikitext import render_wikitext
+
+    source = "Before [[a{{b}}c|shown]] and [[{{x}}|y]] after."
+    assert not _renders_from_tokens(source)
+    assert render_wikitext(source) == render_wikitext(source, tree=True) == "Before shown and y after."
+    assert _renders_from_tokens("[[a&nbsp;b|shown]]")  # an entity is its own source
 
 
 def test_blank_plain_list_lines() -> None:
