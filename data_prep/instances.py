@@ -82,27 +82,26 @@ def _segment(document: int, lengths: SentenceLengths, first: int, last: int) -> 
 
 def _truncate_pair(a: Segment, b: Segment, max_num_tokens: int, rng: random.Random) -> tuple[Segment, Segment]:
     """google-research/bert ``truncate_seq_pair``: trim the longer side, one token
-    at a time, from the front or the back at random (to avoid a bias to either).
-
-    Which side loses each token does not depend on the draws: the longer side until
-    the two are equal (B when they are equal, so B loses one more when it is the
-    longer), then B and A in turn. So the draws are made at once, in the same order,
-    and each side's share counted (tested draw for draw against the loop)."""
+    at a time, from the front or the back at random (to avoid a bias to either)."""
     a_length, b_length = a.stop - a.start, b.stop - b.start
     excess = a_length + b_length - max_num_tokens
     if excess <= 0:
         return a, b
     draw = rng.random
-    draws = [draw() for _ in range(excess)]
-    if a_length > b_length:
-        first = min(a_length - b_length, excess)  # the first draws go to A, then B, A, ...
-        a_draws, b_draws = draws[:first] + draws[first + 1 :: 2], draws[first::2]
-    else:
-        first = min(b_length - a_length + 1, excess)  # to B, then A, B, ...
-        b_draws, a_draws = draws[:first] + draws[first + 1 :: 2], draws[first::2]
-    in_front = (0.5).__gt__  # a draw below 0.5 trims the front
-    a_front, b_front = sum(map(in_front, a_draws)), sum(map(in_front, b_draws))
-    a_back, b_back = len(a_draws) - a_front, len(b_draws) - b_front
+    a_front = a_back = b_front = b_back = 0
+    for _ in range(excess):
+        if a_length > b_length:
+            a_length -= 1
+            if draw() < 0.5:
+                a_front += 1
+            else:
+                a_back += 1
+        else:
+            b_length -= 1
+            if draw() < 0.5:
+                b_front += 1
+            else:
+                b_back += 1
     return (
         Segment(a.document, a.first, a.last, a.start + a_front, a.stop - a_back),
         Segment(b.document, b.first, b.last, b.start + b_front, b.stop - b_back),
