@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import re
 
+from mwparserfromhell import parser as mw_parser
 from mwparserfromhell.nodes import (
     Argument,
     Comment,
@@ -27,11 +28,7 @@ from mwparserfromhell.nodes import (
 )
 from mwparserfromhell.parser import tokens as wt
 from mwparserfromhell.parser.builder import Builder
-
-try:  # the C tokenizer, as mwparserfromhell.parse uses it (its pure-Python one otherwise)
-    from mwparserfromhell.parser import CTokenizer as _Tokenizer
-except ImportError:  # pragma: no cover - the wheels ship the C extension
-    from mwparserfromhell.parser.tokenizer import Tokenizer as _Tokenizer
+from mwparserfromhell.parser.tokenizer import Tokenizer as PythonTokenizer
 
 # Section titles (lower-cased) whose whole section is dropped.
 DROPPED_SECTIONS = frozenset(
@@ -498,6 +495,15 @@ _TOKEN_HANDLERS = {
 }
 
 
+def tokenize_wikitext(source: str) -> list[wt.Token]:
+    """mwparserfromhell's tokens of ``source``, bold/italic quotes left as text, from
+    the tokenizer ``mwparserfromhell.parse`` would use: the C one, unless the
+    extension is missing or ``mwparserfromhell.parser.use_c`` is turned off."""
+    c_tokenizer = getattr(mw_parser, "CTokenizer", None)  # None without the extension
+    tokenizer = c_tokenizer() if mw_parser.use_c and c_tokenizer else PythonTokenizer()
+    return tokenizer.tokenize(source, 0, True)
+
+
 def render_wikitext(source: str, tree: bool = False) -> str:
     """The running text of ``source`` (after :func:`pre_parse`) as one string, dropped
     sections left out: tokenized by mwparserfromhell (bold/italic quotes stay text:
@@ -505,7 +511,7 @@ def render_wikitext(source: str, tree: bool = False) -> str:
     node tree (:class:`_TreeNeeded`), or with ``tree``, from the tree its builder
     makes of them, as ``mwparserfromhell.parse`` does. The two give the same text
     (tested on the real sample and on random markup)."""
-    tokens = _Tokenizer().tokenize(source, 0, True)
+    tokens = tokenize_wikitext(source)
     if not tree:
         try:
             return _TokenRenderer(tokens).document()

@@ -491,10 +491,10 @@ def test_pre_passes_change_the_cost_not_the_output(sample_pages: list[str]) -> N
 
 def _renders_from_tokens(source: str) -> bool:
     """Whether the token walk renders ``source`` itself (no fall-back to the tree)."""
-    from data_prep.wikitext import _Tokenizer, _TokenRenderer, _TreeNeeded
+    from data_prep.wikitext import _TokenRenderer, _TreeNeeded, tokenize_wikitext
 
     try:
-        _TokenRenderer(_Tokenizer().tokenize(source, 0, True)).document()
+        _TokenRenderer(tokenize_wikitext(source)).document()
     except _TreeNeeded:
         return False
     return True
@@ -541,6 +541,31 @@ def test_tokens_render_as_the_node_tree_on_random_markup() -> None:
             assert render_wikitext(source) == render_wikitext(source, tree=True), source
             from_tokens += _renders_from_tokens(source)
     assert from_tokens > 5900  # the tree is the exception
+
+
+def test_the_pure_python_tokenizer_where_mwparserfromhell_has_no_c_extension(
+        monkeypatch: pytest.MonkeyPatch, sample_pages: list[str]) -> None:
+    """Without the C tokenizer (``use_c`` off, as mwparserfromhell sets it when its
+    extension does not import), cleaning goes through the Python one, and gives the
+    same paragraphs."""
+    from mwparserfromhell import parser as mw_parser
+
+    from data_prep.wikitext import PythonTokenizer
+
+    calls: list[str] = []
+    python_tokenize = PythonTokenizer.tokenize
+
+    def counted(self: PythonTokenizer, *args: object) -> list:
+        calls.append("python")
+        return python_tokenize(self, *args)
+
+    monkeypatch.setattr(PythonTokenizer, "tokenize", counted)
+    pages = sample_pages[-3:]  # generated articles, short: the Python tokenizer is slow
+    with_c = [clean_wikitext(page) for page in pages]
+    assert mw_parser.use_c and calls == []  # the C tokenizer by default
+    monkeypatch.setattr(mw_parser, "use_c", False)
+    assert [clean_wikitext(page) for page in pages] == with_c
+    assert len(calls) == len(pages)
 
 
 def test_markup_in_a_link_title_falls_back_to_the_node_tree() -> None:
