@@ -14,6 +14,13 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 PIN=()
 if [[ -n "${CONSTRAINTS:-}" ]]; then PIN=(-c "$CONSTRAINTS"); fi
+# pip unpacks every wheel under TMPDIR and caches downloads in ~/.cache/pip; the GPU
+# image's torch brings GBs of CUDA libraries. Both go on the clone's file system
+# instead, where the virtualenvs are (a CI machine's /tmp or home may be small: CI
+# once ran out of space there), and nothing is cached outside the clone.
+PIP_TMP=$(mktemp -d "$PWD/.pip-tmp.XXXXXX")
+trap 'rm -rf "$PIP_TMP"' EXIT
+export TMPDIR="$PIP_TMP" PIP_NO_CACHE_DIR=1
 "$VENV/bin/python" -m pip install -q --upgrade pip
 # torch first and pinned: left to the resolver, deepspeed/transformers would pull
 # the newest torch, a multi-GB CUDA build.
