@@ -21,6 +21,7 @@ import uuid
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -135,18 +136,20 @@ class _GatheredValues:
     4 GB build's shard build between two releases, 200 MB at 1 GB).
     """
 
-    def __init__(self, file: BinaryIO, what: str, dtype: np.dtype, bases: list[int], starts: np.ndarray,
-                 first: list[int], sizes: list[int]) -> None:
+    def __init__(self, file: BinaryIO, what: str, dtype: np.dtype, bases: list[int],
+                 sentence_lengths: list[array]) -> None:
         self._file = file  # kept open: the file has no name, closing it deletes it
         self._what = what  # for errors: which scratch file, where
         self._fd = file.fileno()
         self._dtype = dtype
         self._bases = bases  # where each document's values start in the file, in values
-        self._starts = starts  # each sentence's start within its document, all documents joined
-        self._first = first  # where each document's sentences begin in _starts
-        self._sizes = sizes  # each document's number of values
+        # Each document's sentence lengths (ShardDocuments' own arrays, 4 bytes a
+        # sentence): where a sentence starts is added up when it is read, so nothing
+        # per sentence is kept beside them (a shard's size is the user's choice).
+        self._lengths = sentence_lengths
         self._document = -1  # the document being built
         self._copy: np.ndarray | None = None  # its values, once read
+        self._copy_starts: list[int] = []  # where its sentences start in them
 
     def start_document(self, document: int) -> None:
         """``document``'s instances are being made now: its values are read (on first
@@ -156,13 +159,16 @@ class _GatheredValues:
 
     def values(self, segment: Segment) -> np.ndarray:
         document = segment.document
-        begin = int(self._starts[self._first[document] + segment.first]) + segment.start
-        end = begin + segment.stop - segment.start
-        if document != self._document:
-            return self._read(self._bases[document] + begin, end - begin)
+        count = segment.stop - segment.start
+        if document != self._document:  # a random B: its offset added up, the segment read
+            begin = sum(self._lengths[document][: segment.first]) + segment.start
+            return self._read(self._bases[document] + begin, count)
         if self._copy is None:
-            self._copy = self._read(self._bases[document], self._sizes[document])
-        return self._copy[begin:end]
+            lengths = self._lengths[document]
+            self._copy_starts = [0, *accumulate(lengths)]
+            self._copy = self._read(self._bases[document], self._copy_starts[-1])
+        begin = self._copy_starts[segment.first] + segment.start
+        return self._copy[begin : begin + count]
 
     def _read(self, offset: int, count: int) -> np.ndarray:
         """``count`` values from value ``offset`` of the file."""
@@ -193,7 +199,6 @@ class ShardDocuments:
         starts_file = tempfile.TemporaryFile(dir=scratch) if word_starts else None
         found: list[tuple[str, str, int]] = []  # (doc_id, digest, number in gathered order)
         bases: list[int] = []  # in values, the same in both files (one value per token)
-        sizes: list[int] = []
         lengths: list[array] = []  # each document's sentence lengths
         base = 0
         dtype = np.dtype(np.int32)  # the parts' token type (an empty shard reads none)
@@ -218,8 +223,7 @@ class ShardDocuments:
                         starts_file.write(starts.span(first, end - 1).tobytes())
                     lengths.append(array("i", ids.sequence_lengths[first:end].astype(np.int32).tobytes()))
                     bases.append(base)
-                    sizes.append(len(content) // ids.dtype.itemsize)
-                    base += sizes[-1]
+                    base += len(content) // ids.dtype.itemsize
             del ids, starts  # unmapped and closed before the next part is opened
         tokens_file.flush()
         if starts_file is not None:
@@ -240,21 +244,14 @@ class ShardDocuments:
             self.doc_ids.append(f"{doc_id}#{digest}" if same_id else doc_id)
             kept.append(number)
         # Each document's sentence lengths, as compact ``array("i")`` (4 bytes a
-        # sentence; indexing gives Python ints, as the pair loop wants), and where each
-        # sentence starts within its document (8 bytes a sentence, in one array).
+        # sentence; indexing gives Python ints, as the pair loop wants).
         self.sentence_lengths: list[array] = [lengths[n] for n in kept]
-        within = [np.cumsum(np.frombuffer(lengths[n], dtype=np.int32), dtype=np.int64) for n in kept]
-        sentence_starts = (np.concatenate([w - np.frombuffer(lengths[n], dtype=np.int32)
-                                           for w, n in zip(within, kept, strict=True)])
-                           if kept else np.zeros(0, dtype=np.int64))
-        first = np.cumsum([0, *(len(lengths[n]) for n in kept)]).tolist()
         kept_bases = [bases[n] for n in kept]
-        kept_sizes = [sizes[n] for n in kept]
         where = scratch if scratch is not None else tempfile.gettempdir()
         self.tokens = _GatheredValues(tokens_file, f"{where}: shard {shard}'s copy of its tokens (unlinked)", dtype,
-                                      kept_bases, sentence_starts, first, kept_sizes)
+                                      kept_bases, self.sentence_lengths)
         self.word_starts = (_GatheredValues(starts_file, f"{where}: shard {shard}'s copy of its word starts (unlinked)",
-                                            np.dtype(np.uint8), kept_bases, sentence_starts, first, kept_sizes)
+                                            np.dtype(np.uint8), kept_bases, self.sentence_lengths)
                             if starts_file is not None else None)
 
     def start_document(self, doc_index: int) -> None:

@@ -354,3 +354,25 @@ def test_add_joined_document_writes_the_bytes_of_add_document(tmp_path):
     for suffix in (".bin", ".idx"):
         assert (tmp_path / f"a{suffix}").read_bytes() == (tmp_path / f"b{suffix}").read_bytes()
     assert [x.tolist() for x in IndexedReader(tmp_path / "b")] == [[3, 4, 5], [], [9]]
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 1 << 16])
+def test_idx_offsets_written_a_block_at_a_time(tmp_path, monkeypatch, block):
+    """close() computes the byte offsets a block of sequences at a time (a shard's
+    writers hold over a million): the same bytes whatever the block, across block
+    edges, empty sequences and a multi-byte dtype included."""
+    import tacl_scale.data.indexed as indexed
+
+    monkeypatch.setattr(indexed, "POINTER_BLOCK", block)
+    rng = np.random.default_rng(block)
+    lengths = [int(n) for n in rng.integers(0, 6, size=20)]
+    prefix = tmp_path / "blocks"
+    with IndexedWriter(prefix, np.int32) as writer:
+        for n in lengths:
+            writer.add(np.arange(n))
+            writer.end_document()
+    raw = idx_path(prefix).read_bytes()
+    pointers = np.frombuffer(raw, dtype=np.int64, count=len(lengths), offset=34 + 4 * len(lengths))
+    assert pointers.tolist() == [4 * sum(lengths[:k]) for k in range(len(lengths))]
+    reader = IndexedReader(prefix)
+    assert [len(reader[k]) for k in range(len(lengths))] == lengths

@@ -384,15 +384,20 @@ def test_shard_documents_sorted_by_id(tmp_path):
 
 def test_a_shard_build_holds_its_own_documents_sentences_only(tmp_path):
     """A shard build's memory follows the shard, not the corpus: of every part it
-    touches it keeps the sentence offsets of its own documents only (it once kept
-    every part's, ~36 bytes per sentence of the whole corpus in each shard build)."""
+    touches it keeps the sentence lengths of its own documents only (it once kept
+    every part's, ~36 bytes per sentence of the whole corpus in each shard build),
+    once (4 bytes a sentence: where a sentence starts is added up when it is read;
+    8 more bytes a sentence once held that, all sentences of the shard)."""
     others = {d.doc_id: 1 for d in DOCUMENTS}
     others[DOCUMENTS[0].doc_id] = 0  # shard 0 holds one document; shard 1 all the others
     prefixes = spill(tmp_path, [DOCUMENTS[:6], DOCUMENTS[6:]], others)
     docs = ShardDocuments(0, prefixes)
     assert docs.doc_ids == [DOCUMENTS[0].doc_id]
-    assert len(docs.tokens._starts) == len(DOCUMENTS[0].sentences)
-    assert docs.word_starts is not None and docs.word_starts._starts is docs.tokens._starts  # shared
+    assert [list(lengths) for lengths in docs.sentence_lengths] == [[len(s.ids) for s in DOCUMENTS[0].sentences]]
+    assert docs.tokens._lengths is docs.sentence_lengths  # shared, not copied
+    assert docs.word_starts is not None and docs.word_starts._lengths is docs.sentence_lengths
+    assert vars(docs.tokens).keys() == {"_file", "_what", "_fd", "_dtype", "_bases", "_lengths", "_document",
+                                        "_copy", "_copy_starts"}  # nothing per sentence beside them
     whole = Segment(0, 0, len(DOCUMENTS[0].sentences) - 1, 0, sum(len(s.ids) for s in DOCUMENTS[0].sentences))
     assert np.array_equal(docs.tokens.values(whole), np.concatenate([s.ids for s in DOCUMENTS[0].sentences]))
 
