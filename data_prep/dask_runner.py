@@ -124,8 +124,10 @@ def runner(group_partitions: int | None = None) -> Any:
 
     class GroupingDaskRunner(DaskRunner):
         @staticmethod
-        def to_dask_bag_visitor(bag_kwargs: dict[str, Any] | None = None) -> Any:
-            visitor = DaskRunner.to_dask_bag_visitor(bag_kwargs)
+        def to_dask_bag_visitor(*args: Any, **kwargs: Any) -> Any:
+            # Beam's own arguments, whatever they are (bag_kwargs; since Beam 2.78 also
+            # lazy_side_inputs, which a visitor taking one argument failed on).
+            visitor = DaskRunner.to_dask_bag_visitor(*args, **kwargs)
             translate = visitor.visit_transform
 
             def visit_transform(node: Any) -> None:
