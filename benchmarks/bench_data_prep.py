@@ -184,7 +184,7 @@ def process_role(cmdline: list[str]) -> str:
         return "worker"
     if "data_prep.build" in joined:
         return "driver"
-    if "dask scheduler" in joined or joined.endswith("scheduler") or " scheduler " in joined:
+    if joined.endswith("scheduler") or " scheduler " in joined:  # dask scheduler, dask-scheduler
         return "scheduler"
     return "other"
 

@@ -324,6 +324,7 @@ class _WordCache:
     def __init__(self, backend: Any, lowercase: bool, added_tokens: list[str], max_words: int = 200_000) -> None:
         self._backend = backend
         self._lowercase = lowercase
+        self._ascii_words = (_LOWER_ASCII_WORD if lowercase else _ASCII_WORD).findall
         self._added = (re.compile("|".join(map(re.escape, added_tokens)), re.IGNORECASE)
                        if added_tokens else None)
         self._ids: dict[str, bytes] = {}  # int32 ids of each word, as bytes
@@ -347,8 +348,7 @@ class _WordCache:
         return cls(backend, bool(backend.normalizer.lowercase), added)
 
     def _split_words(self, sentence: str) -> list[str]:
-        lowercase = self._lowercase
-        ascii_words = _LOWER_ASCII_WORD.findall if lowercase else _ASCII_WORD.findall
+        lowercase, ascii_words = self._lowercase, self._ascii_words
         if sentence.isascii() and sentence.isprintable():
             return ascii_words(sentence.lower() if lowercase else sentence)
         words: list[str] = []

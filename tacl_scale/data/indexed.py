@@ -143,7 +143,7 @@ class IndexedWriter:
             f.write(struct.pack("<B", _CODE_OF_DTYPE[self.dtype]))
             f.write(struct.pack("<Q", len(lengths)))
             f.write(struct.pack("<Q", len(self._document_index)))
-            f.write(lengths.tobytes())
+            f.write(lengths.data)  # the buffer itself: no copy
             # The byte offsets a block at a time: all at once they took 28 bytes a
             # sequence beside the lengths' 4 (a shard's writers hold over a million).
             before = 0  # elements in the sequences before this block
@@ -156,7 +156,7 @@ class IndexedWriter:
                 pointers *= self.dtype.itemsize
                 f.write(pointers.tobytes())
                 before = after
-            f.write(np.frombuffer(self._document_index, dtype=np.int64).tobytes())
+            f.write(np.frombuffer(self._document_index, dtype=np.int64).data)
 
     def abort(self) -> None:
         """Drop the partial files."""
