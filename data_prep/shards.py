@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import uuid
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
@@ -42,6 +42,7 @@ from tacl_scale.data.manifest import (
     shard_name,
 )
 from tacl_scale.data.masking import MaskedInstances, mask_pass, seeded_generators
+from tacl_scale.data.spilled import SpilledArray
 
 from .config import BuildConfig
 from .documents import VALIDATION_RULE, TokenizedDocument
@@ -136,16 +137,16 @@ class _GatheredValues:
     4 GB build's shard build between two releases, 200 MB at 1 GB).
     """
 
-    def __init__(self, file: BinaryIO, what: str, dtype: np.dtype, bases: list[int],
-                 sentence_lengths: list[array]) -> None:
+    def __init__(self, file: BinaryIO, what: str, dtype: np.dtype, bases: Sequence[int],
+                 sentence_lengths: Sequence[Sequence[int]]) -> None:
         self._file = file  # kept open: the file has no name, closing it deletes it
         self._what = what  # for errors: which scratch file, where
         self._fd = file.fileno()
         self._dtype = dtype
         self._bases = bases  # where each document's values start in the file, in values
-        # Each document's sentence lengths (ShardDocuments' own arrays, 4 bytes a
-        # sentence): where a sentence starts is added up when it is read, so nothing
-        # per sentence is kept beside them (a shard's size is the user's choice).
+        # Each document's sentence lengths (ShardDocuments' table): where a sentence
+        # starts is added up when it is read, so nothing per sentence is kept in
+        # memory (a shard's size is the user's choice).
         self._lengths = sentence_lengths
         self._document = -1  # the document being built
         self._copy: np.ndarray | None = None  # its values, once read
@@ -179,15 +180,55 @@ class _GatheredValues:
         return np.frombuffer(data, dtype=self._dtype)
 
 
+class _SentenceLengthTable(Sequence[array]):
+    """Each gathered document's sentence lengths (``table[d][k]``: the tokens of
+    sentence k of document d) in an unlinked scratch file, read with ``os.pread``.
+
+    Memory holds 12 bytes a document and the last few documents read (the one being
+    built is read for each dupe pass, a random B's for its length and its offset),
+    not 4 bytes a sentence: a shard's size is the user's choice.
+    """
+
+    RECENT = 4  # documents kept after a read
+
+    def __init__(self, file: BinaryIO, what: str, firsts: array, counts: array) -> None:
+        self._file = file  # kept open: the file has no name, closing it deletes it
+        self._what = what
+        self._fd = file.fileno()
+        self._firsts = firsts  # array("q"): each document's first sentence in the file
+        self._counts = counts  # array("i"): each document's number of sentences
+        self._recent: dict[int, array] = {}
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __getitem__(self, document: int) -> array:  # type: ignore[override]  # no slices
+        lengths = self._recent.get(document)
+        if lengths is not None:
+            return lengths
+        document = range(len(self._counts))[document]  # IndexError out of range, as a list's
+        size = 4 * self._counts[document]
+        data = os.pread(self._fd, size, 4 * self._firsts[document])
+        if len(data) != size:  # the scratch file was truncated under us
+            raise OSError(f"{self._what}: short read of document {document}'s sentence lengths "
+                          f"({len(data)} of {size} bytes)")
+        lengths = array("i", data)
+        if len(self._recent) >= self.RECENT:
+            del self._recent[next(iter(self._recent))]  # the oldest read
+        self._recent[document] = lengths
+        return lengths
+
+
 class ShardDocuments:
     """The documents of one shard gathered from spill parts, sorted by id (then
     content), with exact duplicates (same id and same tokens: the same page given
     twice) dropped and counted.
 
-    Opening reads every part once, in turn, and copies this shard's documents into
-    one unlinked file in ``scratch`` (a temporary directory when None): a part's
-    files are closed before the next is opened, so a shard build holds two files
-    open (one with ``word_starts=False``) and maps nothing, whatever the number of
+    Opening reads every part once, in turn, and copies this shard's documents (their
+    tokens, word starts and sentence lengths) into unlinked files in ``scratch`` (a
+    temporary directory when None): a part's files are closed before the next is
+    opened, so a shard build holds three files open (two with ``word_starts=False``)
+    and maps nothing, whatever the number of
     parts (it held four maps, each with its file open, per part: 11,000 files for
     the English dump's 2,750 parts, over the usual limit of 1,024), and reads its
     documents from one place instead of from every part.
@@ -197,10 +238,13 @@ class ShardDocuments:
                  word_starts: bool = True) -> None:
         tokens_file = tempfile.TemporaryFile(dir=scratch)
         starts_file = tempfile.TemporaryFile(dir=scratch) if word_starts else None
+        lengths_file = tempfile.TemporaryFile(dir=scratch)  # int32 sentence lengths
         found: list[tuple[str, str, int]] = []  # (doc_id, digest, number in gathered order)
-        bases: list[int] = []  # in values, the same in both files (one value per token)
-        lengths: list[array] = []  # each document's sentence lengths
+        bases = array("q")  # in values, the same in both files (one value per token)
+        firsts = array("q")  # in sentences, in lengths_file
+        counts = array("i")  # sentences
         base = 0
+        sentences = 0
         dtype = np.dtype(np.int32)  # the parts' token type (an empty shard reads none)
         for prefix in sorted(set(part_prefixes)):
             ids = IndexedReader(prefix)
@@ -221,13 +265,16 @@ class ShardDocuments:
                     tokens_file.write(content)
                     if starts_file is not None and starts is not None and end > first:
                         starts_file.write(starts.span(first, end - 1).tobytes())
-                    lengths.append(array("i", ids.sequence_lengths[first:end].astype(np.int32).tobytes()))
+                    lengths_file.write(ids.sequence_lengths[first:end].astype(np.int32).tobytes())
+                    firsts.append(sentences)
+                    counts.append(end - first)
+                    sentences += end - first
                     bases.append(base)
                     base += len(content) // ids.dtype.itemsize
             del ids, starts  # unmapped and closed before the next part is opened
-        tokens_file.flush()
-        if starts_file is not None:
-            starts_file.flush()
+        for file in (tokens_file, starts_file, lengths_file):
+            if file is not None:
+                file.flush()
         found.sort()
         # doc_ids are unique keys (they seed the random choices): a second document
         # with the same id but other content keeps its own, content-derived key.
@@ -243,11 +290,13 @@ class ShardDocuments:
             previous = (doc_id, digest)
             self.doc_ids.append(f"{doc_id}#{digest}" if same_id else doc_id)
             kept.append(number)
-        # Each document's sentence lengths, as compact ``array("i")`` (4 bytes a
-        # sentence; indexing gives Python ints, as the pair loop wants).
-        self.sentence_lengths: list[array] = [lengths[n] for n in kept]
-        kept_bases = [bases[n] for n in kept]
         where = scratch if scratch is not None else tempfile.gettempdir()
+        # Each document's sentence lengths, as ``array("i")`` (indexing gives Python
+        # ints, as the pair loop wants).
+        self.sentence_lengths = _SentenceLengthTable(
+            lengths_file, f"{where}: shard {shard}'s sentence lengths (unlinked)",
+            array("q", (firsts[n] for n in kept)), array("i", (counts[n] for n in kept)))
+        kept_bases = array("q", (bases[n] for n in kept))
         self.tokens = _GatheredValues(tokens_file, f"{where}: shard {shard}'s copy of its tokens (unlinked)", dtype,
                                       kept_bases, self.sentence_lengths)
         self.word_starts = (_GatheredValues(starts_file, f"{where}: shard {shard}'s copy of its word starts (unlinked)",
@@ -399,11 +448,10 @@ def build_shard(
     stats = {"instances": 0, "tokens": 0, "random_next": 0, "masked": 0, "maskable": 0, "mask_token": 0,
              "random_token": 0, "kept_token": 0}
     histogram: dict[int, int] = {}
-    len_a = array("H")
-    nsp = array("B")
     tmp_prefix = tmp_dir / name
     whole_words = config.masking.whole_word_masking
     with contextlib.ExitStack() as writers:  # on an error every writer removes its partial files
+        meta = writers.enter_context(SpilledArray(META_DTYPE, tmp_dir))  # len_a and NSP label per instance
         tokens_out = writers.enter_context(IndexedWriter(tmp_prefix, facts.token_dtype))
         positions_out = writers.enter_context(IndexedWriter(tmp_dir / f"{name}.masked_positions", np.uint16))
         placed_out = writers.enter_context(IndexedWriter(tmp_dir / f"{name}.masked_tokens", facts.token_dtype))
@@ -416,13 +464,9 @@ def build_shard(
             placed_out.add_joined_document(instances.masked_tokens, instances.masked_counts)
             if starts_out is not None:  # whole-word masking: word_starts assembled
                 starts_out.add_joined_document(instances.word_starts.astype(np.uint8), instances.lengths)
-            len_a.extend(len(pair.a) for pair in instances.pairs)
-            nsp.extend(int(pair.is_random_next) for pair in instances.pairs)
+            meta.extend([(len(pair.a), pair.is_random_next) for pair in instances.pairs])
             _count(stats, histogram, instances, facts.special_ids["mask"])
-    meta = np.zeros(len(len_a), dtype=META_DTYPE)
-    meta["len_a"] = np.frombuffer(len_a, dtype=np.uint16) if len(len_a) else 0
-    meta["nsp_label"] = np.frombuffer(nsp, dtype=np.uint8) if len(nsp) else 0
-    np.save(tmp_dir / shard_file_names(name)["meta"], meta)
+        meta.save_npy(tmp_dir / shard_file_names(name)["meta"])
 
     files = _move_into_place(tmp_prefix, directory, name, whole_words)
     shutil.rmtree(tmp_dir, ignore_errors=True)

@@ -357,22 +357,56 @@ def test_add_joined_document_writes_the_bytes_of_add_document(tmp_path):
 
 
 @pytest.mark.parametrize("block", [1, 2, 3, 7, 1 << 16])
-def test_idx_offsets_written_a_block_at_a_time(tmp_path, monkeypatch, block):
-    """close() computes the byte offsets a block of sequences at a time (a shard's
-    writers hold over a million): the same bytes whatever the block, across block
-    edges, empty sequences and a multi-byte dtype included."""
-    import tacl_scale.data.indexed as indexed
+def test_idx_written_a_block_at_a_time(tmp_path, monkeypatch, block):
+    """The writer spills its lengths and document index a block at a time and
+    writes the ``.idx`` from the blocks (a shard's writers hold over a million
+    sequences): the bytes of the format's spec whatever the block, across block
+    edges, empty sequences and documents and a multi-byte dtype included, and
+    nothing left beside the ``.bin`` and ``.idx``."""
+    import tacl_scale.data.spilled as spilled
 
-    monkeypatch.setattr(indexed, "POINTER_BLOCK", block)
+    monkeypatch.setattr(spilled, "SPILL_BLOCK", block)
     rng = np.random.default_rng(block)
     lengths = [int(n) for n in rng.integers(0, 6, size=20)]
+    ends = sorted({0, len(lengths), *(int(e) for e in rng.integers(0, len(lengths), size=8))})
     prefix = tmp_path / "blocks"
     with IndexedWriter(prefix, np.int32) as writer:
-        for n in lengths:
-            writer.add(np.arange(n))
-            writer.end_document()
-    raw = idx_path(prefix).read_bytes()
-    pointers = np.frombuffer(raw, dtype=np.int64, count=len(lengths), offset=34 + 4 * len(lengths))
-    assert pointers.tolist() == [4 * sum(lengths[:k]) for k in range(len(lengths))]
+        for first, end in zip(ends, ends[1:], strict=False):
+            writer.add_joined_document(np.arange(sum(lengths[first:end])), lengths[first:end])
+        writer.end_document()  # an empty document at the end
+    document_index = [*ends, len(lengths)]
+    expected = (INDEX_MAGIC + struct.pack("<QBQQ", 1, 4, len(lengths), len(document_index))
+                + np.array(lengths, dtype=np.int32).tobytes()
+                + np.array([4 * sum(lengths[:k]) for k in range(len(lengths))], dtype=np.int64).tobytes()
+                + np.array(document_index, dtype=np.int64).tobytes())
+    assert idx_path(prefix).read_bytes() == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocks.bin", "blocks.idx"]
     reader = IndexedReader(prefix)
     assert [len(reader[k]) for k in range(len(lengths))] == lengths
+
+
+def test_writer_memory_holds_a_block_not_a_length_per_sequence(tmp_path, monkeypatch):
+    """A shard's writers see over a million sequences: their lengths and document
+    index are spilled a block at a time (they were 4 and 8 bytes a sequence and a
+    document in memory), and the ``.idx`` is still the whole one."""
+    import tracemalloc
+
+    import tacl_scale.data.spilled as spilled
+
+    monkeypatch.setattr(spilled, "SPILL_BLOCK", 1024)
+    lengths = [1, 2, 0, 3] * 250  # 1,000 sequences, 1,500 values, per document
+    tracemalloc.start()
+    try:
+        with IndexedWriter(tmp_path / "big", np.uint16) as writer:
+            before = tracemalloc.get_traced_memory()[0]
+            for _ in range(200):
+                writer.add_joined_document(np.ones(1500, dtype=np.int64), lengths)
+            held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 2 * (4 + 8) * 1024 + 8192, f"{held} bytes held for 200,000 sequences"
+    reader = IndexedReader(tmp_path / "big")
+    assert len(reader) == 200_000
+    assert reader.document_index[-1] == 200_000 and len(reader.document_index) == 201
+    assert reader.sequence_lengths.tolist() == lengths * 200
+    assert reader[199_999].tolist() == [1, 1, 1]

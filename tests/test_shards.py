@@ -402,6 +402,42 @@ def test_a_shard_build_holds_its_own_documents_sentences_only(tmp_path):
     assert np.array_equal(docs.tokens.values(whole), np.concatenate([s.ids for s in DOCUMENTS[0].sentences]))
 
 
+def test_a_shard_build_keeps_its_sentence_lengths_on_disk(tmp_path):
+    """Sentence lengths are read from the shard's scratch files, not held: a document
+    of 50,000 sentences leaves a few kilobytes in memory (4 bytes a sentence were
+    held for the whole build, 10 MB of a 4 GB corpus's shard with 8 shards)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(1, 4, size=50_000)
+    long = TokenizedDocument("long", [EncodedSentence(np.full(n, 7, dtype=np.int32), np.ones(n, dtype=bool))
+                                      for n in lengths], 100)
+    prefixes = spill(tmp_path, [[long, *DOCUMENTS[:3]]], {"long": 0, **{d.doc_id: 0 for d in DOCUMENTS[:3]}})
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        docs = ShardDocuments(0, prefixes, tmp_path)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 20_000, f"{held} bytes held for 50,000 sentences"
+    number = docs.doc_ids.index("long")
+    assert list(docs.sentence_lengths[number]) == lengths.tolist()
+    for k, document in enumerate(DOCUMENTS[:3]):  # the others after it, read back from the file
+        assert list(docs.sentence_lengths[docs.doc_ids.index(document.doc_id)]) == [len(s.ids) for s in
+                                                                                    document.sentences], k
+    with pytest.raises(IndexError):
+        docs.sentence_lengths[len(docs)]
+
+
+def test_truncated_sentence_lengths_are_an_error_naming_the_scratch_directory(tmp_path):
+    prefixes = spill(tmp_path / "spill", [DOCUMENTS[:4]])
+    docs = ShardDocuments(0, prefixes, tmp_path)
+    os.ftruncate(docs.sentence_lengths._fd, 0)
+    with pytest.raises(OSError, match=f"{tmp_path}: shard 0's sentence lengths .unlinked.: short read of document 0"):
+        docs.sentence_lengths[0]
+
+
 def _held_spill_files(prefixes: list[str]) -> tuple[set[str], set[str]]:
     """The spill part files this process maps, and those it holds open (Linux /proc)."""
     names = {Path(p).name for p in prefixes}
@@ -419,8 +455,8 @@ def _held_spill_files(prefixes: list[str]) -> tuple[set[str], set[str]]:
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the process's maps from Linux's /proc")
 @pytest.mark.parametrize("word_starts", [False, True])
 def test_shard_documents_hold_no_spill_part_open_or_mapped(tmp_path, word_starts):
-    """A shard build reads every part once, copying its own documents into one scratch
-    file, and then holds no part open or mapped: it once kept four maps (each with
+    """A shard build reads every part once, copying its own documents into scratch
+    files, and then holds no part open or mapped: it once kept four maps (each with
     its file open) per part, 11,000 open files for the English dump's 2,750 parts,
     and every spill page it read (with the kernel's window around it, much of it
     other shards' data) counted in its RSS until released."""
@@ -431,7 +467,8 @@ def test_shard_documents_hold_no_spill_part_open_or_mapped(tmp_path, word_starts
     before = len(os.listdir("/proc/self/fd"))
     docs = ShardDocuments(0, prefixes, scratch, word_starts=word_starts)
     assert _held_spill_files(prefixes) == (set(), set())
-    assert len(os.listdir("/proc/self/fd")) - before == (2 if word_starts else 1)  # the scratch file(s)
+    # the scratch files: tokens, sentence lengths and (whole-word masking) word starts
+    assert len(os.listdir("/proc/self/fd")) - before == (3 if word_starts else 2)
     assert list(scratch.iterdir()) == []  # unlinked: nothing is left behind, whatever happens
     assert (docs.word_starts is not None) == word_starts
     by_id = {d.doc_id: d for d in DOCUMENTS}
@@ -705,3 +742,21 @@ def test_a_units_marker_names_every_file_its_part_wrote_and_resume_keeps_exactly
                        ("tokenizer", True), (".manifest.json.1a2b.tmp", True), ("notes.txt", False),
                        ("shard-3.bin", False), ("manifest.json", False)):
         assert is_build_file(tmp_path / name) == ours, name
+
+
+@pytest.mark.parametrize("block", [1, 3])
+def test_shard_files_are_the_same_whatever_the_spill_block(built, tmp_path, monkeypatch, block):
+    """The writers' lengths, document index and instance metadata are spilled a
+    block at a time and assembled at close: every file of the dataset is the same
+    with blocks of one or three values as with the default block."""
+    import tacl_scale.data.spilled as spilled
+
+    monkeypatch.setattr(spilled, "SPILL_BLOCK", block)
+    out = tmp_path / "out"
+    build(out, [DOCUMENTS[:5], DOCUMENTS[5:]])
+    names = sorted(p.name for p in built.iterdir())
+    assert sorted(p.name for p in out.iterdir()) == names
+    assert any(name.endswith(".meta.npy") for name in names)
+    for name in names:
+        if name != "manifest.json":  # it names the output directory (its checksums are of these files)
+            assert (out / name).read_bytes() == (built / name).read_bytes(), name

@@ -28,12 +28,13 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from array import array
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
 import numpy as np
+
+from .spilled import SpilledArray
 
 INDEX_MAGIC = b"MMIDIDX\x00\x00"
 INDEX_VERSION = 1
@@ -50,8 +51,6 @@ DTYPE_CODES: dict[int, type[np.generic]] = {
     8: np.uint16,
 }
 _CODE_OF_DTYPE = {np.dtype(v): k for k, v in DTYPE_CODES.items()}
-# Sequences whose byte offsets IndexedWriter.close computes at a time (8 bytes each).
-POINTER_BLOCK = 1 << 16
 
 
 class IndexedFormatError(ValueError):
@@ -78,9 +77,12 @@ def bin_path(prefix: str | os.PathLike) -> Path:
 class IndexedWriter:
     """Streams sequences into ``PREFIX.bin`` and writes ``PREFIX.idx`` on close.
 
-    Only the per-sequence lengths are kept in memory (4 bytes a sequence), so a
-    shard of any size streams through. Use as a context manager; on an exception the
-    partial files are removed so nothing half-written is left behind.
+    The per-sequence lengths and the document index are kept in
+    :class:`~tacl_scale.data.spilled.SpilledArray` objects (a block in memory, the rest in
+    unlinked scratch files beside the ``.bin``), so a shard of any size streams through
+    in bounded memory; ``.idx`` is written from them at close, a block at a time. Use
+    as a context manager; on an exception the partial files are removed so nothing
+    half-written is left behind.
     """
 
     def __init__(self, prefix: str | os.PathLike, dtype: np.dtype | type) -> None:
@@ -90,20 +92,24 @@ class IndexedWriter:
             raise ValueError(f"dtype {self.dtype} has no MMIDIDX code")
         self._range = np.iinfo(self.dtype) if self.dtype.kind in "ui" else None
         self._bin: BinaryIO | None = open(bin_path(prefix), "wb")
-        # Compact arrays, not lists: a shard writer keeps one entry per instance.
-        self._lengths = array("i")
-        self._document_index = array("q", [0])
+        self._lengths = SpilledArray(np.int32, self.prefix.parent)
+        self._document_index = SpilledArray(np.int64, self.prefix.parent)
+        self._document_index.append(0)
 
     def add(self, sequence: np.ndarray) -> None:
         """Append one sequence (cast to the writer's dtype)."""
-        array = np.asarray(sequence)
+        self._lengths.append(self._write(sequence))
+
+    def _write(self, values: np.ndarray) -> int:
+        """Range-check ``values``, append them to the ``.bin``; return their count."""
+        array = np.asarray(values)
         if array.size and self._range is not None and (
             array.min() < self._range.min or array.max() > self._range.max
         ):
             raise ValueError(f"{self.prefix}: value outside the range of {self.dtype}")
         assert self._bin is not None, "writer is closed"
         self._bin.write(array.astype(self.dtype, copy=False).tobytes(order="C"))
-        self._lengths.append(int(array.size))
+        return int(array.size)
 
     def add_document(self, sequences: list[np.ndarray]) -> None:
         """Append the sequences of one document and close it: the same bytes as
@@ -118,8 +124,8 @@ class IndexedWriter:
         if sum(lengths) != len(values):
             raise ValueError(f"{self.prefix}: lengths add up to {sum(lengths)}, not {len(values)} values")
         if lengths:
-            self.add(values)
-            self._lengths[-1:] = array("i", lengths)
+            self._write(values)
+            self._lengths.extend(lengths)
         self.end_document()
 
     def end_document(self) -> None:
@@ -136,19 +142,18 @@ class IndexedWriter:
             return
         self._bin.close()
         self._bin = None
-        lengths = np.frombuffer(self._lengths, dtype=np.int32) if self._lengths else np.zeros(0, dtype=np.int32)
         with open(idx_path(self.prefix), "wb") as f:
             f.write(INDEX_MAGIC)
             f.write(struct.pack("<Q", INDEX_VERSION))
             f.write(struct.pack("<B", _CODE_OF_DTYPE[self.dtype]))
-            f.write(struct.pack("<Q", len(lengths)))
+            f.write(struct.pack("<Q", len(self._lengths)))
             f.write(struct.pack("<Q", len(self._document_index)))
-            f.write(lengths.data)  # the buffer itself: no copy
-            # The byte offsets a block at a time: all at once they took 28 bytes a
-            # sequence beside the lengths' 4 (a shard's writers hold over a million).
+            for block in self._lengths.blocks():
+                f.write(block.data)
+            # The byte offsets a block at a time (a shard's writers hold over a
+            # million sequences).
             before = 0  # elements in the sequences before this block
-            for start in range(0, len(lengths), POINTER_BLOCK):
-                block = lengths[start : start + POINTER_BLOCK]
+            for block in self._lengths.blocks():
                 pointers = np.cumsum(block, dtype=np.int64)
                 after = before + int(pointers[-1])
                 pointers -= block  # each sequence's start within the block, in elements
@@ -156,13 +161,18 @@ class IndexedWriter:
                 pointers *= self.dtype.itemsize
                 f.write(pointers.tobytes())
                 before = after
-            f.write(np.frombuffer(self._document_index, dtype=np.int64).data)
+            for block in self._document_index.blocks():
+                f.write(block.data)
+        self._lengths.close()
+        self._document_index.close()
 
     def abort(self) -> None:
         """Drop the partial files."""
         if self._bin is not None:
             self._bin.close()
             self._bin = None
+        self._lengths.close()
+        self._document_index.close()
         for path in (bin_path(self.prefix), idx_path(self.prefix)):
             path.unlink(missing_ok=True)
 
