@@ -161,14 +161,14 @@ def create_pairs_from_document(
             if chunk_len == 1 or rng.random() < config.random_next_prob:
                 is_random_next = True
                 target_b_length = target_seq_length - (a.stop - a.start)
-                random_index = document_index
+                random_index, random_document = document_index, document
                 for _ in range(10):
                     random_index = randint(rng, 0, last_document)
-                    if random_index != document_index and len(documents[random_index]):
+                    random_document = documents[random_index]  # looked up once: it may be read from disk
+                    if random_index != document_index and len(random_document):
                         break
-                if not len(documents[random_index]):  # only empty others: fall back to self
-                    random_index = document_index
-                random_document = documents[random_index]
+                if not len(random_document):  # only empty others: fall back to self
+                    random_index, random_document = document_index, document
                 random_start = randint(rng, 0, len(random_document) - 1)
                 b_length = 0
                 last = random_start

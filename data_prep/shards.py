@@ -184,12 +184,14 @@ class _SentenceLengthTable(Sequence[array]):
     """Each gathered document's sentence lengths (``table[d][k]``: the tokens of
     sentence k of document d) in an unlinked scratch file, read with ``os.pread``.
 
-    Memory holds 12 bytes a document and the last few documents read (the one being
-    built is read for each dupe pass, a random B's for its length and its offset),
-    not 4 bytes a sentence: a shard's size is the user's choice.
+    Memory holds 12 bytes a document and the documents read last, up to
+    :attr:`RECENT_BYTES` of lengths (the one being built is read for each dupe pass,
+    a random B's for its sentences and again when its tokens are assembled), not
+    4 bytes a sentence: a shard's size is the user's choice.
     """
 
-    RECENT = 4  # documents kept after a read
+    RECENT_BYTES = 1 << 20  # sentence lengths kept after their reads, the oldest dropped first
+    ENTRY_BYTES = 128  # what a kept document costs beside its lengths (its array object, the dict's entry)
 
     def __init__(self, file: BinaryIO, what: str, firsts: array, counts: array) -> None:
         self._file = file  # kept open: the file has no name, closing it deletes it
@@ -197,7 +199,8 @@ class _SentenceLengthTable(Sequence[array]):
         self._fd = file.fileno()
         self._firsts = firsts  # array("q"): each document's first sentence in the file
         self._counts = counts  # array("i"): each document's number of sentences
-        self._recent: dict[int, array] = {}
+        self._recent: dict[int, array] = {}  # in the order read
+        self._recent_bytes = 0
 
     def __len__(self) -> int:
         return len(self._counts)
@@ -213,9 +216,11 @@ class _SentenceLengthTable(Sequence[array]):
             raise OSError(f"{self._what}: short read of document {document}'s sentence lengths "
                           f"({len(data)} of {size} bytes)")
         lengths = array("i", data)
-        if len(self._recent) >= self.RECENT:
-            del self._recent[next(iter(self._recent))]  # the oldest read
         self._recent[document] = lengths
+        self._recent_bytes += self.ENTRY_BYTES + size
+        while self._recent_bytes > self.RECENT_BYTES and len(self._recent) > 1:
+            oldest = next(iter(self._recent))
+            self._recent_bytes -= self.ENTRY_BYTES + 4 * len(self._recent.pop(oldest))
         return lengths
 
 

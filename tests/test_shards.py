@@ -430,6 +430,26 @@ def test_a_shard_build_keeps_its_sentence_lengths_on_disk(tmp_path):
         docs.sentence_lengths[len(docs)]
 
 
+def test_sentence_lengths_read_last_are_kept_within_a_budget(tmp_path, monkeypatch):
+    """The table keeps the documents it read last (a random B is read twice: for its
+    sentences, then for its tokens' offset) up to a budget of bytes, the oldest
+    dropped first, the lengths the same whether kept or read again."""
+    from data_prep.shards import _SentenceLengthTable
+
+    monkeypatch.setattr(_SentenceLengthTable, "RECENT_BYTES", 600)
+    prefixes = spill(tmp_path / "spill", [DOCUMENTS[:8], DOCUMENTS[8:]], {d.doc_id: 0 for d in DOCUMENTS})
+    docs = ShardDocuments(0, prefixes, tmp_path)
+    table = docs.sentence_lengths
+    by_id = {d.doc_id: d for d in DOCUMENTS}
+    order = np.random.default_rng(5).integers(0, len(docs), size=200).tolist()
+    for document in order:
+        assert list(table[document]) == [len(s.ids) for s in by_id[docs.doc_ids[document]].sentences]
+        assert table._recent_bytes <= 600 and table._recent_bytes == sum(
+            table.ENTRY_BYTES + 4 * len(kept) for kept in table._recent.values())
+        assert document in table._recent  # the last read is kept
+    assert 1 < len(table._recent) < len(docs)
+
+
 def test_truncated_sentence_lengths_are_an_error_naming_the_scratch_directory(tmp_path):
     prefixes = spill(tmp_path / "spill", [DOCUMENTS[:4]])
     docs = ShardDocuments(0, prefixes, tmp_path)
