@@ -23,11 +23,12 @@ SPILL_BLOCK = 1 << 16  # values held in memory before they are written out
 class SpilledArray:
     """An append-only array of one numpy dtype (plain or structured).
 
-    Values are appended to a memory buffer; when it holds ``block`` values it is
-    written to a scratch file (``block`` defaults to :data:`SPILL_BLOCK`), created in ``directory`` (the system's temporary
-    directory when None) on first need and unlinked at once, so it disappears when
-    the array is closed or the process dies. Values are read back in order, a block
-    at a time (:meth:`blocks`). Use :meth:`close` (or ``with``) to drop the file.
+    Values are appended to a memory buffer; when it holds ``block`` values
+    (:data:`SPILL_BLOCK` by default) it is written to a scratch file, created in
+    ``directory`` (the system's temporary directory when None) on first need and
+    unlinked at once, so it disappears when the array is closed or the process
+    dies. Values are read back in order, a block at a time (:meth:`blocks`). Use
+    :meth:`close` (or ``with``) to drop the file.
     """
 
     def __init__(self, dtype: DTypeLike, directory: str | os.PathLike | None = None,
