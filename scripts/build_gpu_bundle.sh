@@ -22,6 +22,12 @@ for f in "$EN_DUMP" "$EN_VOCAB"; do
   [[ -f "$f" ]] || { echo "error: $f not found (set TACL_TEST_DATA to the real samples' directory, or EN_DUMP and EN_VOCAB)" >&2; exit 2; }
 done
 "$PY" -c "import deepspeed" 2>/dev/null || { echo "error: $PY cannot import deepspeed: run scripts/setup.sh first" >&2; exit 2; }
+# deepspeed is built from its sdist without build isolation (its setup.py imports
+# torch), so $PY's setuptools must build wheels itself (70.1 and later) or have the
+# wheel package: python 3.11's venv brings setuptools 65.5, which has neither.
+"$PY" -c "import setuptools.command.bdist_wheel" 2>/dev/null || "$PY" -c "import wheel.bdist_wheel" 2>/dev/null || {
+  echo "error: $PY's setuptools cannot build the deepspeed wheel (no bdist_wheel): $PY -m pip install 'setuptools>=70.1'" \
+       "(scripts/setup.sh installs it)" >&2; exit 2; }
 
 version() { "$PY" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$1"; }
 rm -rf "$BUNDLE.tmp" && mkdir -p "$BUNDLE.tmp/wheels"

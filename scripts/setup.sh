@@ -23,7 +23,9 @@ trap 'rm -rf "$PIP_TMP"' EXIT
 export TMPDIR="$PIP_TMP" PIP_NO_CACHE_DIR=1
 "$VENV/bin/python" -m pip install -q --upgrade pip
 # torch first and pinned: left to the resolver, deepspeed/transformers would pull
-# the newest torch, a multi-GB CUDA build.
-"$VENV/bin/python" -m pip install -q "${PIN[@]}" "${TORCH_SPEC:-torch==2.13.0}"
+# the newest torch, a multi-GB CUDA build. setuptools 70.1+ (the newest torch allows)
+# builds wheels itself: scripts/build_gpu_bundle.sh builds deepspeed's without build
+# isolation, and python 3.11's venv brings setuptools 65.5, which cannot.
+"$VENV/bin/python" -m pip install -q "${PIN[@]}" "${TORCH_SPEC:-torch==2.13.0}" "setuptools>=70.1"
 "$VENV/bin/python" -m pip install -q "${PIN[@]}" -e '.[dev]'
 echo "installed into $VENV"

@@ -168,6 +168,24 @@ def test_a_missing_bundle_is_a_clear_error(tmp_path: Path) -> None:
         assert res.returncode == 2 and "build_gpu_bundle.sh" in res.stderr, command
 
 
+def test_a_python_whose_setuptools_cannot_build_wheels_is_a_clear_error(tmp_path: Path) -> None:
+    """The bundle builds deepspeed's wheel without build isolation: a setuptools
+    older than 70.1 without the wheel package (python 3.11's venv) stops the build
+    before anything is written, naming the fix (it failed deep in pip's output)."""
+    fake = tmp_path / "python"  # imports deepspeed; has no bdist_wheel
+    fake.write_text('#!/bin/sh\ncase "$*" in *bdist_wheel*) exit 1;; esac\nexit 0\n')
+    fake.chmod(0o755)
+    for name in ("dump.xml.bz2", "vocab.txt"):
+        (tmp_path / name).write_bytes(b"x")
+    env = dict(os.environ, PY=str(fake), EN_DUMP=str(tmp_path / "dump.xml.bz2"), EN_VOCAB=str(tmp_path / "vocab.txt"))
+    res = subprocess.run(["bash", "scripts/build_gpu_bundle.sh", str(tmp_path / "bundle")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert f"error: {fake}'s setuptools cannot build the deepspeed wheel (no bdist_wheel)" in res.stderr
+    assert "pip install 'setuptools>=70.1'" in res.stderr
+    assert not (tmp_path / "bundle.tmp").exists() and not (tmp_path / "bundle").exists()
+
+
 def test_the_driver_exits_2_without_cuda(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--results", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
