@@ -19,15 +19,12 @@
 #                                                      and stops them by PID (tests/slurm/)
 #   bash scripts/test.sh --all [PYTEST_ARGS...]        the default, cluster and GPU-image tiers, one after the
 #                                                      other (.ci/run)
-# The default and GPU-image tiers change nothing outside the clone and its temporary directories.
+# The default, quick and GPU-image tiers change nothing outside the clone: what their tests
+# write goes under .cache/ (scripts/test_env.sh says what and where).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TOKENIZERS_PARALLELISM=false
-# What the tests build or cache stays in the clone: DeepSpeed's JIT-compiled CPU ops
-# (else ~/.cache/torch_extensions), Triton's cache (else ~/.triton) and inductor's
-# compiled graphs (else /tmp/torchinductor_$USER).
-export TORCH_EXTENSIONS_DIR="$PWD/.cache/torch_extensions" TRITON_CACHE_DIR="$PWD/.cache/triton" \
-  TORCHINDUCTOR_CACHE_DIR="$PWD/.cache/inductor"
+source scripts/test_env.sh
 TIER=default
 case "${1:-}" in
   --quick) TIER=quick; shift ;;
@@ -36,24 +33,29 @@ case "${1:-}" in
   --all) TIER=all; shift ;;
 esac
 
+# Each step's failure ends its tier: under --all a tier runs on the left of `||`, where
+# bash ignores `set -e`, so the steps are chained by hand.
 default_tier() {
-  bash scripts/setup.sh
-  .venv/bin/python -m ruff check .
-  .venv/bin/python -m pytest -q -p no:cacheprovider -m "not cluster" "$@"
+  bash scripts/setup.sh || return
+  .venv/bin/python -m ruff check . || return
+  in_clone_tmp .venv/bin/python -m pytest -q -p no:cacheprovider -m "not cluster" "$@"
 }
 
 quick_tier() {
-  bash scripts/setup.sh
-  .venv/bin/python -m ruff check .
-  .venv/bin/python -m pytest -q -p no:cacheprovider -m "not slow and not cluster" "$@"
+  bash scripts/setup.sh || return
+  .venv/bin/python -m ruff check . || return
+  in_clone_tmp .venv/bin/python -m pytest -q -p no:cacheprovider -m "not slow and not cluster" "$@"
 }
 
 daemon_pids() {  # the PIDs of the daemons the cluster tier starts, sorted
   local name
   for name in munged slurmctld slurmd; do pgrep -x "$name" || true; done | sort
 }
+# The cluster tier keeps the system's temporary directory: slurmd puts sockets under
+# the tests' tmp_path, and a path inside a deep clone could pass the 107 bytes a
+# socket's path may have.
 cluster_tier() {
-  bash scripts/setup.sh
+  bash scripts/setup.sh || return
   local before status=0 left
   before=$(daemon_pids)
   TACL_TIER=cluster .venv/bin/python -m pytest -q -p no:cacheprovider -m cluster "$@" || status=$?
@@ -68,11 +70,11 @@ cluster_tier() {
 
 gpu_image_tier() {
   VENV=.venv-gpu-image CONSTRAINTS=scripts/gpu_image_versions.txt \
-    TORCH_SPEC="$(grep '^torch==' scripts/gpu_image_versions.txt)" bash scripts/setup.sh
+    TORCH_SPEC="$(grep '^torch==' scripts/gpu_image_versions.txt)" bash scripts/setup.sh || return
   .venv-gpu-image/bin/python -c "import torch, triton, transformers, deepspeed; \
 print('GPU-image tier: torch', torch.__version__, '| triton', triton.__version__, '| transformers', \
-transformers.__version__, '| deepspeed', deepspeed.__version__)"
-  TACL_TIER=gpu-image .venv-gpu-image/bin/python -m pytest -q -p no:cacheprovider -m framework "$@"
+transformers.__version__, '| deepspeed', deepspeed.__version__)" || return
+  TACL_TIER=gpu-image in_clone_tmp .venv-gpu-image/bin/python -m pytest -q -p no:cacheprovider -m framework "$@"
 }
 
 case "$TIER" in
