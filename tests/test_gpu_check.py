@@ -74,7 +74,7 @@ def test_the_offline_venv_trains_through_the_launcher(offline_venv: Path, bundle
     deepspeed_file, torch_file, project_file = probe.stdout.split()
     assert deepspeed_file.startswith(str(offline_venv))
     assert Path(torch_file).is_relative_to(Path(torch.__file__).parents[1])  # the interpreter's own torch
-    assert Path(project_file).is_relative_to(ROOT)  # this checkout
+    assert Path(project_file).is_relative_to(ROOT / "tacl_scale")  # this checkout's sources
     model = tmp_path / "bert.json"
     model.write_text(json.dumps({"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
                                  "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512}))
