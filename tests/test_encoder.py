@@ -62,7 +62,7 @@ def assert_grads_close(ours: dict[str, torch.Tensor], expected: dict[str, torch.
     all tokens (the embeddings') round differently in another order. A gradient that
     is zero in exact arithmetic (the key projection's bias: softmax ignores a shift
     common to all of a query's scores) is rounding noise on both sides, held to 1e-7
-    of the largest gradient of all."""
+    of the largest gradient of all (and never less than 1e-7)."""
     assert ours.keys() == expected.keys()
     floor = 1e-7 * max(grad.abs().max().item() for grad in expected.values())
     for name, grad in expected.items():
