@@ -1,10 +1,13 @@
 """The compiled encoder (``tacl_scale/encoder.py``) held to Hugging Face's
 ``BertModel``: the same hidden states and gradients from the same parameters, in
 both layouts; under ``torch.compile`` on the CPU (inductor), one graph for every
-token bucket and no graph break; the CUDA branch's FlashAttention traced on fake
-CUDA tensors where torch is built with CUDA (the GPU-image tier)."""
+token bucket, no graph break, and each layer's element-wise work fused; the CUDA
+branch's FlashAttention traced on fake CUDA tensors where torch is built with CUDA
+(the GPU-image tier)."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
@@ -219,6 +222,58 @@ def test_another_model_of_the_same_shape_runs_the_compiled_graph_on_its_own_weig
     torch.testing.assert_close(ours, expected, rtol=1e-5, atol=1e-5)
     weights = torch.randn(expected.shape, generator=torch.Generator().manual_seed(1))
     assert_grads_close(grads(second, ours, weights), grads(second, expected, weights))
+
+
+def _kernel_calls(code: str) -> list[str]:
+    """The fused kernels that one graph's generated CPU code calls, in order; inductor
+    names each after the aten operations it holds (``cpp.descriptive_names``)."""
+    return re.findall(r"^\s+(cpp_fused_\w+)\(", code, re.MULTILINE)
+
+
+@pytest.mark.slow
+def test_inductor_fuses_each_layers_element_wise_work() -> None:
+    """The fusions the compiled encoder exists for, read off the kernels inductor
+    generates on the CPU (the matrix products and, on CUDA, the attention are library
+    calls, not generated): in training with dropout, every LayerNorm's forward runs
+    in one kernel with the dropout and the residual sum before it (the embeddings'
+    with their sums), each GELU in one, and no dropout is a pass of its own; in the
+    backward, every LayerNorm's backward runs with dropout's in one kernel and each
+    GELU's backward in one; the teacher's inference forward sums the residual inside
+    each LayerNorm's kernel. A LayerNorm split into two passes, or an operation that
+    keeps inductor from fusing across it, changes these counts."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor.utils import run_and_get_code
+
+    layers = TINY["num_hidden_layers"]
+    norms = 1 + 2 * layers  # the embeddings', then two per layer
+    torch._dynamo.reset()
+    bert = tiny_bert(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1).train()
+    fast = CompiledEncoder(bert, None)
+    ids, batch = packed_batch([7, 19, 3, 30])
+    # Code comes back only from a compile, not from inductor's on-disk cache.
+    with inductor_config.patch({"cpp.descriptive_names": "original_aten", "force_disable_caches": True}):
+        _, codes = run_and_get_code(lambda: fast(ids, batch).sum().backward())
+        forward, backward = map(_kernel_calls, codes)
+        bert.eval()
+        with torch.no_grad():
+            _, codes = run_and_get_code(lambda: fast(ids, batch))
+        (inference,) = map(_kernel_calls, codes)
+
+    norm_kernels = [k for k in forward if "native_layer_norm" in k]
+    assert len(norm_kernels) == norms, forward
+    assert all("native_dropout" in k and "add" in k for k in norm_kernels), norm_kernels
+    assert len([k for k in forward if "gelu" in k]) == layers, forward
+    alone = [k for k in forward if "native_dropout" in k and "layer_norm" not in k and "softmax" not in k]
+    assert not alone, alone
+
+    norm_backward = [k for k in backward if "native_layer_norm_backward" in k]
+    assert len(norm_backward) == norms, backward
+    assert all("native_dropout_backward" in k for k in norm_backward), norm_backward
+    assert len([k for k in backward if "gelu_backward" in k]) == layers, backward
+
+    inference_norms = [k for k in inference if "native_layer_norm" in k]
+    assert len(inference_norms) == norms and all("add" in k for k in inference_norms), inference
+    assert not any("dropout" in k for k in inference), inference
 
 
 # -- the CUDA branch, on fake CUDA tensors ---------------------------------------------------------------------
