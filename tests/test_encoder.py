@@ -231,6 +231,7 @@ def _kernel_calls(code: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:dynamo_pgo force disabled")  # the price of compiling past every cache
 def test_inductor_fuses_each_layers_element_wise_work() -> None:
     """The fusions the compiled encoder exists for, read off the kernels inductor
     generates on the CPU (the matrix products and, on CUDA, the attention are library
