@@ -1,9 +1,9 @@
 """The compiled encoder (``tacl_scale/encoder.py``) held to Hugging Face's
 ``BertModel``: the same hidden states and gradients from the same parameters, in
 both layouts; under ``torch.compile`` on the CPU (inductor), one graph for every
-token bucket, no graph break, and each layer's element-wise work fused; the CUDA
-branch's FlashAttention traced on fake CUDA tensors where torch is built with CUDA
-(the GPU-image tier)."""
+token bucket, no graph break, each layer's element-wise work fused and no fp32
+copy of the MLM logits; the CUDA branch's FlashAttention traced on fake CUDA
+tensors where torch is built with CUDA (the GPU-image tier)."""
 
 from __future__ import annotations
 
@@ -275,6 +275,41 @@ def test_inductor_fuses_each_layers_element_wise_work() -> None:
     inference_norms = [k for k in inference if "native_layer_norm" in k]
     assert len(inference_norms) == norms and all("add" in k for k in inference_norms), inference
     assert not any("dropout" in k for k in inference), inference
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:dynamo_pgo force disabled")
+def test_the_compiled_mlm_loss_never_writes_fp32_logits() -> None:
+    """The MLM loss in bf16 (DeepSpeed's bf16 head): the cast of the (M, V) logits to
+    fp32 is fused into the softmax and the cross entropy's backward, so neither the
+    forward nor the backward allocates an fp32 buffer of M × V (at BERT-base's
+    vocabulary and ~10k masked rows a step, 1.2 GB written and read for nothing),
+    while the loss is the eager one's."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor.utils import run_and_get_code
+    from transformers import BertForPreTraining
+
+    torch._dynamo.reset()
+    vocab = TINY["vocab_size"]
+    torch.manual_seed(0)
+    head = BertForPreTraining(BertConfig(**TINY)).cls.predictions.to(torch.bfloat16)
+    fast = CompiledEncoder(tiny_bert(), None)
+    picked = torch.randn(37, TINY["hidden_size"], dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, vocab, (37,))
+
+    def loss_and_backward() -> torch.Tensor:
+        loss = fast.masked_lm(head, picked, labels)[0]
+        loss.backward()
+        return loss
+
+    with inductor_config.patch({"force_disable_caches": True}):
+        loss, codes = run_and_get_code(loss_and_backward)
+    assert len(codes) == 2, len(codes)  # the forward's graph and the backward's
+    shapes = re.findall(r"empty_strided_cpu\(\(([^)]*)\), \([^)]*\), torch\.float32\)", "".join(codes))
+    assert shapes, "no fp32 buffer found at all: the pattern no longer matches inductor's code"
+    assert not [s for s in shapes if str(vocab) in s.replace(" ", "").split(",")], shapes
+    # Inside a fused kernel values stay fp32 where eager rounds each op's output to bf16.
+    torch.testing.assert_close(loss, masked_lm_loss(head, picked, labels)[0], rtol=1e-3, atol=0)
 
 
 # -- the CUDA branch, on fake CUDA tensors ---------------------------------------------------------------------
