@@ -157,6 +157,17 @@ def compiled(name: str) -> Callable[..., Any]:
     return _compiled[name]
 
 
+def expect_cuda_graphs(shapes: int) -> None:
+    """Let inductor record ``shapes`` CUDA graphs per compiled function (one per
+    shape the encoder is given: a token bucket) before it warns of too many. Its
+    default limit (8) warns at the ninth bucket, advising to pad inputs to a few
+    shapes, which the buckets already do. The limit is process-wide inductor
+    config: it is only ever raised, and left off where someone turned it off."""
+    triton = torch._inductor.config.triton
+    if triton.cudagraph_dynamic_shape_warn_limit is not None:
+        triton.cudagraph_dynamic_shape_warn_limit = max(triton.cudagraph_dynamic_shape_warn_limit, shapes)
+
+
 def new_micro_batch() -> None:
     """Tell the CUDA graphs a micro-batch begins: the previous one's outputs (its
     teacher states and hidden states, their backward done) may be overwritten."""

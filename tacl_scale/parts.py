@@ -55,7 +55,7 @@ from .data.loader import (
 from .data.shuffle import BatchLayout, BatchShapeError, GlobalOrder
 from .data.views import MirrorViews
 from .distributed import Distributed
-from .encoder import CompiledEncoder
+from .encoder import CompiledEncoder, expect_cuda_graphs
 from .flops import peak_flops
 from .locking import DirectoryLock, LockedError
 from .metrics import MetricsLogger
@@ -412,14 +412,16 @@ def compiled_encoders(config: TrainConfig, performance: ResolvedPerformance, dat
                       student: Any, teacher: Any) -> tuple[CompiledEncoder | None, CompiledEncoder | None]:
     """The student's and the teacher's encoders under ``torch.compile`` (``--compile``),
     packed micro-batches rounded up to token buckets of the micro-batch size at the
-    datasets' longest sequence; ``(None, None)`` without it."""
+    datasets' longest sequence; ``(None, None)`` without it. With ``--cuda-graphs``
+    inductor is told how many graphs (shapes) to expect of each."""
     if not performance.compile:
         return None, None
-    buckets = None
-    if performance.unpad:
-        buckets = TokenBuckets.for_batches(config.optim.micro_batch_size,
-                                           max(d.manifest.max_seq_len for d in datasets))
+    max_len = max(d.manifest.max_seq_len for d in datasets)
+    buckets = TokenBuckets.for_batches(config.optim.micro_batch_size, max_len) if performance.unpad else None
     graphs = config.performance.cuda_graphs
+    if graphs:  # a packed batch's shape is its bucket; a padded one's, its longest sequence
+        views = 2 if "mirror" in config.objective.objectives else 1
+        expect_cuda_graphs(len(buckets.sizes(views * buckets.capacity)) if buckets is not None else max_len)
     return (CompiledEncoder(student.bert, buckets, graphs),
             CompiledEncoder(teacher, buckets, graphs) if teacher is not None else None)
 

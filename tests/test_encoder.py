@@ -79,6 +79,36 @@ def grads(bert: BertModel, hidden: torch.Tensor, weights: torch.Tensor) -> dict[
     return {name: p.grad.clone() for name, p in bert.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.parametrize(("objectives", "unpad", "shapes"), [("tacl,mlm,nsp", True, 65), ("mirror", True, 129),
+                                                           ("tacl,mlm,nsp", False, 256)])
+def test_cuda_graphs_expect_one_graph_per_bucket(objectives: str, unpad: bool, shapes: int) -> None:
+    """With --cuda-graphs, inductor is told to expect one CUDA graph per shape the
+    encoders are given (each token bucket; the mirror objective's doubled batches;
+    a padded batch's every length) before it warns, at its default of 8, to pad
+    inputs to a few shapes: what the buckets already do. Without it the limit is left
+    alone, and a limit someone turned off (None) stays off."""
+    from types import SimpleNamespace
+
+    from tacl_scale.config import ResolvedPerformance
+    from tacl_scale.parts import compiled_encoders
+    from tacl_scale.train import parse_args
+
+    base = ["--ds", "ds_configs/zero2.json", "--data", "d", "--model", "m", "--output", "o",
+            "--micro-batch-size", "32", "--objectives", objectives]
+    datasets = [SimpleNamespace(manifest=SimpleNamespace(max_seq_len=256))]
+    performance = ResolvedPerformance(unpad=unpad, fused_optimizer=False, compile=True)
+    student, teacher = SimpleNamespace(bert=tiny_bert()), tiny_bert()
+    triton = torch._inductor.config.triton
+    for flags, before, after in [([], 8, 8), (["--cuda-graphs"], 8, shapes), (["--cuda-graphs"], None, None),
+                                 (["--cuda-graphs"], 1000, 1000)]:
+        with torch._inductor.config.patch({"triton.cudagraph_dynamic_shape_warn_limit": before}):
+            config = parse_args([*base, *flags])
+            fast, _ = compiled_encoders(config, performance, datasets, student, teacher)
+            assert fast.cuda_graphs is bool(flags)
+            assert (fast.buckets is not None) is unpad
+            assert triton.cudagraph_dynamic_shape_warn_limit == after, (flags, before)
+
+
 # -- buckets (pure arithmetic) ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("micro", "max_len"), [(32, 256), (256, 256), (4, 64), (3, 512), (1, 8)])
@@ -92,6 +122,7 @@ def test_buckets_hold_every_micro_batch_in_few_shapes(micro: int, max_len: int) 
         assert rows >= tokens + buckets.tail_pieces and rows - tokens <= buckets.step + buckets.tail_pieces
         if tokens <= buckets.capacity:
             assert rows in sizes
+        assert rows in buckets.sizes(2 * buckets.capacity)  # the mirror objective's doubled batches
         bounds = [tokens, *buckets.tail_bounds(tokens)]
         pieces = [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         assert bounds[-1] == rows and len(pieces) == buckets.tail_pieces

@@ -71,6 +71,9 @@ class TokenBuckets:
         tail = rows - tokens
         return [tokens + (tail * j) // pieces for j in range(1, pieces + 1)]
 
-    def sizes(self) -> list[int]:
-        """Every bucket a micro-batch can fall into, smallest first."""
-        return list(range(self.bucket(0), self.bucket(self.capacity) + 1, self.step))
+    def sizes(self, most_tokens: int | None = None) -> list[int]:
+        """Every bucket a micro-batch of at most ``most_tokens`` real tokens (default:
+        the capacity; the mirror objective's two views: twice it) can fall into,
+        smallest first."""
+        most = self.capacity if most_tokens is None else most_tokens
+        return list(range(self.bucket(0), self.bucket(most) + 1, self.step))
