@@ -119,6 +119,18 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
     for section, settings in (("fp16", ds.get("fp16", {})), ("bf16", bf16)):
         if settings or section == precision:
             ds[section] = {**settings, "enabled": precision == section}
+    if config.performance.cuda_graphs and precision == "bf16":
+        # A replayed CUDA graph reuses its memory from the next micro-batch on, so each
+        # gradient must be consumed by the backward that made it. DeepSpeed's
+        # BF16_Optimizer (ZeRO-1, bf16, fp32 accumulation) otherwise keeps it in
+        # param.grad until the next backward zeroes it; immediate_grad_update adds it to
+        # the fp32 gradient in the backward's hooks and drops it. (ZeRO-2's hooks and
+        # the fp16 path's always do.)
+        if ds["bf16"].get("immediate_grad_update") is False:
+            raise TrainError(f"{engine.path}: bf16.immediate_grad_update false keeps each gradient in param.grad "
+                             "past its micro-batch, where --cuda-graphs overwrites it: remove the setting or drop "
+                             "--cuda-graphs")
+        ds["bf16"]["immediate_grad_update"] = True
     zero = ds["zero_optimization"]
     if world_size == 1 and zero.get("overlap_comm"):
         # overlap_comm makes ZeRO wait for the whole device after every micro-batch's

@@ -551,6 +551,44 @@ def test_the_zero1_config_trains_resumes_and_exports(join: Callable[[], Distribu
         assert exported[name].dtype == torch.float32 and torch.equal(exported[name], master), name
 
 
+def test_cuda_graphs_leave_no_gradient_past_the_backward_that_made_it(join: Callable[[], Distributed],
+                                                                      dataset: Path, model_file: Path,
+                                                                      tmp_path: Path) -> None:
+    """A replayed CUDA graph reuses its memory from the next micro-batch on, so with
+    --cuda-graphs every gradient is consumed by the backward that made it. ZeRO-1 in
+    bf16 is DeepSpeed's BF16_Optimizer, which otherwise keeps each in param.grad until
+    the next backward zeroes it (the graphs would have overwritten it by then):
+    --cuda-graphs turns on its immediate_grad_update. Same losses either way (the
+    graphs themselves run on CUDA only: here the engine's side of it)."""
+    from conftest import ROOT
+
+    from tacl_scale.model import teacher_states
+
+    engine = EngineConfig.from_file(ROOT / "ds_configs" / "zero1_bf16.json")
+    losses, kept = {}, {}
+    for graphs in (False, True):
+        config = make_config(dataset, model_file, tmp_path / str(graphs), steps=3, engine=engine, export=False,
+                             performance=PerformanceConfig(cuda_graphs=graphs))
+        assert deepspeed_config(config, 1, "cuda", precision="bf16")["bf16"].get("immediate_grad_update") is (
+            True if graphs else None)
+        trainer = Trainer.build(config, join())
+        try:
+            assert trainer.engine.get_data_types() == (torch.bfloat16, torch.float32)
+            losses[graphs] = [m["loss"] for m in trainer.train()]
+            batch = trainer.dist.move(next(trainer.parts.batches))  # the first micro-batch of a step
+            trainer.engine.backward(trainer.engine(batch, teacher_states(trainer.parts.teacher, batch))["loss"])
+            kept[graphs] = [name for name, p in trainer.engine.module.named_parameters() if p.grad is not None]
+        finally:
+            trainer.close()
+    assert kept[False] and not kept[True], kept[True][:3]
+    assert len(losses[True]) == 3 and losses[True] == losses[False]
+    for precision in ("fp16", "fp32"):  # no BF16_Optimizer: nothing to turn on
+        assert "immediate_grad_update" not in deepspeed_config(config, 1, "cuda", precision=precision).get("bf16", {})
+    refused = EngineConfig("mine.json", {**engine.settings, "bf16": {"enabled": True, "immediate_grad_update": False}})
+    with pytest.raises(TrainError, match=r"mine\.json: bf16\.immediate_grad_update false .* --cuda-graphs"):
+        deepspeed_config(replace(config, engine=refused), 1, "cuda", precision="bf16")
+
+
 def test_the_command_line_takes_its_defaults_from_the_config_dataclasses(tmp_path: Path) -> None:
     """With nothing given (a DeepSpeed JSON without batch sizes, clipping or an
     optimizer section) every setting is its dataclass's default: no fallback
