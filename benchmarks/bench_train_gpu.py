@@ -8,7 +8,8 @@ NSP alone on the same batches (SDPA, bf16 autocast, fused AdamW), compiled and e
 
 The sweep (:func:`sweep_setups`): the README's command as typed (``zero2.json``,
 micro-batch and precision "auto"), the compiled peer, ZeRO-1 and ZeRO-2 unpadded at
-each micro-batch size, ZeRO-2 padded at the first, the eager peer. Each row reports
+each micro-batch size, ZeRO-2 padded at the first, the eager peer, and ``--cuda-graphs``
+at the last size (warmed up until its graphs replay, :func:`warm_up_graphs`). Each row reports
 real tokens/s, step time, the teacher's share of the step (its forward timed alone
 on the same micro-batches), peak memory, and model FLOPs utilisation
 (``tacl_scale.flops.mfu``: model FLOPs ÷ time ÷ the GPU's datasheet dense peak) of
@@ -31,6 +32,8 @@ import random
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -184,6 +187,9 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
         compile_started = time.perf_counter()
         for _ in range(warmup):
             trainer.train_step().read()
+        calls = trainer.parts.engine.module.fast.calls_per_shape if trainer.cuda_graphs else None
+        graph_warmup = warm_up_graphs(lambda: trainer.train_step().read(), calls, 4 * warmup) if calls else 0
+        recorded = {shape for shape, n in calls.items() if n >= 2} if calls else set()
         warmup_s = time.perf_counter() - compile_started
         _sync(device)
         start = time.perf_counter()
@@ -217,6 +223,10 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
             "compiled": trainer.parts.teacher_fast is not None or trainer.parts.engine.module.fast is not None,
             "cuda_graphs": trainer.cuda_graphs,
             "readme": setup.readme, "warmup_s": warmup_s,
+            # CUDA graphs: the extra warm-up steps, and the shapes whose graphs were first
+            # run or recorded inside the timed steps (their cost is in the figures).
+            "graph_warmup_steps": graph_warmup if calls else None,
+            "graphs_recorded_while_timed": len(set(calls) - recorded) if calls else None,
             "step_ms": 1000 * step_s, "tokens_per_s": tokens / steps / step_s, "teacher_share": teacher_s / step_s,
             "tacl_loss_share": loss_s / step_s,
             **utilisation(per_step, step_s, teacher_s, peak),
@@ -225,6 +235,19 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
         }
     finally:
         trainer.close()
+
+
+def warm_up_graphs(step: Callable[[], None], calls_per_shape: Counter[int], most_steps: int) -> int:
+    """Warm-up steps of a ``--cuda-graphs`` row after the usual ones: a shape's graph is
+    recorded at its second call, so step until a step runs only shapes called twice
+    before it (their graphs replayed), ``most_steps`` at most; returns the steps run.
+    ``calls_per_shape`` is the student encoder's count, which ``step`` advances."""
+    for done in range(1, most_steps + 1):
+        before = Counter(calls_per_shape)
+        step()
+        if all(before[shape] >= 2 for shape, n in calls_per_shape.items() if n > before[shape]):
+            return done
+    return most_steps
 
 
 def tacl_loss_seconds(trainer, batches: list[dict]) -> float:

@@ -333,7 +333,9 @@ def table(report: dict) -> str:
                 continue
             peak = "n/a" if r["peak_mem_gib"] is None else f"{r['peak_mem_gib']:.1f}"
             shape_used = f"{r.get('micro_batch')} × {r.get('accumulation')}"
-            lines.append(f"| {r['name']} | {shape_used} | {r['step_ms']:.0f} | {r['tokens_per_s']:,.0f} | "
+            recorded = r.get("graphs_recorded_while_timed")
+            name = r["name"] + (f" ({recorded} graphs recorded while timed)" if recorded else "")
+            lines.append(f"| {name} | {shape_used} | {r['step_ms']:.0f} | {r['tokens_per_s']:,.0f} | "
                          f"{_pct(r['mfu'])} | "
                          f"{_pct(r['mfu_student'])} | {_pct(r['mfu_teacher'])} | {r['teacher_share']:.1%} | "
                          f"{r.get('tacl_loss_share', 0.0):.1%} | {peak} |")

@@ -27,6 +27,7 @@ padding mask.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -196,6 +197,10 @@ class CompiledEncoder:
         self.bert = bert
         self.buckets = buckets
         self.cuda_graphs = cuda_graphs  # replayed per bucket (on CUDA; inductor skips them on the CPU)
+        # How often each shape ran (a bucket's rows; a padded batch's length). With CUDA
+        # graphs a shape's first call runs eagerly, its second records its graph and the
+        # later ones replay it: what a benchmark waits for before it times.
+        self.calls_per_shape: Counter[int] = Counter()
         self.forward = compiled("encoder_forward_graphed" if cuda_graphs else "encoder_forward")
         self.mlm = compiled("masked_lm_loss")
 
@@ -207,6 +212,7 @@ class CompiledEncoder:
             ids, segments, mask = input_ids, batch["token_type_ids"], batch["attention_mask"]
             for tensor in (ids, segments, mask):
                 torch._dynamo.mark_dynamic(tensor, 1)
+            self.calls_per_shape[ids.shape[1]] += 1
             return self.forward(self.bert, ids, segments, None, None, 0, mask, training)
         tokens = input_ids.shape[0]
         cu_seqlens, max_seqlen = batch["cu_seqlens"], batch["max_seqlen"]
@@ -218,6 +224,7 @@ class CompiledEncoder:
             max_seqlen = self.buckets.max_len
         for tensor in (ids, segments, positions, cu_seqlens):
             torch._dynamo.mark_dynamic(tensor, 0)
+        self.calls_per_shape[ids.shape[0]] += 1
         hidden = self.forward(self.bert, ids, segments, positions, cu_seqlens, max_seqlen, None, training)
         return hidden[:tokens]
 

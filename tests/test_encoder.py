@@ -209,6 +209,10 @@ def test_compiled_encoder_is_one_graph_for_every_bucket_and_matches_bert_model()
             graphs = counters["stats"]["unique_graphs"]
             assert graphs == 1
     assert len({buckets.bucket(sum(lengths)) for lengths in shapes}) >= 3  # several buckets were run
+    expected_calls: dict[int, int] = {}
+    for lengths in shapes:  # what a --cuda-graphs benchmark reads to know which graphs are recorded
+        expected_calls[buckets.bucket(sum(lengths))] = expected_calls.get(buckets.bucket(sum(lengths)), 0) + 1
+    assert dict(fast.calls_per_shape) == expected_calls
     assert counters["stats"]["unique_graphs"] == graphs, "a bucket or a doubled batch recompiled"
     assert not counters["graph_break"], dict(counters["graph_break"])
 

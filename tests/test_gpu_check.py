@@ -221,3 +221,26 @@ def test_the_mfu_target_is_judged_on_the_best_configuration_named() -> None:
     assert found["README command / best configuration"] == {"wanted": ">= 0.9x", "measured": "0.94x", "met": True}
     assert found["TaCL loss share of a step (largest of the sweep)"] == {
         "wanted": "< 1% (else Triton >= 3x)", "measured": "1.2%", "met": False}
+
+
+def test_cuda_graph_rows_warm_up_until_their_graphs_replay() -> None:
+    """A shape's graph is recorded at its second call: the --cuda-graphs row warms up
+    until a step runs only shapes called twice before it, within its limit; the
+    table says how many graphs were still recorded while timed."""
+    from collections import Counter
+
+    import bench_train_gpu
+
+    calls: Counter[int] = Counter()
+    plan = iter([[128, 256], [128, 384], [128, 256], [256, 128, 128], [384]])
+    steps = bench_train_gpu.warm_up_graphs(lambda: calls.update(next(plan)), calls, 10)
+    assert steps == 4 and calls == Counter({128: 5, 256: 3, 384: 1})  # the 4th ran 128 and 256, each called twice
+    assert bench_train_gpu.warm_up_graphs(lambda: calls.update([512]), calls, 3) == 3  # a new shape each time
+    row = {"name": "ZeRO-1 unpadded micro 32 CUDA graphs", "micro_batch": 32, "accumulation": 8, "step_ms": 90.0,
+           "tokens_per_s": 5e5, "mfu": 0.3, "mfu_student": 0.3, "mfu_teacher": 0.4, "teacher_share": 0.1,
+           "peak_mem_gib": 9.0, "graphs_recorded_while_timed": 2}
+    report = {"mode": "dry", "phases": {"training": {"status": "ok", "data": [
+        row, {**row, "graphs_recorded_while_timed": 0}]}}}
+    lines = [line for line in gpu_check.table(report).splitlines() if line.startswith("| ZeRO-1")]
+    assert lines[0].startswith("| ZeRO-1 unpadded micro 32 CUDA graphs (2 graphs recorded while timed) | 32 × 8 |")
+    assert lines[1].startswith("| ZeRO-1 unpadded micro 32 CUDA graphs | 32 × 8 |")
