@@ -17,7 +17,9 @@ the student's forward+backward and the teacher's forward, separately and togethe
 Only real tokens count as model FLOPs, so padding shows up as lower utilisation.
 Configurations run one after the other in this process; each Trainer is closed (its
 engine destroyed) before the next is built, so peak memory is each one's own, and
-each row is printed and appended to ``--out`` as soon as it is measured.
+each row is printed and appended to ``--out`` as soon as it is measured. A failed
+row keeps its error (its traceback on stderr); one whose compiled run failed is
+measured again with ``--no-compile`` next (:func:`sweep`).
 ``scripts/gpu_check.sh`` runs it on a GPU machine; ``--dry-run`` runs the same code
 on the CPU at a tiny shape (for checking the benchmark, not for figures).
 """
@@ -32,6 +34,7 @@ import random
 import sys
 import tempfile
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -67,17 +70,29 @@ class Setup:
     peer: str | None = None
     readme: bool = False  # the README's command as typed: only --ds, --data, --model, --output
     cuda_graphs: bool = False  # --cuda-graphs
+    # True: --no-compile, for a row whose compiled run failed (see sweep); the name says so.
+    eager_fallback: bool = False
 
     @property
     def name(self) -> str:
         if self.peer is not None:
             return f"HF BertForPreTraining MLM+NSP {self.peer.split('-')[1]} micro {self.micro_batch}"
+        fallback = "eager: its compiled run failed" if self.eager_fallback else None
         if self.readme:
-            return f"README command ({self.ds_config}, auto)"
+            return f"README command ({self.ds_config}, auto{f', {fallback}' if fallback else ''})"
         zero = "ZeRO-1" if "zero1" in self.ds_config else "ZeRO-2"
         layout = {True: "unpadded", False: "padded", None: "default layout"}[self.unpad]
         graphs = " CUDA graphs" if self.cuda_graphs else ""
-        return f"{zero} {layout} micro {self.micro_batch if self.micro_batch else 'auto'}{graphs}"
+        name = f"{zero} {layout} micro {self.micro_batch if self.micro_batch else 'auto'}{graphs}"
+        return f"{name} ({fallback})" if fallback else name
+
+    def eager(self) -> Setup | None:
+        """This setup with ``--no-compile``, to measure when its compiled run failed;
+        None where that measures nothing new (a peer has its eager row; CUDA graphs
+        need compile)."""
+        if self.peer is not None or self.cuda_graphs or self.eager_fallback:
+            return None
+        return replace(self, eager_fallback=True)
 
 
 def sweep_setups(micro_sizes: list[int], zero1: bool = True, batch_size: int = 256, peers: bool = True,
@@ -164,7 +179,8 @@ def build_trainer(data: Path, model: Path, workdir: Path, setup: Setup, workers:
         data=DataConfig((str(data),), num_workers=workers),
         optim=OptimConfig(steps=10**6, batch_size=setup.batch_size, micro_batch_size=setup.micro_batch),
         checkpoint=CheckpointConfig(save_every=10**9),
-        performance=PerformanceConfig(unpad=setup.unpad, cuda_graphs=setup.cuda_graphs),
+        performance=PerformanceConfig(unpad=setup.unpad, cuda_graphs=setup.cuda_graphs,
+                                      compile=False if setup.eager_fallback else None),
         eval_every=0, export=False, log_every=10**9,
     )
     return Trainer.build(config, Distributed.setup(LaunchEnv.from_environ(os.environ)))
@@ -222,7 +238,7 @@ def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int,
             "accumulation": trainer.parts.engine.accumulation, "precision": trainer.parts.precision,
             "compiled": trainer.parts.teacher_fast is not None or trainer.parts.engine.module.fast is not None,
             "cuda_graphs": trainer.cuda_graphs,
-            "readme": setup.readme, "warmup_s": warmup_s,
+            "readme": setup.readme, "eager_fallback": setup.eager_fallback, "warmup_s": warmup_s,
             # CUDA graphs: the extra warm-up steps, and the shapes whose graphs were first
             # run or recorded inside the timed steps (their cost is in the figures).
             "graph_warmup_steps": graph_warmup if calls else None,
@@ -364,22 +380,34 @@ def run_peer(data: Path, model: Path, setup: Setup, steps: int, warmup: int, wor
 
 
 def sweep(data: Path, setups: list[Setup], steps: int, warmup: int, out: Path | None = None,
-          model_config: dict | None = None, workers: int = 6) -> list[dict]:
+          model_config: dict | None = None, workers: int = 6, eager_fallback: bool | None = None) -> list[dict]:
     """Every setup in turn; a failed one (out of memory, an error) is a row with
-    its error, and the sweep goes on. Rows are appended to ``out`` (JSON lines) as
-    they come."""
+    its error (its traceback goes to stderr), and the sweep goes on. With
+    ``eager_fallback`` (default: on CUDA, where the encoders are compiled) a
+    tacl-scale row that failed other than for memory is measured again with
+    ``--no-compile`` (:meth:`Setup.eager`) in the next row, so a defect of the
+    compiled encoder still leaves figures. Rows are appended to ``out`` (JSON
+    lines) as they come."""
+    if eager_fallback is None:
+        eager_fallback = torch.cuda.is_available()
     rows = []
+    pending = list(setups)
     with tempfile.TemporaryDirectory(prefix="tacl-bench-") as tmp:
         workdir = Path(tmp)
         model = workdir / "bert.json"
         model.write_text(json.dumps(model_config or BERT_BASE))
-        for setup in setups:
+        while pending:
+            setup = pending.pop(0)
             try:
                 row = run_config(data, model, workdir, setup, steps, warmup, workers)
             except Exception as err:  # one configuration's failure must not hide the others
+                traceback.print_exc()  # the phase's log keeps it: the report of a GPU-only failure
                 row = {"name": setup.name, "ds_config": setup.ds_config, "micro_batch": setup.micro_batch,
                        "unpad": setup.unpad, "peer": setup.peer, "readme": setup.readme,
-                       "error": f"{type(err).__name__}: {err}"[:300]}
+                       "eager_fallback": setup.eager_fallback, "error": f"{type(err).__name__}: {err}"[:300]}
+                eager = setup.eager() if eager_fallback else None
+                if eager is not None and not isinstance(err, torch.OutOfMemoryError):
+                    pending.insert(0, eager)
             gc.collect()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
@@ -393,8 +421,9 @@ def sweep(data: Path, setups: list[Setup], steps: int, warmup: int, out: Path | 
 
 def best(rows: list[dict], unpad: bool | None = None, ds_config: str | None = "zero2_bf16.json",
          micro_batch: int | None = None) -> dict | None:
-    """The fastest tacl-scale row (no peer) of those matching the given settings."""
+    """The fastest tacl-scale row (no peer, no eager fallback) of those matching the given settings."""
     done = [r for r in rows if "error" not in r and not r.get("peer") and not r.get("readme")
+            and not r.get("eager_fallback")
             and (unpad is None or r.get("unpad") is unpad) and (ds_config is None or r.get("ds_config") == ds_config)
             and (micro_batch is None or r.get("micro_batch") == micro_batch)]
     return max(done, key=lambda r: r["tokens_per_s"]) if done else None
@@ -405,7 +434,7 @@ def peer(rows: list[dict], name: str = "hf-compiled") -> dict | None:
 
 
 def readme_row(rows: list[dict]) -> dict | None:
-    return next((r for r in rows if r.get("readme") and "error" not in r), None)
+    return next((r for r in rows if r.get("readme") and "error" not in r and not r.get("eager_fallback")), None)
 
 
 def main() -> int:

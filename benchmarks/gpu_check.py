@@ -257,7 +257,8 @@ def targets(report: dict) -> dict:
             row = best(training, True, ds_config, micro)
             if row is not None and row.get("mfu") is not None:
                 target(f"TaCL-base MFU, {zero} unpadded micro {micro}", f">= {goal:.0%}", row["mfu"], goal, True)
-    measured = [r for r in training if "error" not in r and r.get("mfu") is not None and not r.get("peer")]
+    measured = [r for r in training if "error" not in r and r.get("mfu") is not None and not r.get("peer")
+                and not r.get("eager_fallback")]
     if measured:  # the best configuration the sweep found, named
         top = max(measured, key=lambda r: r["mfu"])
         target(f"TaCL-base end-to-end MFU (best: {top['name']})", f">= {TARGETS['mfu']:.0%}", top["mfu"],
@@ -328,8 +329,9 @@ def table(report: dict) -> str:
         lines += ["", f"| training step, {shape} | micro × accumulation | step ms | tokens/s | MFU | student MFU | "
                   "teacher MFU | teacher share | TaCL loss share | peak GiB |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r in training:
-            if "error" in r:
-                lines.append(f"| {r['name']} | | {r['error']} | | | | | | | |")
+            if "error" in r:  # its first line: a cell of the table (all of it in gpu_check.json)
+                error = (r["error"].splitlines() or [""])[0].replace("|", "/")
+                lines.append(f"| {r['name']} | | {error} | | | | | | | |")
                 continue
             peak = "n/a" if r["peak_mem_gib"] is None else f"{r['peak_mem_gib']:.1f}"
             shape_used = f"{r.get('micro_batch')} × {r.get('accumulation')}"

@@ -281,6 +281,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {_rank_prefix(env)}{where}: {describe_os_error(err)}", file=sys.stderr)
                 return EXIT_ERROR
             except RuntimeError as err:
+                if _compile_failed(err):
+                    # A defect too (ours or torch's, often of one GPU or version), so the
+                    # traceback is the report; the run itself can go on without compile.
+                    import traceback
+
+                    traceback.print_exc()
+                    print(f"error: {_rank_prefix(env)}torch.compile failed on the encoder (traceback above); "
+                          "--no-compile trains the same model without it (Hugging Face's BertModel, slower). "
+                          "Please report the traceback.", file=sys.stderr)
+                    return EXIT_ERROR
                 if not _in_a_collective(err):
                     raise  # a defect: its traceback is the report
                 # Another rank stopped (it prints why); this one's collective lost it.
@@ -307,6 +317,14 @@ def _in_a_collective(err: BaseException) -> bool:
         return True
     frames = traceback.extract_tb(err.__traceback__)
     return bool(frames) and f"torch{os.sep}distributed{os.sep}" in frames[-1].filename
+
+
+def _compile_failed(err: BaseException) -> bool:
+    """Whether ``err`` is torch.compile failing (dynamo tracing or inductor's code
+    generation): on the first run of a compiled encoder, a new GPU or torch version."""
+    import torch._dynamo.exc
+
+    return isinstance(err, torch._dynamo.exc.TorchDynamoException)
 
 
 def _rank_prefix(env: Any) -> str:

@@ -244,3 +244,45 @@ def test_cuda_graph_rows_warm_up_until_their_graphs_replay() -> None:
     lines = [line for line in gpu_check.table(report).splitlines() if line.startswith("| ZeRO-1")]
     assert lines[0].startswith("| ZeRO-1 unpadded micro 32 CUDA graphs (2 graphs recorded while timed) | 32 × 8 |")
     assert lines[1].startswith("| ZeRO-1 unpadded micro 32 CUDA graphs | 32 × 8 |")
+
+
+def test_a_row_whose_compiled_run_failed_is_measured_eagerly_next(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """On a GPU the first run of the compiled encoder may fail: the row keeps its
+    error (first line in the table, traceback in the log), the same setup runs next
+    with --no-compile, and no target is judged on such a fallback. Out of memory, a
+    peer and a --cuda-graphs row get no fallback."""
+    import bench_train_gpu
+    from bench_train_gpu import Setup
+
+    def run_config(data, model, workdir, setup: Setup, steps, warmup, workers) -> dict:
+        if setup.micro_batch == 64:
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        if not setup.eager_fallback and setup.peer is None:
+            raise RuntimeError("InductorError: LoweringException | a line\nmore of it")
+        return {"name": setup.name, "ds_config": setup.ds_config, "micro_batch": setup.micro_batch,
+                "unpad": setup.unpad, "readme": setup.readme, "peer": setup.peer,
+                "eager_fallback": setup.eager_fallback, "accumulation": 1, "step_ms": 100.0, "tokens_per_s": 1e5,
+                "mfu": 0.2, "mfu_student": 0.2, "mfu_teacher": 0.2, "teacher_share": 0.2, "peak_mem_gib": 1.0}
+
+    monkeypatch.setattr(bench_train_gpu, "run_config", run_config)
+    setups = [Setup("zero2.json", None, None, readme=True), Setup("zero1_bf16.json", 256, True),
+              Setup("zero1_bf16.json", 256, False, peer="hf-compiled"), Setup("zero2_bf16.json", 64, True),
+              Setup("zero1_bf16.json", 32, True, cuda_graphs=True)]
+    rows = bench_train_gpu.sweep(Path("unused"), setups, 1, 1, eager_fallback=True)
+    assert [(r["name"], "error" in r) for r in rows] == [
+        ("README command (zero2.json, auto)", True),
+        ("README command (zero2.json, auto, eager: its compiled run failed)", False),
+        ("ZeRO-1 unpadded micro 256", True),
+        ("ZeRO-1 unpadded micro 256 (eager: its compiled run failed)", False),
+        ("HF BertForPreTraining MLM+NSP compiled micro 256", False),
+        ("ZeRO-2 unpadded micro 64", True),
+        ("ZeRO-1 unpadded micro 32 CUDA graphs", True)]
+    assert capsys.readouterr().err.count("Traceback (most recent call last)") == 4
+    report = {"mode": "full", "phases": {"training": {"status": "ok", "data": rows}}}
+    found = gpu_check.targets(report)
+    assert not any("eager" in name or "README" in name or "end-to-end" in name for name in found), found
+    text = gpu_check.table(report)
+    assert "| ZeRO-1 unpadded micro 256 | | RuntimeError: InductorError: LoweringException / a line | |" in text
+    assert "| ZeRO-1 unpadded micro 256 (eager: its compiled run failed) | 256 × 1 | 100 |" in text
+    assert len(bench_train_gpu.sweep(Path("unused"), setups[:2], 1, 1, eager_fallback=False)) == 2

@@ -13,6 +13,7 @@ process in a plain shell (no launcher variables) unless said otherwise.
 | SIGTERM while the run is being built | the same: a checkpoint and `PREEMPTED`, never a silent death |
 | `metrics.jsonl` on a full disk (2 ranks, through the launcher) | rank 0: one `error:` line naming it and "the disk is full"; rank 1: one line saying another rank stopped; exit 2, the run lock released, no traceback |
 | a checkpoint written to a full disk | one `error:` line naming it and the newest complete checkpoint; that one stays `latest` and resumes |
+| torch.compile fails on the encoder (as it may on a GPU or torch it has not met) | the traceback (the report), then one `error:` line naming `--no-compile`; exit 2, the run lock released |
 | Ctrl-C during training | one line naming the newest checkpoint and the resume command, exit 130, no traceback |
 | `--eval-every` on a dataset whose validation split came out empty | refused naming the fraction and the fix |
 | `run.json` written by a newer version | refused naming the version, not taken for changed settings |
@@ -236,6 +237,32 @@ def test_sigterm_while_the_run_is_built_still_checkpoints_and_leaves_the_marker(
     assert status == 0, log[-3000:]
     assert (run / PREEMPTED_MARKER).read_text().startswith("SIGTERM at step ")
     assert latest_tag(run / "checkpoints") is not None and "step 3/200" not in log
+
+
+def test_a_failed_compile_says_no_compile_trains_without_it(zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor failing as it compiles the encoder (injected: its entry point raises)."""
+    import torch._dynamo
+    import torch._inductor.compile_fx
+
+    def compile_fx(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("injected: inductor cannot compile this graph")
+
+    monkeypatch.setattr(torch._inductor.compile_fx, "compile_fx", compile_fx)
+    torch._dynamo.reset()  # nothing compiled earlier in this process may stand in for the failing compile
+    run = tmp_path / "run"
+    try:
+        code, stderr = main_in_this_process(["--recipe", "tiny-cpu", "--compile",
+                                             *common(zh_dataset, tiny_bert_file, run, 2)], capsys)
+    finally:
+        torch._dynamo.reset()
+    assert code == 2, stderr[-3000:]
+    assert "injected: inductor cannot compile this graph" in stderr and "Traceback" in stderr
+    assert error_lines(stderr) == [
+        "error: torch.compile failed on the encoder (traceback above); --no-compile trains the same model without "
+        "it (Hugging Face's BertModel, slower). Please report the traceback."]
+    assert not (run / LOCK_NAME).exists()
 
 
 def test_ctrl_c_is_one_line_naming_the_checkpoint_and_the_resume_command(zh_dataset: Path, tiny_bert_file: Path,
