@@ -419,22 +419,27 @@ def sweep(data: Path, setups: list[Setup], steps: int, warmup: int, out: Path | 
     return rows
 
 
+def judged(row: dict) -> bool:
+    """Whether a target may be judged on ``row``: it was measured, and not as the
+    eager fallback of a failed compiled run."""
+    return "error" not in row and not row.get("eager_fallback")
+
+
 def best(rows: list[dict], unpad: bool | None = None, ds_config: str | None = "zero2_bf16.json",
          micro_batch: int | None = None) -> dict | None:
-    """The fastest tacl-scale row (no peer, no eager fallback) of those matching the given settings."""
-    done = [r for r in rows if "error" not in r and not r.get("peer") and not r.get("readme")
-            and not r.get("eager_fallback")
+    """The fastest judged tacl-scale row (no peer) of those matching the given settings."""
+    done = [r for r in rows if judged(r) and not r.get("peer") and not r.get("readme")
             and (unpad is None or r.get("unpad") is unpad) and (ds_config is None or r.get("ds_config") == ds_config)
             and (micro_batch is None or r.get("micro_batch") == micro_batch)]
     return max(done, key=lambda r: r["tokens_per_s"]) if done else None
 
 
 def peer(rows: list[dict], name: str = "hf-compiled") -> dict | None:
-    return next((r for r in rows if r.get("peer") == name and "error" not in r), None)
+    return next((r for r in rows if r.get("peer") == name and judged(r)), None)
 
 
 def readme_row(rows: list[dict]) -> dict | None:
-    return next((r for r in rows if r.get("readme") and "error" not in r and not r.get("eager_fallback")), None)
+    return next((r for r in rows if r.get("readme") and judged(r)), None)
 
 
 def main() -> int:

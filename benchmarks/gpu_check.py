@@ -244,7 +244,7 @@ def write_json(path: Path, value: object) -> None:
 
 def targets(report: dict) -> dict:
     """Each target of the issue against this run's rows, named with the rows compared."""
-    from bench_train_gpu import best, peer, readme_row
+    from bench_train_gpu import best, judged, peer, readme_row
 
     out = {}
     training = (report["phases"].get("training") or {}).get("data") or []
@@ -258,8 +258,7 @@ def targets(report: dict) -> dict:
             row = best(training, True, ds_config, micro)
             if row is not None and row.get("mfu") is not None:
                 target(f"TaCL-base MFU, {zero} unpadded micro {micro}", f">= {goal:.0%}", row["mfu"], goal, True)
-    measured = [r for r in training if "error" not in r and r.get("mfu") is not None and not r.get("peer")
-                and not r.get("eager_fallback")]
+    measured = [r for r in training if judged(r) and r.get("mfu") is not None and not r.get("peer")]
     if measured:  # the best configuration the sweep found, named
         top = max(measured, key=lambda r: r["mfu"])
         target(f"TaCL-base end-to-end MFU (best: {top['name']})", f">= {TARGETS['mfu']:.0%}", top["mfu"],
@@ -279,7 +278,7 @@ def targets(report: dict) -> dict:
     for r in (report["phases"].get("tacl_loss") or {}).get("data") or []:
         target(f"Triton / torch TaCL loss fwd+bwd D={r['dim']}", f">= {TARGETS['triton_speedup']}x", r["speedup"],
                TARGETS["triton_speedup"])
-    shares = [r["tacl_loss_share"] for r in training if "error" not in r and r.get("tacl_loss_share")]
+    shares = [r["tacl_loss_share"] for r in training if judged(r) and r.get("tacl_loss_share")]
     if shares:  # the issue's alternative: a loss under 1% of the step is off the critical path
         out["TaCL loss share of a step (largest of the sweep)"] = {
             "wanted": "< 1% (else Triton >= 3x)", "measured": f"{max(shares):.1%}", "met": max(shares) < 0.01}

@@ -263,7 +263,8 @@ def test_a_row_whose_compiled_run_failed_is_measured_eagerly_next(monkeypatch: p
         return {"name": setup.name, "ds_config": setup.ds_config, "micro_batch": setup.micro_batch,
                 "unpad": setup.unpad, "readme": setup.readme, "peer": setup.peer,
                 "eager_fallback": setup.eager_fallback, "accumulation": 1, "step_ms": 100.0, "tokens_per_s": 1e5,
-                "mfu": 0.2, "mfu_student": 0.2, "mfu_teacher": 0.2, "teacher_share": 0.2, "peak_mem_gib": 1.0}
+                "mfu": 0.2, "mfu_student": 0.2, "mfu_teacher": 0.2, "teacher_share": 0.2, "peak_mem_gib": 1.0,
+                "tacl_loss_share": 0.5 if setup.eager_fallback else 0.0}
 
     monkeypatch.setattr(bench_train_gpu, "run_config", run_config)
     setups = [Setup("zero2.json", None, None, readme=True), Setup("zero1_bf16.json", 256, True),
@@ -281,7 +282,8 @@ def test_a_row_whose_compiled_run_failed_is_measured_eagerly_next(monkeypatch: p
     assert capsys.readouterr().err.count("Traceback (most recent call last)") == 4
     report = {"mode": "full", "phases": {"training": {"status": "ok", "data": rows}}}
     found = gpu_check.targets(report)
-    assert not any("eager" in name or "README" in name or "end-to-end" in name for name in found), found
+    assert not any("eager" in name or "README" in name or "end-to-end" in name or "loss share" in name
+                   for name in found), found
     text = gpu_check.table(report)
     assert "| ZeRO-1 unpadded micro 256 | | RuntimeError: InductorError: LoweringException / a line | |" in text
     assert "| ZeRO-1 unpadded micro 256 (eager: its compiled run failed) | 256 × 1 | 100 |" in text
