@@ -4,13 +4,24 @@ corpus, read and cleaned exactly as ``data_prep.build`` reads it.
 For from-scratch runs and for the quickstart, whose generated corpus must not depend
 on any downloaded vocabulary. Continual pre-training (TaCL's setting) keeps the
 vocabulary of the checkpoint it starts from instead.
+
+The same corpus and arguments give the same ``vocab.txt``, byte for byte. Hugging
+Face's WordPiece trainer alone does not: it numbers the ``##`` continuation pieces
+in hash-map order, which changes every process, and it breaks ties between equally
+frequent merges by those numbers, so the learnt tokens themselves differ run to run
+(huggingface/tokenizers#1794). :func:`train_wordpiece` therefore settles the
+alphabet and the continuation pieces itself, in sorted order, before training.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 from tacl_scale import EXIT_ERROR
@@ -18,6 +29,15 @@ from tacl_scale import EXIT_ERROR
 from .documents import extract_sentences
 from .sentences import SentenceConfig, SentenceSplitter
 from .sources import FORMATS, InputError, expand_inputs, plan_work_units, read_records
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+CONTINUATION = "##"
+# Hugging Face's default for BERT: characters beyond the 1,000 most frequent become
+# [UNK] rather than vocabulary entries (with their ``##`` twins) that a model would
+# rarely see.
+LIMIT_ALPHABET = 1000
+# Sentences normalised and pre-tokenised per call while counting characters.
+_CHUNK = 1000
 
 
 def iter_sentences(patterns: list[str], fmt: str, language: str) -> Iterator[str]:
@@ -29,40 +49,96 @@ def iter_sentences(patterns: list[str], fmt: str, language: str) -> Iterator[str
             yield from extract_sentences(record, splitter, 0, lambda kind: None) or []
 
 
-def train_wordpiece(sentences: Iterator[str], vocab_size: int, lowercase: bool, output: Path) -> Path:
-    """Train and save ``output`` (a vocab.txt, one token a line, ids by line)."""
+@dataclass
+class Alphabet:
+    """The characters of a corpus's words, as the WordPiece trainer splits them."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    # Characters seen after the first one of a word: those get a ``##`` piece.
+    inside: set[str] = field(default_factory=set)
+
+    def add(self, words: Iterable[str]) -> None:
+        for word in words:
+            self.counts.update(word)
+            self.inside.update(word[1:])
+
+    def kept(self, limit: int) -> list[str]:
+        """The ``limit`` most frequent characters (ties by code point), sorted."""
+        ranked = sorted(self.counts, key=lambda c: (-self.counts[c], c))
+        return sorted(ranked[:limit])
+
+
+def train_wordpiece(sentences: Iterator[str], vocab_size: int, lowercase: bool, output: Path,
+                    source: str = "the sentences") -> Path:
+    """Train and save ``output`` (a vocab.txt, one token a line, ids by line);
+    ``source`` names the corpus in the error raised when it holds no text.
+
+    The sentences are spooled to a file beside ``output`` (one pass over the
+    corpus, which is the slow part) and counted on the way; the trainer then
+    reads the spool. ``output`` is replaced atomically, so a failed run leaves
+    an existing file as it was."""
     from tokenizers import BertWordPieceTokenizer
 
     tokenizer = BertWordPieceTokenizer(lowercase=lowercase, handle_chinese_chars=True)
-    tokenizer.train_from_iterator(
-        sentences,
-        vocab_size=vocab_size,
-        min_frequency=2,
-        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
-        show_progress=False,
-    )
+    normalizer, pre_tokenizer = tokenizer.normalizer, tokenizer.pre_tokenizer
     output.parent.mkdir(parents=True, exist_ok=True)
-    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-    output.write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
+    spool = output.with_name(f".{output.name}.sentences.tmp")
+    partial = output.with_name(f".{output.name}.tmp")
+    try:
+        alphabet = Alphabet()
+        with spool.open("w", encoding="utf-8") as out:
+            # A sentence is one line of the spool: the normaliser makes newlines
+            # spaces anyway, so joining them changes no word.
+            lines = (s.replace("\n", " ") for s in sentences)
+            while chunk := list(islice(lines, _CHUNK)):
+                text = "\n".join(chunk)
+                out.write(text + "\n")
+                alphabet.add(word for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+        if not alphabet.counts:
+            raise InputError(f"{source}: no article text to train a vocabulary on")
+        kept = alphabet.kept(LIMIT_ALPHABET)
+        continuations = [CONTINUATION + c for c in kept if c in alphabet.inside]
+        tokenizer.train(
+            [str(spool)],
+            vocab_size=vocab_size,
+            min_frequency=2,
+            # Registered up front, the continuation pieces get fixed ids instead of
+            # hash-order ones (the trainer only adds those it has not got).
+            special_tokens=SPECIAL_TOKENS + continuations,
+            # With every character pre-counted as wanted, the trainer's own limit
+            # (an unstable sort, ties in hash order) removes exactly the others.
+            initial_alphabet=kept,
+            limit_alphabet=len(kept),
+            show_progress=False,
+        )
+        vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+        partial.write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
+        os.replace(partial, output)
+    finally:
+        spool.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
     return output
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m data_prep.train_vocab", description=__doc__,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--input", action="append", required=True, metavar="GLOB")
-    p.add_argument("--format", choices=FORMATS, default="wiki-xml")
-    p.add_argument("--language", choices=("en", "zh"), default="en")
-    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--format", choices=FORMATS, default="wiki-xml", help="(default wiki-xml)")
+    p.add_argument("--language", choices=("en", "zh"), default="en", help="(default en)")
+    p.add_argument("--vocab-size", type=int, default=8000, help="(default 8000)")
     p.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
     p.add_argument("--output", required=True, help="vocab.txt to write")
     args = p.parse_args(argv)
+    if args.vocab_size <= len(SPECIAL_TOKENS):
+        p.error(f"--vocab-size must be more than the {len(SPECIAL_TOKENS)} special tokens, not {args.vocab_size}")
     try:
         path = train_wordpiece(
             iter_sentences(args.input, args.format, args.language),
             args.vocab_size,
             not args.cased,
             Path(args.output),
+            source=", ".join(args.input),
         )
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -1,0 +1,97 @@
+"""``tacl-train-vocab``: the same corpus gives the same vocab.txt in every process,
+with the alphabet Hugging Face's trainer would choose; bad input leaves nothing
+half-written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from data_prep.train_vocab import LIMIT_ALPHABET, main, train_wordpiece
+
+ROOT = Path(__file__).resolve().parents[1]
+# CJK characters are words of their own (so never ``##`` pieces): 1,200 of them,
+# each twice, overflow the 1,000-character alphabet with ties at its edge.
+CJK = [chr(0x4E00 + i) for i in range(1200)]
+
+
+def train_in_a_new_process(args: list[str], output: Path) -> bytes:
+    """Each process numbers the upstream trainer's hash maps differently."""
+    subprocess.run([sys.executable, "-m", "data_prep.train_vocab", *args, "--output", str(output)],
+                   cwd=ROOT, check=True, capture_output=True, text=True)
+    return output.read_bytes()
+
+
+def tokens(vocab: Path) -> list[str]:
+    return vocab.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from data_prep.sample_corpus import write_sample_dump
+
+    return write_sample_dump(tmp_path_factory.mktemp("vocab") / "c.xml.bz2", num_articles=30)
+
+
+def test_the_same_corpus_gives_the_same_vocabulary_in_every_process(corpus: Path, tmp_path: Path) -> None:
+    # Before the alphabet and continuation pieces were fixed up front, three runs on
+    # this corpus gave three different files (hundreds of tokens apart).
+    args = ["--input", str(corpus), "--vocab-size", "3000"]
+    runs = {train_in_a_new_process(args, tmp_path / f"vocab{i}.txt") for i in range(3)}
+    assert len(runs) == 1
+    vocab = tokens(tmp_path / "vocab0.txt")
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(set(vocab)) == len(vocab)
+
+
+def test_characters_beyond_the_alphabet_limit_are_dropped_by_count_then_code_point(tmp_path: Path) -> None:
+    text = tmp_path / "cjk.txt"
+    common = "the river runs past the old mill and the river bends"
+    text.write_text("".join(f"{common} {c}{c}\n\n" for c in CJK), encoding="utf-8")
+    args = ["--input", str(text), "--format", "text", "--vocab-size", "1500"]
+    runs = {train_in_a_new_process(args, tmp_path / f"vocab{i}.txt") for i in range(2)}
+    assert len(runs) == 1
+    singles = {t for t in tokens(tmp_path / "vocab0.txt") if len(t) == 1}
+    latin = set(common.replace(" ", ""))
+    # every Latin letter outnumbers each CJK character, whose ties keep the lowest code points
+    assert singles == latin | set(CJK[: LIMIT_ALPHABET - len(latin)])
+
+
+def test_the_alphabet_and_continuation_pieces_are_those_hugging_face_chooses(corpus: Path, tmp_path: Path) -> None:
+    from tokenizers import BertWordPieceTokenizer
+
+    from data_prep.train_vocab import iter_sentences
+
+    ours = tokens(train_wordpiece(iter_sentences([str(corpus)], "wiki-xml", "en"), 3000, True, tmp_path / "v.txt"))
+    upstream = BertWordPieceTokenizer(lowercase=True, handle_chinese_chars=True)
+    upstream.train_from_iterator(iter_sentences([str(corpus)], "wiki-xml", "en"), vocab_size=3000, min_frequency=2,
+                                 special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False)
+
+    def pieces(vocab: list[str]) -> set[str]:
+        return {t for t in vocab if len(t) == 1 or (t.startswith("##") and len(t) == 3)}
+
+    assert pieces(ours) == pieces(list(upstream.get_vocab())) and any(t.startswith("##") for t in ours)
+    # the same budget: only tie-breaks between equally frequent merges differ
+    assert abs(len(ours) - upstream.get_vocab_size()) <= 10
+
+
+def test_a_corpus_without_text_is_an_error_naming_it_and_keeps_the_old_vocabulary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    output = tmp_path / "vocab.txt"
+    output.write_text("[PAD]\nkept\n", encoding="utf-8")
+    assert main(["--input", str(empty), "--format", "text", "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert f"{empty}: no article text" in err
+    assert output.read_text(encoding="utf-8") == "[PAD]\nkept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.txt", "vocab.txt"]  # no spool left behind
+
+
+def test_a_vocabulary_size_below_the_special_tokens_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--input", "x.txt", "--vocab-size", "3", "--output", str(tmp_path / "v.txt")])
+    assert "--vocab-size must be more than the 5 special tokens, not 3" in capsys.readouterr().err
