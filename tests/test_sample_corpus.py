@@ -488,3 +488,62 @@ def test_module_cli(tmp_path: Path) -> None:
         capture_output=True,
     )
     assert out.read_text(encoding="utf-8") == generate_wiki_xml(3, 9, "en")
+
+
+# -- large dumps ------------------------------------------------------------------
+
+
+def test_a_dump_larger_than_the_short_names_has_unique_titles() -> None:
+    # 800 English articles need more names than 600 one-syllable ones; this raised
+    # RuntimeError("ran out of invented names") before names grew a second part.
+    pages = _articles(_pages(generate_wiki_xml(800, 0, "en")))
+    titles = [p["title"] for p in pages]
+    assert len(titles) == len(set(titles)) > 800
+    assert any(re.fullmatch(r"[A-Z][a-z]+", t) and len(t) > 9 for t in titles)  # "Varnbelford"
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_names_grow_longer_once_the_usual_forms_run_out(language: str) -> None:
+    import random
+
+    from data_prep.sample_corpus.generator import Generator
+
+    gen = Generator(language_data(language), random.Random(0))
+    bases = [gen.new_base() for _ in range(1700)]  # more than 600 (en) and 1,560 (zh) short ones
+    people = [gen._new_person_name()[0] for _ in range(7000)]  # more than 3,400 (en) and 6,400 (zh)
+    assert len(set(bases)) == len(bases) and len(set(people)) == len(people)
+    assert gen.name_syllables == 2 and gen.long_person_names
+
+
+def test_excluding_draws_what_the_copy_would() -> None:
+    import random
+
+    from data_prep.sample_corpus.generator import Excluding
+
+    # random.sample copies populations up to 37 items and indexes larger ones: both paths.
+    for size in (1, 2, 5, 36, 40, 300):
+        items = list(range(size))
+        for skip in ([], [0], [size - 1], [0, size // 2, size - 1]):
+            skip = sorted(set(skip))
+            if len(skip) >= size:
+                continue
+            copy = [x for i, x in enumerate(items) if i not in skip]
+            view = Excluding(items, skip)
+            assert list(view) == copy and len(view) == len(copy)
+            a, b = random.Random(size), random.Random(size)
+            assert [a.choice(view) for _ in range(20)] == [b.choice(copy) for _ in range(20)]
+            k = min(len(copy), 3)
+            assert [a.sample(view, k) for _ in range(5)] == [b.sample(copy, k) for _ in range(5)]
+    with pytest.raises(IndexError):
+        Excluding([1, 2], [0])[1]
+
+
+def test_too_many_articles_is_refused_with_the_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from data_prep.sample_corpus import MAX_ARTICLES
+
+    with pytest.raises(ValueError, match=f"between 0 and {MAX_ARTICLES}, not {MAX_ARTICLES + 1}"):
+        generate_wiki_xml(MAX_ARTICLES + 1)
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "x.xml"), "--articles", str(MAX_ARTICLES + 1)])
+    assert "different --seed values" in capsys.readouterr().err
+    assert not (tmp_path / "x.xml").exists()

@@ -43,12 +43,13 @@ import pathlib
 import random
 import sys
 
-from data_prep.sample_corpus.generator import Generator, language_data
+from data_prep.sample_corpus.generator import MAX_ARTICLES, Generator, language_data
 from data_prep.sample_corpus.pages import OTHER_NAMESPACE_PAGES, build_pages, num_redirects
 from data_prep.sample_corpus.xml_dump import render_dump
 
 __all__ = [
     "LANGUAGES",
+    "MAX_ARTICLES",
     "OTHER_NAMESPACE_PAGES",
     "generate_wiki_xml",
     "main",
@@ -63,7 +64,7 @@ def generate_wiki_xml(num_articles: int = 60, seed: int = 0, language: str = "en
     """Return the text of a synthetic MediaWiki XML dump (schema export-0.10).
 
     Args:
-        num_articles: ordinary articles to write (>= 0). The dump also holds an
+        num_articles: ordinary articles to write, 0 to :data:`MAX_ARTICLES`. The dump also holds an
             empty article, a stub, a disambiguation page, ``num_redirects(n)``
             redirects and the pages of :data:`OTHER_NAMESPACE_PAGES`.
         seed: seed of the random generator; equal arguments give equal output.
@@ -71,8 +72,9 @@ def generate_wiki_xml(num_articles: int = 60, seed: int = 0, language: str = "en
     """
     if language not in LANGUAGES:
         raise ValueError(f"language must be one of {LANGUAGES}, not {language!r}")
-    if num_articles < 0:
-        raise ValueError("num_articles must be >= 0")
+    if not 0 <= num_articles <= MAX_ARTICLES:
+        raise ValueError(f"num_articles must be between 0 and {MAX_ARTICLES}, not {num_articles} "
+                         "(for a larger corpus, write several dumps with different seeds)")
     gen = Generator(language_data(language), random.Random(f"{language}:{seed}"))
     pages = build_pages(gen, num_articles)
     return render_dump(pages, gen, language)
@@ -108,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         description="Write a synthetic MediaWiki XML dump (no real Wikipedia text).",
     )
     parser.add_argument("out_path", metavar="OUT_PATH", help="output file; .bz2 suffix compresses")
-    parser.add_argument("--articles", type=int, default=60, help="number of ordinary articles (default 60)")
+    parser.add_argument("--articles", type=int, default=60, help=f"number of ordinary articles, at most {MAX_ARTICLES} (default 60)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--language", choices=LANGUAGES, default="en", help="content language (default en)")
     args = parser.parse_args(argv)
-    if args.articles < 0:
-        parser.error("--articles must be >= 0")
+    if not 0 <= args.articles <= MAX_ARTICLES:
+        parser.error(f"--articles must be between 0 and {MAX_ARTICLES}, not {args.articles} "
+                     "(for a larger corpus, write several dumps with different --seed values)")
     out = write_sample_dump(args.out_path, args.articles, args.seed, args.language)
     print(f"wrote {out} ({out.stat().st_size} bytes)", file=sys.stderr)
     return 0

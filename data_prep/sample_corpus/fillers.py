@@ -49,9 +49,7 @@ def _nationality(g: Generator, key: str, years: _Years) -> str:
 
 def _pick(g: Generator, pool: list[tuple[str, str, str]], p: float) -> str:
     """A (possibly linked) name from ``pool``, other than the subject itself."""
-    own = g.subj.title if g.subj else None
-    candidates = [e for e in pool if e[0] != own] or pool
-    target, label, _ = g.rng.choice(candidates)
+    target, label, _ = g.rng.choice(g.without_subject(pool))
     return g.link(target, p, label)
 
 

@@ -34,11 +34,14 @@ import functools
 import json
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from data_prep.sample_corpus.fillers import FILLERS
+
+T = TypeVar("T")
 
 # Hand-aligned data tables are kept out of the formatter.
 # fmt: off
@@ -52,6 +55,11 @@ KIND_GROUP = {
 }
 
 # fmt: on
+
+# The most ordinary articles one dump may hold: generation keeps the whole dump in
+# memory (50,000 articles: 330 MB of XML, about 2.7 GB of Python objects). Larger
+# corpora are several dumps with different seeds.
+MAX_ARTICLES = 50_000
 
 # Sentence-count bounds for one ordinary article (lead plus body sections).
 _MIN_SENTENCES, _MAX_SENTENCES = 15, 60
@@ -71,6 +79,30 @@ def language_data(language: str) -> dict[str, Any]:
     """
     path = resources.files("data_prep.sample_corpus") / "data" / f"{language}.json"
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+class Excluding(Sequence[T]):
+    """``[x for i, x in enumerate(items) if i not in skip]`` without the copy.
+
+    ``random.choice`` and ``random.sample`` draw the same indices from it as from
+    the copy, so a dump's text is unchanged, and each draw costs O(len(skip))
+    instead of O(len(items)): the copies made dumps of thousands of articles
+    quadratic."""
+
+    def __init__(self, items: Sequence[T], skip: Sequence[int]) -> None:
+        self.items, self.skip = items, sorted(skip)
+
+    def __len__(self) -> int:
+        return len(self.items) - len(self.skip)
+
+    def __getitem__(self, index: int) -> T:  # type: ignore[override]
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        for position in self.skip:
+            if position > index:
+                break
+            index += 1
+        return self.items[index]
 
 
 @dataclass
@@ -117,6 +149,12 @@ class Generator:
         self.zh = data["code"] == "zh"
         self.used_titles: set[str] = set()
         self.used_bases: set[str] = set()
+        # Where each title sits in each name pool: (pool length when indexed, index).
+        self._pool_index: dict[int, tuple[int, dict[str, list[int]]]] = {}
+        # The titles of ``articles`` and where each subject is, for :meth:`other_titles`.
+        self._articles_index: tuple[tuple[int, int], list[str], dict[int, int]] = ((0, -1), [], {})
+        self.name_syllables = 1  # of the names new_base invents now
+        self.long_person_names = False  # set once the usual forms have run out
         self.subj: Subject | None = None
         self.deck: list[str] = []  # sentence templates not yet used in this article
         self.plain = False  # set while a ``*_plain`` placeholder is being filled
@@ -132,19 +170,52 @@ class Generator:
     # -- names ---------------------------------------------------------------
 
     def new_base(self) -> str:
-        """A fresh invented name ("Varn", "青石"), never used before in this dump."""
-        for _ in range(1000):
-            base = self.invent()
-            if base not in self.used_bases:
-                self.used_bases.add(base)
-                return base
-        raise RuntimeError("ran out of invented names")
+        """A fresh invented name ("Varn", "青石"), never used before in this dump.
 
-    def invent(self) -> str:
-        """An invented name ("Varn", "青石"), possibly one used before."""
+        Short names run out after a few hundred articles (600 English, 1,560
+        Chinese); then names get a second part ("Varnbelford", "青石安"), then a
+        third. The short draws come first, so a dump small enough for them is
+        unchanged."""
+        while self.name_syllables <= 3:
+            for _ in range(1000):
+                base = self.invent(self.name_syllables)
+                if base not in self.used_bases:
+                    self.used_bases.add(base)
+                    return base
+            self.name_syllables += 1  # 1,000 draws in a row were taken: this length is spent
+        raise ValueError(f"ran out of invented names after {len(self.used_bases)}: "
+                         f"ask for at most {MAX_ARTICLES} articles")
+
+    def invent(self, syllables: int = 1) -> str:
+        """An invented name ("Varn", "青石"; with 2, "Varnbelford", "青石安"),
+        possibly one used before."""
         if self.zh:
-            return "".join(self.rng.sample(self.d["chars"], 2))
-        return self.rng.choice(self.d["onsets"]) + self.rng.choice(self.d["codas"])
+            return "".join(self.rng.sample(self.d["chars"], 1 + syllables))
+        parts = [self.rng.choice(self.d["onsets"]) + self.rng.choice(self.d["codas"]) for _ in range(syllables)]
+        return parts[0] + "".join(part.lower() for part in parts[1:])
+
+    def without_subject(self, pool: list[tuple[str, str, str]]) -> Sequence[tuple[str, str, str]]:
+        """``pool``'s entries not titled as the article being written, or the
+        whole pool when that would leave none."""
+        if self.subj is None:
+            return pool
+        length, index = self._pool_index.get(id(pool), (-1, {}))
+        if length != len(pool):  # pools only grow before articles are written
+            index = {}
+            for i, entry in enumerate(pool):
+                index.setdefault(entry[0], []).append(i)
+            self._pool_index[id(pool)] = (len(pool), index)
+        skip = index.get(self.subj.title, [])
+        return Excluding(pool, skip) if len(skip) < len(pool) else pool
+
+    def other_titles(self, subj: Subject) -> Excluding[str]:
+        """The titles of :attr:`articles` but ``subj``'s, in order."""
+        key = (id(self.articles), len(self.articles))
+        if self._articles_index[0] != key:
+            titles = [a.title for a in self.articles]
+            self._articles_index = (key, titles, {id(a): i for i, a in enumerate(self.articles)})
+        _, titles, where = self._articles_index
+        return Excluding(titles, [where[id(subj)]] if id(subj) in where else [])
 
     def claim(self, title: str) -> bool:
         if title in self.used_titles:
@@ -158,21 +229,37 @@ class Generator:
         return country, dem
 
     def _new_person_name(self) -> tuple[str, str, str]:
-        """(full name, first name, last name), unique within the dump."""
+        """(full name, first name, last name), unique within the dump.
+
+        The usual forms (3,400 English names, 6,400 Chinese) run out in dumps of
+        thousands of articles; after 1,000 taken draws in a row, English last names
+        become two-syllable invented names ("Varnbelford") and Chinese given names
+        three characters."""
+        taken = 0
         while True:
-            if self.zh:
-                last = self.rng.choice(self.d["surnames"])
-                first = "".join(self.rng.sample(self.d["given"], self.rng.choice([1, 2])))
-                full = last + first
-            else:
-                first = self.rng.choice(self.d["first_names"])
-                if self.rng.random() < 0.6:
-                    last = self.rng.choice(self.d["last_names"])
-                else:
-                    last = self.rng.choice(self.d["onsets"]) + self.rng.choice(self.d["last_suffixes"])
-                full = f"{first} {last}"
+            full, first, last = self._person_name()
             if self.claim(full):
                 return full, first, last
+            taken += 1
+            if taken == 1000:
+                if self.long_person_names:
+                    raise ValueError(f"ran out of person names: ask for at most {MAX_ARTICLES} articles")
+                self.long_person_names, taken = True, 0
+
+    def _person_name(self) -> tuple[str, str, str]:
+        if self.zh:
+            last = self.rng.choice(self.d["surnames"])
+            length = 3 if self.long_person_names else self.rng.choice([1, 2])
+            first = "".join(self.rng.sample(self.d["given"], length))
+            return last + first, first, last
+        first = self.rng.choice(self.d["first_names"])
+        if self.long_person_names:
+            last = self.invent(2)
+        elif self.rng.random() < 0.6:
+            last = self.rng.choice(self.d["last_names"])
+        else:
+            last = self.rng.choice(self.d["onsets"]) + self.rng.choice(self.d["last_suffixes"])
+        return f"{first} {last}", first, last
 
     def make_pools(self) -> None:
         """Background names (places, people ...) that sentences mention."""
@@ -627,7 +714,7 @@ class Generator:
         d, rng = self.d, self.rng
         head = self._heading(d["trailing"][key], 2)
         if key == "see_also":
-            others = [a.title for a in self.articles if a is not subj]
+            others = self.other_titles(subj)
             items = rng.sample(others, min(len(others), rng.randint(1, 3)))
             items.append(self.fill(d["see_also_extra"]))
             return head + "\n" + "\n".join(f"* [[{t}]]" for t in items)
