@@ -51,14 +51,21 @@ daemon_pids() {  # the PIDs of the daemons the cluster tier starts, sorted
   local name
   for name in munged slurmctld slurmd; do pgrep -x "$name" || true; done | sort
 }
-# The cluster tier keeps the system's temporary directory: slurmd puts sockets under
-# the tests' tmp_path, and a path inside a deep clone could pass the 107 bytes a
-# socket's path may have.
+# The cluster tier's temporary files go in a fresh directory of the system's, not in
+# the clone: slurmd puts sockets under the tests' tmp_path, and a path inside a deep
+# clone could pass the 107 bytes a socket's path may have. It is removed when the tests
+# pass (with pytest's tmp_paths, Dask's scratch space ...) and kept, named, when not.
 cluster_tier() {
   bash scripts/setup.sh || return
-  local before status=0 left
+  local before status=0 left tmp
   before=$(daemon_pids)
-  TACL_TIER=cluster .venv/bin/python -m pytest -q -p no:cacheprovider -m cluster "$@" || status=$?
+  tmp=$(mktemp -d /tmp/tacl-cluster.XXXXXX)
+  TMPDIR="$tmp" TACL_TIER=cluster .venv/bin/python -m pytest -q -p no:cacheprovider -m cluster "$@" || status=$?
+  if (( status == 0 )); then
+    rm -rf "$tmp"
+  else
+    echo "note: the cluster tier's temporary files are kept in $tmp" >&2
+  fi
   # Whatever the tests did, the tier leaves no daemon of its own behind.
   left=$(comm -13 <(echo "$before") <(daemon_pids))
   if [[ -n "$left" ]]; then

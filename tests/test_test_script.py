@@ -14,6 +14,10 @@ from conftest import ROOT
 STAND_IN_PYTHON = """#!/usr/bin/env bash
 echo "$0 $*" >> "{log}"
 if [[ "$*" == "-m ruff check ." && -e "{fail_ruff}" ]]; then exit 1; fi
+if [[ "$*" == *"-m cluster"* ]]; then
+  echo "$TMPDIR" > "{log}.cluster-tmp"; touch "$TMPDIR/left"
+  if [[ -e "{fail_cluster}" ]]; then exit 1; fi
+fi
 exit 0
 """
 
@@ -29,7 +33,8 @@ def stand_in_clone(tmp_path: Path) -> tuple[Path, Path]:
     for venv in (".venv", ".venv-gpu-image"):
         python = clone / venv / "bin" / "python"
         python.parent.mkdir(parents=True)
-        python.write_text(STAND_IN_PYTHON.format(log=log, fail_ruff=tmp_path / "fail-ruff"), encoding="utf-8")
+        python.write_text(STAND_IN_PYTHON.format(log=log, fail_ruff=tmp_path / "fail-ruff",
+                                                      fail_cluster=tmp_path / "fail-cluster"), encoding="utf-8")
         python.chmod(0o755)
     return clone, log
 
@@ -98,3 +103,20 @@ in_clone_tmp bash -c 'echo "$TMPDIR" > {seen}; touch "$TMPDIR/left"'
     assert not tmpdir.exists()
     assert "longer than the 10 characters sockets allow" in result.stderr
     assert not (clone / ".cache" / "tmp").exists()
+
+
+def test_the_cluster_tier_removes_its_temporary_directory_unless_its_tests_fail(tmp_path: Path) -> None:
+    clone, log = stand_in_clone(tmp_path)
+    assert run_tests_script(clone, "--cluster").returncode == 0
+    used = Path((tmp_path / "calls.log.cluster-tmp").read_text(encoding="utf-8").strip())
+    assert used.name.startswith("tacl-cluster.") and clone not in used.parents  # short, for slurmd's sockets
+    assert not used.exists()
+
+    (tmp_path / "fail-cluster").touch()
+    result = run_tests_script(clone, "--cluster")
+    kept = Path((tmp_path / "calls.log.cluster-tmp").read_text(encoding="utf-8").strip())
+    try:
+        assert result.returncode != 0 and (kept / "left").is_file()
+        assert f"the cluster tier's temporary files are kept in {kept}" in result.stderr
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
