@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
     p.add_argument("--output", required=True, help="vocab.txt to write")
     args = p.parse_args(argv)
+    if Path(args.output).is_dir():
+        p.error(f"--output {args.output} is a directory: name the vocab.txt to write in it")
     if args.vocab_size <= len(SPECIAL_TOKENS):
         p.error(f"--vocab-size must be more than the {len(SPECIAL_TOKENS)} special tokens, not {args.vocab_size}")
     try:
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.output),
             source=", ".join(args.input),
         )
-    except InputError as err:
+    except (InputError, OSError) as err:  # both name the file
         print(f"error: {err}", file=sys.stderr)
         return EXIT_ERROR
     lines = path.read_text(encoding="utf-8").count("\n")
