@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import bz2
+import os
 import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from tacl_scale import EXIT_ERROR
+from tacl_scale.files import output_file_problem
 
 from .sources import InputError, _open_binary
 
@@ -65,11 +67,27 @@ def iter_raw_pages(path: str) -> Iterator[bytes]:
 
 def write_multistream(source: str, target: str, pages_per_stream: int = 100) -> tuple[Path, Path]:
     """Write ``target`` (must end in ``-multistream.xml.bz2``) and its index beside
-    it; return both paths."""
+    it; return both paths. Both are written beside their names and renamed at the
+    end, so a source found truncated halfway leaves files already there as they were."""
     if not target.endswith("-multistream.xml.bz2"):
         raise ValueError(f"{target}: the name must end in -multistream.xml.bz2")
+    if pages_per_stream < 1:
+        raise ValueError(f"pages per stream must be at least 1, not {pages_per_stream}")
+    dump_path = Path(target)
     index_path = Path(target[: -len(".xml.bz2")] + "-index.txt.bz2")
-    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    partial = {path: path.with_name(f".{path.name}.tmp") for path in (dump_path, index_path)}
+    dump_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _write(source, partial[dump_path], partial[index_path], pages_per_stream)
+        for path, tmp in partial.items():
+            os.replace(tmp, path)
+    finally:
+        for tmp in partial.values():
+            tmp.unlink(missing_ok=True)
+    return dump_path, index_path
+
+
+def _write(source: str, target: Path, index_path: Path, pages_per_stream: int) -> None:
     pages = iter_raw_pages(source)
     header = next(pages)
     index_lines: list[str] = []
@@ -99,7 +117,6 @@ def write_multistream(source: str, target: str, pages_per_stream: int = 100) -> 
         out.write(bz2.compress(b"</mediawiki>\n"))
     with bz2.open(index_path, "wt", encoding="utf-8") as f:
         f.write("\n".join(index_lines) + "\n")
-    return Path(target), index_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,8 +124,13 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", help="MediaWiki dump (.xml, .xml.bz2, .xml.gz)")
     p.add_argument("target", help="output, NAME-multistream.xml.bz2")
-    p.add_argument("--pages-per-stream", type=int, default=100)
+    p.add_argument("--pages-per-stream", type=int, default=100, help="(default 100, as Wikimedia's dumps)")
     args = p.parse_args(argv)
+    if args.pages_per_stream < 1:
+        p.error(f"--pages-per-stream must be at least 1, not {args.pages_per_stream}")
+    if problem := output_file_problem(args.target):
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_ERROR
     try:
         dump, index = write_multistream(args.source, args.target, args.pages_per_stream)
     except (InputError, ValueError, OSError) as err:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tacl_scale import EXIT_ERROR
-from tacl_scale.files import atomic_write
+from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 
 from .config import CleaningConfig, InputConfig
 from .documents import extract_sentences, is_validation
@@ -66,6 +66,10 @@ def sample(sentences: Iterator[tuple[str, str]], count: int, seed: int, min_word
     return [sentence for _, _, sentence in sorted(heap, key=lambda entry: entry[1])]
 
 
+# What each --split takes sentences from, in messages.
+DOCUMENTS = {"all": "documents", "train": "training documents", "validation": "held-out documents"}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m data_prep.sentence_list", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -86,6 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--split {args.split} needs the --validation-fraction of the dataset")
     if args.count < 1:
         p.error("--count must be >= 1")
+    if not 1 <= args.min_words <= args.max_words:
+        p.error(f"--min-words and --max-words must satisfy 1 <= min <= max, not {args.min_words} and {args.max_words}")
+    if problem := output_file_problem(args.output):
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_ERROR
     try:
         chosen = sample(corpus_sentences(args), args.count, args.seed, args.min_words, args.max_words, args.language)
     except InputError as err:
@@ -93,13 +102,17 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     if not chosen:
         print(f"error: {', '.join(args.input)}: no sentence of {args.min_words}-{args.max_words} words in the "
-              f"{args.split} documents", file=sys.stderr)
+              f"{DOCUMENTS[args.split]}", file=sys.stderr)
         return EXIT_ERROR
     out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, "\n".join(chosen) + "\n")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(out, "\n".join(chosen) + "\n")
+    except OSError as err:
+        print(f"error: {cannot_write(out, err)}", file=sys.stderr)
+        return EXIT_ERROR
     short = f" (of the {args.count} asked)" if len(chosen) < args.count else ""
-    print(f"{out}: {len(chosen)} sentences{short} from the {args.split} documents")
+    print(f"{out}: {len(chosen)} sentences{short} from the {DOCUMENTS[args.split]}")
     return 0
 
 

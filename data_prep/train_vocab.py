@@ -16,7 +16,6 @@ alphabet and the continuation pieces itself, in sorted order, before training.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -25,6 +24,7 @@ from itertools import islice
 from pathlib import Path
 
 from tacl_scale import EXIT_ERROR
+from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 
 from .documents import extract_sentences
 from .sentences import SentenceConfig, SentenceSplitter
@@ -83,7 +83,6 @@ def train_wordpiece(sentences: Iterator[str], vocab_size: int, lowercase: bool, 
     normalizer, pre_tokenizer = tokenizer.normalizer, tokenizer.pre_tokenizer
     output.parent.mkdir(parents=True, exist_ok=True)
     spool = output.with_name(f".{output.name}.sentences.tmp")
-    partial = output.with_name(f".{output.name}.tmp")
     try:
         alphabet = Alphabet()
         with spool.open("w", encoding="utf-8") as out:
@@ -112,11 +111,9 @@ def train_wordpiece(sentences: Iterator[str], vocab_size: int, lowercase: bool, 
             show_progress=False,
         )
         vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-        partial.write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
-        os.replace(partial, output)
+        atomic_write(output, "".join(token + "\n" for token, _ in vocab))
     finally:
         spool.unlink(missing_ok=True)
-        partial.unlink(missing_ok=True)
     return output
 
 
@@ -130,10 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
     p.add_argument("--output", required=True, help="vocab.txt to write")
     args = p.parse_args(argv)
-    if Path(args.output).is_dir():
-        p.error(f"--output {args.output} is a directory: name the vocab.txt to write in it")
     if args.vocab_size <= len(SPECIAL_TOKENS):
         p.error(f"--vocab-size must be more than the {len(SPECIAL_TOKENS)} special tokens, not {args.vocab_size}")
+    if problem := output_file_problem(args.output):
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_ERROR
     try:
         path = train_wordpiece(
             iter_sentences(args.input, args.format, args.language),
@@ -142,8 +140,11 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.output),
             source=", ".join(args.input),
         )
-    except (InputError, OSError) as err:  # both name the file
+    except InputError as err:
         print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as err:
+        print(f"error: {cannot_write(args.output, err)}", file=sys.stderr)
         return EXIT_ERROR
     lines = path.read_text(encoding="utf-8").count("\n")
     print(f"wrote {path} ({lines} tokens)")

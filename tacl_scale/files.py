@@ -57,6 +57,21 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def output_file_problem(path: str | os.PathLike) -> str | None:
+    """Why a command cannot write its output file at ``path``, in words naming it, or
+    None: checked before the work, so a typo costs no corpus pass."""
+    if Path(path).is_dir():
+        return f"{path}: is a directory; name the file to write"
+    return None
+
+
+def cannot_write(path: str | os.PathLike, err: OSError) -> str:
+    """"PATH: cannot write it: CAUSE", naming the file the error is about where
+    that is another one (the parent folder that is a file, a temporary file)."""
+    where = f" ({err.filename})" if err.filename and str(err.filename) != str(path) else ""
+    return f"{path}: cannot write it: {describe_os_error(err)}{where}"
+
+
 def atomic_write(path: str | os.PathLike, data: str | bytes, fsync: bool = False) -> Path:
     """Write ``path`` through a temporary file beside it and a rename: a reader (or
     a crash now) sees the old file or the new one, never half of one. ``fsync``

@@ -40,6 +40,63 @@ def test_a_refusal_is_one_error_line_and_exit_status_2(name: str, tmp_path: Path
     assert len(errors) == 1 and named in errors[0], errors
 
 
+def _writers(tmp_path: Path, output: Path) -> dict[str, tuple[Callable[[list[str]], int], list[str]]]:
+    """The commands that write one output file, asked to write ``output`` from the
+    stand-in corpus of tests/conftest.py."""
+    from conftest import EN_DUMP
+
+    from data_prep.multistream import main as multistream
+    from data_prep.sample_corpus import main as sample_corpus
+    from data_prep.sentence_list import main as sentence_list
+    from data_prep.train_vocab import main as train_vocab
+
+    dump = str(EN_DUMP)
+    return {
+        "sample_corpus": (sample_corpus, [str(output), "--articles", "2"]),
+        "train_vocab": (train_vocab, ["--input", dump, "--output", str(output)]),
+        "sentence_list": (sentence_list, ["--input", dump, "--count", "5", "--output", str(output)]),
+        "multistream": (multistream, [dump, str(output)]),
+    }
+
+
+@pytest.mark.parametrize("name", ["sample_corpus", "train_vocab", "sentence_list", "multistream"])
+def test_an_output_that_is_a_directory_or_under_a_file_is_one_error_line(name: str, tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "out-multistream.xml.bz2"  # a name multistream accepts
+    folder.mkdir()
+    main, argv = _writers(tmp_path, folder)[name]
+    assert main(argv) == EXIT_ERROR
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert errors == [f"error: {folder}: is a directory; name the file to write"]
+
+    a_file = tmp_path / "file"
+    a_file.write_text("kept", encoding="utf-8")
+    main, argv = _writers(tmp_path, a_file / "x-multistream.xml.bz2")[name]
+    assert main(argv) == EXIT_ERROR
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and str(a_file) in errors[0], errors
+    assert a_file.read_text(encoding="utf-8") == "kept"
+
+
+def test_a_multistream_of_a_truncated_dump_keeps_the_files_already_there(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import bz2
+
+    from conftest import EN_DUMP
+
+    from data_prep.multistream import main as multistream
+
+    target = tmp_path / "x-multistream.xml.bz2"
+    assert multistream([str(EN_DUMP), str(target), "--pages-per-stream", "10"]) == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    cut = tmp_path / "cut.xml.bz2"
+    xml = bz2.decompress(EN_DUMP.read_bytes())
+    cut.write_bytes(bz2.compress(xml[: xml.index(b"</page>", len(xml) // 2)]))
+    assert multistream([str(cut), str(target)]) == EXIT_ERROR
+    assert "truncated" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p != cut} == before  # no temporary file left
+
+
 def test_every_console_script_is_a_command_with_help_and_in_the_readme(capsys: pytest.CaptureFixture[str]) -> None:
     """pyproject's console scripts name real ``main(argv)`` functions that answer
     ``--help``, and the README's table of commands lists each one."""

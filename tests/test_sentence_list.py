@@ -56,3 +56,11 @@ def test_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "needs the --validation-fraction" in capsys.readouterr().err
     assert main(["--input", str(tmp_path / "missing.xml"), "--output", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
+    with pytest.raises(SystemExit):
+        main(["--input", str(EN_DUMP), "--output", str(tmp_path / "x"), "--min-words", "10", "--max-words", "3"])
+    assert "1 <= min <= max, not 10 and 3" in capsys.readouterr().err
+    # a length no sentence has: the error says which documents were searched, in words
+    assert main(["--input", str(EN_DUMP), "--output", str(tmp_path / "x"), "--min-words", "900",
+                 "--max-words", "999", "--validation-fraction", "0.2", "--split", "train"]) == 2
+    assert "no sentence of 900-999 words in the training documents" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -46,6 +46,8 @@ import sys
 from data_prep.sample_corpus.generator import MAX_ARTICLES, Generator, language_data
 from data_prep.sample_corpus.pages import OTHER_NAMESPACE_PAGES, build_pages, num_redirects
 from data_prep.sample_corpus.xml_dump import render_dump
+from tacl_scale import EXIT_ERROR
+from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 
 __all__ = [
     "LANGUAGES",
@@ -90,7 +92,8 @@ def write_sample_dump(
     """Write :func:`generate_wiki_xml` output to ``path`` and return the path.
 
     The file is bz2-compressed when ``compress`` is true, or when it is None and
-    the path ends with ``.bz2``. Missing parent directories are created.
+    the path ends with ``.bz2``. Missing parent directories are created; the file
+    is replaced whole (:func:`tacl_scale.files.atomic_write`).
     """
     out = pathlib.Path(path)
     if compress is None:
@@ -99,7 +102,7 @@ def write_sample_dump(
     if compress:
         data = bz2.compress(data, compresslevel=9)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(data)
+    atomic_write(out, data)
     return out
 
 
@@ -117,7 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.articles <= MAX_ARTICLES:
         parser.error(f"--articles must be between 0 and {MAX_ARTICLES}, not {args.articles} "
                      "(for a larger corpus, write several dumps with different --seed values)")
-    out = write_sample_dump(args.out_path, args.articles, args.seed, args.language)
+    if problem := output_file_problem(args.out_path):
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        out = write_sample_dump(args.out_path, args.articles, args.seed, args.language)
+    except OSError as err:
+        print(f"error: {cannot_write(args.out_path, err)}", file=sys.stderr)
+        return EXIT_ERROR
     print(f"wrote {out} ({out.stat().st_size} bytes)", file=sys.stderr)
     return 0
 
