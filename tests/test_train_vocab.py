@@ -96,13 +96,3 @@ def test_a_vocabulary_size_below_the_special_tokens_is_refused(tmp_path: Path, c
         main(["--input", "x.txt", "--vocab-size", "3", "--output", str(tmp_path / "v.txt")])
     assert "--vocab-size must be more than the 5 special tokens, not 3" in capsys.readouterr().err
 
-
-def test_an_output_that_is_a_directory_or_unwritable_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                                  corpus: Path) -> None:
-    with pytest.raises(SystemExit):
-        main(["--input", str(corpus), "--output", str(tmp_path)])
-    assert f"--output {tmp_path} is a directory" in capsys.readouterr().err
-    blocked = tmp_path / "file"
-    blocked.write_text("", encoding="utf-8")
-    assert main(["--input", str(corpus), "--output", str(blocked / "vocab.txt")]) == 2
-    assert f"{blocked}" in capsys.readouterr().err  # "Not a directory: '.../file/.vocab.txt.sentences.tmp'"
