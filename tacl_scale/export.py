@@ -21,6 +21,7 @@ not there is refused in one line naming it.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -37,24 +38,62 @@ from .run_dir import CHECKPOINT_RECORD, RUN_FILE, RunDir, snapshot_tokenizer
 
 log = logging.getLogger("tacl_scale.export")
 
+# Written into every export: what tells an earlier export, which a new one may
+# replace, from any other directory, which it may not.
+EXPORT_MARKER = "tacl_export.json"
 MODULE_PREFIX = "student."  # the student's parameters inside the engine's PretrainingModule
 
 
-def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path) -> Path:
-    """Save ``student`` as fp32 weights with the tokenizer files of ``tokenizer_dir``."""
-    out.mkdir(parents=True, exist_ok=True)
+def export_target_problem(out: Path) -> str | None:
+    """Why ``out`` may not receive an export, in words naming it, or None: it may be
+    new, an empty directory, or an earlier export (marked by :data:`EXPORT_MARKER`).
+    Anything else, such as the directory of the model a run started from, a run
+    directory or a dataset, is refused rather than overwritten."""
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        return f"{out}: exists and is not a directory; name a new directory for the export"
+    if any(out.iterdir()) and not (out / EXPORT_MARKER).is_file():
+        return (f"{out}: a directory that holds files and is not an earlier export (it has no {EXPORT_MARKER}); "
+                "export to a new directory, so that nothing in it is overwritten")
+    return None
+
+
+def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, source: str | os.PathLike,
+                   managed: bool = False) -> Path:
+    """Save ``student`` as fp32 weights with the tokenizer files of ``tokenizer_dir``
+    and :data:`EXPORT_MARKER` naming ``source`` (where the weights came from).
+
+    Written in a directory beside ``out`` and renamed into place, so ``out`` is a
+    whole export or as it was, never half of one; an earlier export there is
+    replaced whole (no stale weight shard survives). ``out`` must pass
+    :func:`export_target_problem` unless ``managed``: the run's own ``export`` and
+    ``initial`` directories, which runs older than the marker wrote without it."""
     if next(student.parameters()).dtype != torch.float32:
         raise ValueError("export_student takes fp32 weights; export a checkpoint for a half-precision run")
-    student.save_pretrained(out)
-    # safetensors writes its file owner-only (0600); an export is shared like the rest of it.
-    mask = os.umask(0)
-    os.umask(mask)
-    for path in out.iterdir():
-        if path.is_file():
+    if not managed and (problem := export_target_problem(out)):
+        raise ValueError(problem)
+    partial, previous = out.with_name(f".{out.name}.partial"), out.with_name(f".{out.name}.previous")
+    for leftover in (partial, previous):
+        shutil.rmtree(leftover, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        student.save_pretrained(partial)
+        for path in sorted(tokenizer_dir.iterdir()):
+            if path.is_file():
+                shutil.copy2(path, partial / path.name)
+        (partial / EXPORT_MARKER).write_text(json.dumps({"source": str(source)}, indent=2) + "\n", encoding="utf-8")
+        # safetensors writes its file owner-only (0600); an export is shared like the rest of it.
+        mask = os.umask(0)
+        os.umask(mask)
+        for path in partial.iterdir():
             path.chmod(0o666 & ~mask)
-    for path in sorted(tokenizer_dir.iterdir()):
-        if path.is_file():
-            shutil.copy2(path, out / path.name)
+        if out.exists():
+            os.replace(out, previous)
+        os.replace(partial, out)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(previous, ignore_errors=True)
     return out
 
 
@@ -145,6 +184,8 @@ def _resolve(ckpt: Path) -> tuple[Path, Path, ReadLock]:
 
 def export_checkpoint(ckpt: Path, out: Path) -> Path:
     """Write checkpoint ``ckpt``'s student (fp32 master weights) to ``out``."""
+    if problem := export_target_problem(out):  # before the seconds the weights take to read
+        raise ValueError(problem)
     run_dir, ckpt_dir, lock = _resolve(ckpt)
     try:  # read under the lock; the weights in memory, rotation may have the checkpoint
         if not any(ckpt_dir.glob("*optim_states.pt")):
@@ -174,10 +215,12 @@ def engine_master_weights(engine: Any) -> dict[str, torch.Tensor]:
     return weights
 
 
-def export_weights(weights: dict[str, torch.Tensor], run_dir: Path, out: Path, source: Path | None = None) -> Path:
+def export_weights(weights: dict[str, torch.Tensor], run_dir: Path, out: Path, source: Path | None = None,
+                   managed: bool = False) -> Path:
     """Write the student of run ``run_dir`` with these fp32 ``weights`` to ``out``
     (its ``BertConfig`` from ``run.json``, its tokenizer from the run directory);
-    ``source`` names where the weights came from in errors."""
+    ``source`` names where the weights came from, in errors and the export's
+    marker; ``managed`` as :func:`export_student`."""
     source = source or run_dir
     run = RunDir(run_dir)
     record = run.read_record()
@@ -204,7 +247,7 @@ def export_weights(weights: dict[str, torch.Tensor], run_dir: Path, out: Path, s
     tokenizer_dir = run.tokenizer
     if not tokenizer_dir.is_dir():  # runs before the snapshot: from where the first job took it
         tokenizer_dir = snapshot_tokenizer(record.tokenizer_source, run)
-    return export_student(student.float(), out, tokenizer_dir)
+    return export_student(student.float(), out, tokenizer_dir, source, managed)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -329,4 +329,4 @@ def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset, 
     run.checkpoints.mkdir(parents=True, exist_ok=True)
     tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run)
     if Path(config.model).is_file() and not run.initial.exists():
-        export_student(student, run.initial, tokenizer_dir)
+        export_student(student, run.initial, tokenizer_dir, source=config.model, managed=True)

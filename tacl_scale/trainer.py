@@ -328,7 +328,7 @@ class Trainer:
 
         def write() -> None:
             try:
-                out = export_weights(weights, self.run.path, self.run.export)
+                out = export_weights(weights, self.run.path, self.run.export, managed=True)
                 print(f"exported the student to {out}", flush=True)
             except BaseException as err:  # raised again by the training thread below
                 errors.append(err)

@@ -148,6 +148,38 @@ def test_export_cli_matches_the_final_export(full_run: Path, tmp_path: Path,
     assert "run.json" in capsys.readouterr().err
 
 
+def test_an_export_replaces_an_earlier_export_whole_and_nothing_else(full_run: Path, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from tacl_scale.export import EXPORT_MARKER
+    from tacl_scale.export import main as export_main
+
+    assert (full_run / "export" / EXPORT_MARKER).is_file()  # the run's own export is marked too
+    out = tmp_path / "out"
+    assert export_main([str(full_run), str(out)]) == 0
+    assert json.loads((out / EXPORT_MARKER).read_text())["source"].startswith(str(full_run / "checkpoints"))
+    (out / "model-00002-of-00002.safetensors").write_bytes(b"stale")  # as a differently sharded export leaves
+    assert export_main([str(full_run), str(out)]) == 0
+    assert not (out / "model-00002-of-00002.safetensors").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no partial or previous directory left
+
+    # The model a run started from, the run directory itself, a file: refused, untouched.
+    started_from = tmp_path / "bert-base-uncased"
+    started_from.mkdir()
+    (started_from / "config.json").write_text("{}", encoding="utf-8")
+    a_file = tmp_path / "file"
+    a_file.write_text("kept", encoding="utf-8")
+    before = sorted(p.relative_to(full_run) for p in full_run.rglob("*"))
+    for target in (started_from, full_run, a_file):
+        capsys.readouterr()
+        assert export_main([str(full_run), str(target)]) == 2, target
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and errors[0].startswith(f"error: {target}: "), errors
+    assert [p.name for p in started_from.iterdir()] == ["config.json"] and a_file.read_text() == "kept"
+    assert sorted(p.relative_to(full_run) for p in full_run.rglob("*")) == before
+
+
 def test_loss_falls_when_overfitting_and_objective_switch(setup: dict[str, Path]) -> None:
     run = setup["root"] / "overfit"
     args = ["--recipe", "tiny-cpu", "--data", str(setup["data"]), "--model", str(setup["config"]),
