@@ -161,7 +161,16 @@ def layer_figure(results: dict[str, list[dict[str, float]]]) -> Any:
 
 
 def read_sentences(path: Path, limit: int | None) -> list[str]:
-    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The non-blank lines of ``path`` (UTF-8 text, one sentence a line), the first
+    ``limit`` of them if given; errors name the file."""
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; --sentences takes a text file, one sentence a line")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.start}): --sentences takes a text file, one sentence "
+                         "a line (tacl-sentence-list writes one from a corpus)") from err
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         raise ValueError(f"{path}: no sentences")
     return lines[:limit] if limit else lines
@@ -169,8 +178,10 @@ def read_sentences(path: Path, limit: int | None) -> list[str]:
 
 def selfsim(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     sentences = read_sentences(Path(args.sentences), args.max_sentences)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a directory; --out names the directory the report goes in")
+    out.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -97,6 +97,22 @@ def test_cli_writes_json_csv_and_readable_pngs(tiny_model: Path, tmp_path: Path)
     assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(empty), "--out", str(excluded)]) == 2
 
 
+def test_bad_sentence_files_and_outputs_are_one_error_line_naming_them(tiny_model: Path, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("The river flows north.\n")
+    binary = tmp_path / "corpus.xml.bz2"
+    binary.write_bytes(b"BZh91AY&SY\xb4\x00")
+    cases = [(binary, tmp_path / "out", f"{binary}: not UTF-8 text"),
+             (tmp_path, tmp_path / "out", f"{tmp_path}: is a directory"),
+             (sentences, sentences, f"{sentences}: exists and is not a directory")]
+    for given, out, says in cases:
+        assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(given), "--out", str(out)]) == 2
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and errors[0].startswith(f"error: {says}"), errors
+    assert not (tmp_path / "out").exists() and sentences.read_text() == "The river flows north.\n"
+
+
 def test_layer_self_similarity_of_an_encoder(tiny_model: Path) -> None:
     encoder = BertModel.from_pretrained(tiny_model).eval()
     batch = {"original_ids": torch.randint(1000, 2000, (3, 10)), "attention_mask": torch.ones(3, 10, dtype=torch.long),
