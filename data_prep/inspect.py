@@ -118,12 +118,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="check every shard file and the tokenizer copy against the manifest's sizes and checksums "
                    "(reads the whole dataset) and name each bad file; exit 2 if there is one")
     args = p.parse_args(argv)
+    if args.num_instances < 0 or args.start < 0:
+        p.error(f"-n and --start count instances from 0, not {args.num_instances} and {args.start}")
     if args.verify:
         return verify(args.directory)
     try:
         dataset = PretrainDataset(args.directory)
     except DatasetError as err:
         print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.num_instances and args.start >= len(dataset):
+        print(f"error: {args.directory}: --start {args.start} is past its last instance, {len(dataset) - 1} "
+              f"(it holds {len(dataset):,})", file=sys.stderr)
         return EXIT_ERROR
     manifest = dataset.manifest
     print(format_summary(manifest, args.directory))

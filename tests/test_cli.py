@@ -97,6 +97,23 @@ def test_a_multistream_of_a_truncated_dump_keeps_the_files_already_there(tmp_pat
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p != cut} == before  # no temporary file left
 
 
+def test_inspect_refuses_instances_the_dataset_does_not_hold(zh_dataset: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from data_prep.inspect import main as inspect
+    from tacl_scale.data import PretrainDataset
+
+    size = len(PretrainDataset(zh_dataset))
+    assert inspect([str(zh_dataset), "-n", "1", "--start", str(size - 1)]) == 0
+    assert f"#{size - 1} " in capsys.readouterr().out
+    assert inspect([str(zh_dataset), "-n", "1", "--start", str(size)]) == EXIT_ERROR
+    assert capsys.readouterr().err == (f"error: {zh_dataset}: --start {size} is past its last instance, {size - 1} "
+                                       f"(it holds {size:,})\n")
+    for flag in ("-n", "--start"):
+        with pytest.raises(SystemExit):
+            inspect([str(zh_dataset), flag, "-5"])
+        assert "count instances from 0" in capsys.readouterr().err
+
+
 def test_every_console_script_is_a_command_with_help_and_in_the_readme(capsys: pytest.CaptureFixture[str]) -> None:
     """pyproject's console scripts name real ``main(argv)`` functions that answer
     ``--help``, and the README's table of commands lists each one."""

@@ -28,6 +28,7 @@ what a mature tool does then. The next hostile test starts from this file.
 | an export while training rotates checkpoints (`--keep-last 1`) | the export holds its checkpoint; rotation keeps it for later (tests/test_export_rotation.py) |
 | an export into the model the run started from, the run directory or a file | refused in one line, nothing in it touched; an earlier export is replaced whole, no stale weight shard left (tests/test_train.py) |
 | a data command's output that is a directory or under a file; a multistream of a truncated dump | one line naming it; files already there stay as they were (tests/test_cli.py) |
+| `tacl-inspect-dataset --start` past the last instance, or negative `-n`/`--start` | one line with the dataset's last index (it printed nothing, or counted from the end) (tests/test_cli.py) |
 | corrupt shards, an edited tokenizer copy, signals, a full disk and Ctrl-C inside training | tests/test_hostile_training.py |
 """
 
