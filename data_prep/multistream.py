@@ -72,7 +72,7 @@ def write_multistream(source: str, target: str, pages_per_stream: int = 100) -> 
     if not target.endswith("-multistream.xml.bz2"):
         raise ValueError(f"{target}: the name must end in -multistream.xml.bz2")
     if pages_per_stream < 1:
-        raise ValueError(f"pages per stream must be at least 1, not {pages_per_stream}")
+        raise ValueError(f"--pages-per-stream must be at least 1, not {pages_per_stream}")
     dump_path = Path(target)
     index_path = Path(target[: -len(".xml.bz2")] + "-index.txt.bz2")
     partial = {path: path.with_name(f".{path.name}.tmp") for path in (dump_path, index_path)}
@@ -126,8 +126,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("target", help="output, NAME-multistream.xml.bz2")
     p.add_argument("--pages-per-stream", type=int, default=100, help="(default 100, as Wikimedia's dumps)")
     args = p.parse_args(argv)
-    if args.pages_per_stream < 1:
-        p.error(f"--pages-per-stream must be at least 1, not {args.pages_per_stream}")
     if problem := output_file_problem(args.target):
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_ERROR

@@ -89,6 +89,8 @@ def test_a_multistream_of_a_truncated_dump_keeps_the_files_already_there(tmp_pat
     target = tmp_path / "x-multistream.xml.bz2"
     assert multistream([str(EN_DUMP), str(target), "--pages-per-stream", "10"]) == 0
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert multistream([str(EN_DUMP), str(target), "--pages-per-stream", "0"]) == EXIT_ERROR
+    assert "--pages-per-stream must be at least 1, not 0" in capsys.readouterr().err
     cut = tmp_path / "cut.xml.bz2"
     xml = bz2.decompress(EN_DUMP.read_bytes())
     cut.write_bytes(bz2.compress(xml[: xml.index(b"</page>", len(xml) // 2)]))
