@@ -7,7 +7,6 @@ unchanged (``--runner FlinkRunner --flink_master ...``, ``--direct_num_workers 4
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import re
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tacl_scale import EXIT_ERROR
+from tacl_scale.cli import make_parser
 from tacl_scale.data.indexed import IndexedFormatError
 from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Manifest
 from tacl_scale.data.masking import MaskingConfig
@@ -70,11 +70,7 @@ class CommandLine:
 
 def parse_args(argv: list[str] | None = None) -> CommandLine:
     """CLI → :class:`CommandLine` (unknown options are Beam pipeline options)."""
-    p = argparse.ArgumentParser(
-        prog="python -m data_prep.build",
-        description=__doc__,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    p = make_parser("python -m data_prep.build", __doc__)
     io = p.add_argument_group("input and output")
     io.add_argument("--input", action="append", required=True, metavar="GLOB",
                     help="input files (glob, quote it); repeatable")
@@ -103,7 +99,8 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     io.add_argument("--unit-mb", type=float, default=InputConfig.unit_bytes / (1 << 20),
                     help="compressed MB of a multistream dump per unit of parallel work")
     text = p.add_argument_group("text")
-    text.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language)
+    text.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language,
+                      help="the text's language: sentence splitting, and Chinese word boundaries")
     text.add_argument("--min-doc-chars", type=int, default=None,
                       help=f"skip documents shorter than this after markup removal (default: "
                       f"{CleaningConfig.min_doc_chars}; 1 with --format lines)")
@@ -117,11 +114,15 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     case = tok.add_mutually_exclusive_group()
     case.add_argument("--lowercase", dest="lowercase", action="store_true", default=None,
                       help="lower-case before WordPiece (default: inferred from the vocabulary)")
-    case.add_argument("--no-lowercase", dest="lowercase", action="store_false")
+    case.add_argument("--no-lowercase", dest="lowercase", action="store_false", default=None,
+                      help="keep case (a cased vocabulary)")
     inst = p.add_argument_group("instances and masking")
-    inst.add_argument("--max-seq-len", type=int, default=InstanceConfig.max_seq_len)
-    inst.add_argument("--short-seq-prob", type=float, default=InstanceConfig.short_seq_prob)
-    inst.add_argument("--masked-lm-prob", type=float, default=MaskingConfig.masked_lm_prob)
+    inst.add_argument("--max-seq-len", type=int, default=InstanceConfig.max_seq_len,
+                      help="tokens of an instance, [CLS] and [SEP]s included")
+    inst.add_argument("--short-seq-prob", type=float, default=InstanceConfig.short_seq_prob,
+                      help="share of instances given a shorter, random target length (as google-research/bert)")
+    inst.add_argument("--masked-lm-prob", type=float, default=MaskingConfig.masked_lm_prob,
+                      help="share of an instance's tokens chosen for MLM (80%% [MASK], 10%% random, 10%% kept)")
     inst.add_argument("--max-predictions-per-seq", type=int, default=None,
                       help="default: ceil(max_seq_len * masked_lm_prob)")
     inst.add_argument("--dupe-factor", type=int, default=None,
@@ -130,8 +131,10 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     inst.add_argument("--single-segment", action="store_true",
                       help="every sentence alone as [CLS] sentence [SEP]: no NSP pairs and no static masks, for "
                       "train.py --objectives mirror (Mirror-BERT/SimCSE)")
-    inst.add_argument("--whole-word-masking", action="store_true")
-    inst.add_argument("--seed", type=int, default=BuildConfig.seed)
+    inst.add_argument("--whole-word-masking", action="store_true",
+                      help="mask every piece of a chosen word together (Chinese: words by --zh-segmenter)")
+    inst.add_argument("--seed", type=int, default=BuildConfig.seed,
+                      help="seeds the pairings and masks (the same seed and input give the same bytes)")
     chatter = p.add_mutually_exclusive_group()
     chatter.add_argument("--quiet", action="store_true", help="print warnings and the summary only")
     chatter.add_argument("--verbose", action="store_true",

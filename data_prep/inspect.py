@@ -7,13 +7,13 @@ exits 2 if there is one; it reads the whole dataset, at the disk's speed."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 from tacl_scale import EXIT_ERROR
+from tacl_scale.cli import make_parser
 from tacl_scale.data import DatasetError, Manifest, PretrainDataset
 from tacl_scale.data.integrity import all_shards, shard_bytes, unchecked_files, verify_dataset
 from tacl_scale.data.manifest import FORMAT_NAME
@@ -107,7 +107,7 @@ def verify(directory: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m data_prep.inspect", description=__doc__)
+    p = make_parser("python -m data_prep.inspect", __doc__)
     p.add_argument("directory", help="dataset directory")
     p.add_argument("-n", "--num-instances", type=int, default=3, help="instances to decode")
     p.add_argument("--start", type=int, default=0, help="first instance to decode")

@@ -10,7 +10,6 @@ stream ``pages-articles.xml.bz2``, an export) splittable in the same way, so
 
 from __future__ import annotations
 
-import argparse
 import bz2
 import os
 import re
@@ -19,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tacl_scale import EXIT_ERROR
+from tacl_scale.cli import make_parser
 from tacl_scale.files import output_file_problem
 
 from .sources import InputError, _open_binary
@@ -120,11 +120,10 @@ def _write(source: str, target: Path, index_path: Path, pages_per_stream: int) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m data_prep.multistream", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = make_parser("python -m data_prep.multistream", __doc__)
     p.add_argument("source", help="MediaWiki dump (.xml, .xml.bz2, .xml.gz)")
     p.add_argument("target", help="output, NAME-multistream.xml.bz2")
-    p.add_argument("--pages-per-stream", type=int, default=100, help="(default 100, as Wikimedia's dumps)")
+    p.add_argument("--pages-per-stream", type=int, default=100, help="pages in each bz2 stream (as Wikimedia's dumps)")
     args = p.parse_args(argv)
     if problem := output_file_problem(args.target):
         print(f"error: {problem}", file=sys.stderr)

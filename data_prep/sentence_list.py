@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tacl_scale import EXIT_ERROR
+from tacl_scale.cli import make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 
 from .config import CleaningConfig, InputConfig
@@ -71,11 +72,11 @@ DOCUMENTS = {"all": "documents", "train": "training documents", "validation": "h
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m data_prep.sentence_list", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = make_parser("python -m data_prep.sentence_list", __doc__)
     p.add_argument("--input", action="append", required=True, metavar="GLOB", help="as data_prep.build")
-    p.add_argument("--format", choices=FORMATS, default=InputConfig.format)
-    p.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language)
+    p.add_argument("--format", choices=FORMATS, default=InputConfig.format, help="the input's format, as data_prep.build")
+    p.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language,
+                   help="the text's language, as data_prep.build")
     p.add_argument("--output", required=True, metavar="FILE", help="the sentence list, one a line")
     p.add_argument("--count", type=int, default=10_000, help="sentences (Mirror-BERT: 10k)")
     p.add_argument("--validation-fraction", type=float, default=0.0, metavar="F",
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="documents a build with --validation-fraction F trains on, holds out, or all")
     p.add_argument("--min-words", type=int, default=5, help="shortest sentence kept (characters for zh)")
     p.add_argument("--max-words", type=int, default=40, help="longest sentence kept (characters for zh)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seeds the hash that picks the sample")
     args = p.parse_args(argv)
     if args.split != "all" and args.validation_fraction <= 0:
         p.error(f"--split {args.split} needs the --validation-fraction of the dataset")

@@ -15,7 +15,6 @@ alphabet and the continuation pieces itself, in sorted order, before training.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -24,6 +23,7 @@ from itertools import islice
 from pathlib import Path
 
 from tacl_scale import EXIT_ERROR
+from tacl_scale.cli import make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 
 from .documents import extract_sentences
@@ -118,14 +118,14 @@ def train_wordpiece(sentences: Iterator[str], vocab_size: int, lowercase: bool, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m data_prep.train_vocab", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--input", action="append", required=True, metavar="GLOB")
-    p.add_argument("--format", choices=FORMATS, default="wiki-xml", help="(default wiki-xml)")
-    p.add_argument("--language", choices=("en", "zh"), default="en", help="(default en)")
-    p.add_argument("--vocab-size", type=int, default=8000, help="(default 8000)")
+    p = make_parser("python -m data_prep.train_vocab", __doc__)
+    p.add_argument("--input", action="append", required=True, metavar="GLOB",
+                   help="corpus files (glob, quote it); repeatable, as data_prep.build")
+    p.add_argument("--format", choices=FORMATS, default="wiki-xml", help="the input's format, as data_prep.build")
+    p.add_argument("--language", choices=("en", "zh"), default="en", help="the text's language, as data_prep.build")
+    p.add_argument("--vocab-size", type=int, default=8000, help="tokens in vocab.txt, the 5 special ones included")
     p.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
-    p.add_argument("--output", required=True, help="vocab.txt to write")
+    p.add_argument("--output", required=True, metavar="FILE", help="vocab.txt to write")
     args = p.parse_args(argv)
     if args.vocab_size <= len(SPECIAL_TOKENS):
         p.error(f"--vocab-size must be more than the {len(SPECIAL_TOKENS)} special tokens, not {args.vocab_size}")

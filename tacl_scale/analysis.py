@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from . import EXIT_ERROR
+from .cli import HelpFormatter, make_parser
 from .similarity import LayerStats, sentence_self_similarity
 
 
@@ -229,16 +230,18 @@ def format_table(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tacl_scale.analysis", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("selfsim", help="layer-wise self-similarity, isotropy and heat maps")
-    s.add_argument("--model", action="append", required=True,
+    p = make_parser("python -m tacl_scale.analysis", __doc__)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="the analysis to run; COMMAND --help shows its options")
+    s = sub.add_parser("selfsim", help="layer-wise self-similarity, isotropy and heat maps",
+                       description="Layer-wise self-similarity (Eq. 3), isotropy and heat maps of one or more models "
+                       "on a sentence list.", formatter_class=HelpFormatter)
+    s.add_argument("--model", action="append", required=True, metavar="PATH",
                    help="HF model directory, or a training run/checkpoint directory; repeatable")
-    s.add_argument("--sentences", required=True, help="text file, one sentence a line")
-    s.add_argument("--out", required=True, help="output directory")
-    s.add_argument("--max-sentences", type=int, default=None)
-    s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--sentences", required=True, metavar="FILE", help="text file, one sentence a line")
+    s.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    s.add_argument("--max-sentences", type=int, default=None, help="read at most this many (default: all)")
+    s.add_argument("--batch-size", type=int, default=64, help="sentences encoded at once")
     s.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     s.add_argument("--exclude-special", action="store_true", help="drop [CLS]/[SEP] (default: keep them)")
     s.add_argument("--heatmap-sentence", default=None, help="also draw this sentence's cosine matrix")

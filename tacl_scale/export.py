@@ -20,7 +20,6 @@ not there is refused in one line naming it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -34,6 +33,7 @@ from transformers import BertConfig, BertForPreTraining
 
 from . import EXIT_ERROR
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify
+from .cli import make_parser
 from .run_dir import CHECKPOINT_RECORD, RUN_FILE, RunDir, snapshot_tokenizer
 
 log = logging.getLogger("tacl_scale.export")
@@ -251,8 +251,7 @@ def export_weights(weights: dict[str, torch.Tensor], run_dir: Path, out: Path, s
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tacl_scale.export", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = make_parser("python -m tacl_scale.export", __doc__)
     p.add_argument("checkpoint", type=Path, help="run directory or checkpoint directory")
     p.add_argument("output", type=Path, help="HF model directory to write")
     args = p.parse_args(argv)

@@ -25,6 +25,7 @@ each GPU of an 8-GPU node when it fits, as the paper's setup).
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,8 +88,9 @@ def recipe(name: str) -> Recipe:
 
 
 def describe() -> str:
-    """Every recipe, one line each (``train.py --help``)."""
-    return "; ".join(f"{r.name}: {r.summary}" for r in RECIPES.values())
+    """Every recipe, one indented line each (``train.py --help``)."""
+    return "\n".join(textwrap.fill(f"{r.name}: {r.summary}", 80, initial_indent="  ", subsequent_indent="    ")
+                     for r in RECIPES.values())
 
 
 def main() -> int:

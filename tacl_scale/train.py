@@ -1,6 +1,7 @@
 """TaCL continual pre-training with DeepSpeed.
 
     deepspeed tacl_scale/train.py --ds ds_configs/zero2.json --data DIR --model PATH --output RUN_DIR
+    deepspeed tacl_scale/train.py --recipe tacl-base-en [--data DIR --model PATH --output RUN_DIR]
 
 The student (``BertForPreTraining``) is trained by a DeepSpeed engine built from
 ``--ds``; the frozen teacher encoder runs forward-only on the same rank, outside the
@@ -8,11 +9,11 @@ engine. Loss = TaCL + MLM + NSP by default; ``--objectives`` picks any subset of
 those and the sentence-level ``mirror`` (Mirror-BERT/SimCSE). Every rank reads its own slice
 of a deterministic global shuffle; checkpoints carry the data position and RNG
 states, so ``--resume`` continues exactly.
-
-This file is the command line: it parses the flags and the DeepSpeed JSON into a
-:class:`~tacl_scale.config.TrainConfig` once, joins the process group
-(:mod:`tacl_scale.distributed`) and hands both to :class:`~tacl_scale.trainer.Trainer`.
 """
+
+# This file is the command line: it parses the flags and the DeepSpeed JSON into a
+# TrainConfig (tacl_scale/config.py) once, joins the process group
+# (tacl_scale/distributed.py) and hands both to the Trainer (tacl_scale/trainer.py).
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
+    from tacl_scale.cli import make_parser
     from tacl_scale.config import (
         EVAL_EVERY_WITH_SPLIT,
         LR_SCHEDULES,
@@ -63,10 +65,10 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     from tacl_scale.recipes import RECIPES
     from tacl_scale.recipes import describe as describe_recipes
 
-    p = argparse.ArgumentParser(prog="deepspeed tacl_scale/train.py", description=__doc__,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                epilog="Settings: a flag > a trainer setting in the --ds config (older configs) > the "
-                                "--recipe > the defaults shown (tacl_scale/config.py). Recipes: " + describe_recipes())
+    p = make_parser("deepspeed tacl_scale/train.py", __doc__,
+                    epilog="Settings: a flag > a trainer setting in the --ds config (older configs) > the\n"
+                    "--recipe > the defaults shown (tacl_scale/config.py).\n\nRecipes (python -m tacl_scale.recipes "
+                    "lists what each sets):\n" + describe_recipes())
     p.add_argument("--recipe", choices=sorted(RECIPES), default=None,
                    help="a named recipe: fills what the flags leave out (tacl_scale/recipes.py)")
     p.add_argument("--ds", default=None, metavar="CONFIG.json",
@@ -80,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--model", default=None, metavar="PATH",
                    help="HF BERT directory (student and teacher init) or a BertConfig JSON (random init)")
     p.add_argument("--output", default=None, metavar="RUN_DIR", help="run directory")
-    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps (default {OptimConfig.steps})")
+    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps (default: {OptimConfig.steps})")
     p.add_argument("--objectives", default=",".join(ObjectiveConfig.objectives),
                    help="comma-separated subset of tacl,mlm,nsp,mirror: tacl,mlm,nsp = TaCL; mlm,nsp = BERT+MT; "
                    "mlm,nsp,mirror = model-1; tacl = model-2; mirror = Mirror-BERT (SimCSE with --mirror-span 0)")
@@ -92,23 +94,25 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--mirror-span", type=int, default=MirrorConfig.span_tokens, metavar="TOKENS",
                    help="mirror: tokens of the random span of the second view replaced by [MASK] "
                    "(Mirror-BERT's 5 characters ≈ 2 WordPiece tokens; 0: dropout only, SimCSE)")
-    p.add_argument("--tacl-impl", choices=IMPLEMENTATIONS, default=ObjectiveConfig.tacl_impl)
+    p.add_argument("--tacl-impl", choices=IMPLEMENTATIONS, default=ObjectiveConfig.tacl_impl,
+                   help="the TaCL loss: triton is the fused kernel (CUDA), torch the plain PyTorch one it is "
+                   "tested against; auto picks triton where it runs")
     p.add_argument("--reference-compat", action="store_true",
                    help="behave as the paper's released code, not Eq. 1 as written: padding columns are TaCL "
                    "negatives, the teacher's dropout is on while training, the teacher in fp32; batches padded "
                    "to the dataset's max length (docs/design.md)")
     p.add_argument("--teacher-dtype", choices=sorted(TEACHER_DTYPES), default=None,
-                   help="teacher precision (default fp16 on CUDA, fp32 on CPU)")
-    p.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default {OptimConfig.lr})")
+                   help="teacher precision (default: fp16 on CUDA, fp32 on the CPU)")
+    p.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default: {OptimConfig.lr})")
     p.add_argument("--weight-decay", type=float, default=None,
-                   help=f"AdamW weight decay (default {OptimConfig.weight_decay})")
+                   help=f"AdamW weight decay (default: {OptimConfig.weight_decay})")
     p.add_argument("--warmup-ratio", type=float, default=None,
-                   help=f"share of steps of linear warm-up (default {OptimConfig.warmup_ratio})")
+                   help=f"share of steps of linear warm-up (default: {OptimConfig.warmup_ratio})")
     p.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=None,
                    help=f"after the warm-up: linear decay to 0 at --steps, or constant (Mirror-BERT, SimCSE); "
-                   f"default {OptimConfig.schedule}")
+                   f"default: {OptimConfig.schedule}")
     p.add_argument("--batch-size", type=int, default=None,
-                   help=f"global batch per optimizer step (default {OptimConfig.batch_size})")
+                   help=f"global batch per optimizer step (default: {OptimConfig.batch_size})")
     p.add_argument("--micro-batch-size", type=int, default=None,
                    help="per-rank micro-batch (default: the largest divisor of the per-rank batch that fits the "
                    "GPU at the data's longest sequence, up to 32 on the CPU; the log says which)")
@@ -116,7 +120,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                    help="the student's precision, over the config's fp16/bf16 sections: auto = bf16 where the GPU "
                    "has it, else fp16 (fp32 on the CPU); fp16 is the paper's")
     p.add_argument("--grad-clip", type=float, default=None,
-                   help=f"gradient clipping norm, 0: none (default {OptimConfig.grad_clip})")
+                   help=f"gradient clipping norm, 0: none (default: {OptimConfig.grad_clip})")
     p.add_argument("--pad-to-max-length", action="store_true", help="pad every batch to the dataset's max length")
     p.add_argument("--unpad", action=argparse.BooleanOptionalAction, default=None,
                    help="pack the real tokens of a micro-batch and run student, teacher and TaCL loss without "
@@ -147,7 +151,9 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--stop-after-steps", type=int, default=None, metavar="N",
                    help="end this job after N steps with a checkpoint (for jobs shorter than the run; "
                    "--resume continues)")
-    p.add_argument("--seed", type=int, default=TrainConfig.seed)
+    p.add_argument("--seed", type=int, default=TrainConfig.seed,
+                   help="seeds the data order, dropout, a random initialisation (a BertConfig --model), dynamic masks "
+                   "and mirror views")
     p.add_argument("--log-every", type=int, default=TrainConfig.log_every, help="progress line every N steps")
     p.add_argument("--no-export", action="store_true", help="skip the HF export at the end")
     p.add_argument("--eval-every", type=int, default=None,

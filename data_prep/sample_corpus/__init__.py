@@ -36,7 +36,6 @@ Command line::
 
 from __future__ import annotations
 
-import argparse
 import bz2
 import os
 import pathlib
@@ -47,6 +46,7 @@ from data_prep.sample_corpus.generator import MAX_ARTICLES, Generator, language_
 from data_prep.sample_corpus.pages import OTHER_NAMESPACE_PAGES, build_pages, num_redirects
 from data_prep.sample_corpus.xml_dump import render_dump
 from tacl_scale import EXIT_ERROR
+from tacl_scale.cli import make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 
 __all__ = [
@@ -108,14 +108,12 @@ def write_sample_dump(
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: write a sample dump to OUT_PATH."""
-    parser = argparse.ArgumentParser(
-        prog="python -m data_prep.sample_corpus",
-        description="Write a synthetic MediaWiki XML dump (no real Wikipedia text).",
-    )
+    parser = make_parser("python -m data_prep.sample_corpus",
+                         "Write a synthetic MediaWiki XML dump (no real Wikipedia text).")
     parser.add_argument("out_path", metavar="OUT_PATH", help="output file; .bz2 suffix compresses")
-    parser.add_argument("--articles", type=int, default=60, help=f"number of ordinary articles, at most {MAX_ARTICLES} (default 60)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--language", choices=LANGUAGES, default="en", help="content language (default en)")
+    parser.add_argument("--articles", type=int, default=60, help=f"number of ordinary articles, at most {MAX_ARTICLES}")
+    parser.add_argument("--seed", type=int, default=0, help="random seed: another seed, another corpus")
+    parser.add_argument("--language", choices=LANGUAGES, default="en", help="content language")
     args = parser.parse_args(argv)
     if not 0 <= args.articles <= MAX_ARTICLES:
         parser.error(f"--articles must be between 0 and {MAX_ARTICLES}, not {args.articles} "

@@ -1,0 +1,52 @@
+"""What every tacl-scale command's ``--help`` looks like, shared by data preparation,
+training and their tools: the module docstring as the description, in plain text
+with its line breaks kept, and each option's default shown once.
+
+argparse's own ``ArgumentDefaultsHelpFormatter`` appends "(default: None)" to options
+whose default is decided later (by the recipe, the GPU, the dataset) and a second
+default to options whose help already explains theirs, and it reflows the
+description into one paragraph. :class:`HelpFormatter` does neither.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+# :class:`~pkg.mod.Name`, :mod:`pkg.mod`, :func:`label <target>` (Sphinx roles)
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`<]*?)\s*(?:<[^>`]*>)?`")
+_LITERAL = re.compile(r"``(.+?)``", re.S)
+
+
+def plain_text(docstring: str) -> str:
+    """A reST docstring as a terminal shows it: Sphinx roles become their name (the
+    last component after ``~``) and literals lose their double backquotes."""
+
+    def role(match: re.Match[str]) -> str:
+        name = match.group(2)
+        return name.rsplit(".", 1)[-1] if match.group(1) else name
+
+    return _LITERAL.sub(r"\1", _ROLE.sub(role, docstring)).strip()
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the description's line breaks and appends "(default: X)" to an option's
+    help only where X is a value (not ``None`` or ``False``, which mean "decided
+    later" and "off"), the option takes one (a flag's default is its absence) and
+    the help does not already say what the default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help
+        is_flag = action.nargs == 0 and not isinstance(action, argparse.BooleanOptionalAction)
+        if (not text or not action.option_strings or is_flag or "default" in text or action.default is None
+                or action.default is False or action.default is argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def make_parser(prog: str, docstring: str | None, **kwargs: Any) -> argparse.ArgumentParser:
+    """An ``ArgumentParser`` for a tacl-scale command: ``docstring`` (the module's) as
+    its plain-text description, :class:`HelpFormatter` for its options."""
+    return argparse.ArgumentParser(prog=prog, description=plain_text(docstring or ""),
+                                   formatter_class=HelpFormatter, **kwargs)
