@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 # :class:`~pkg.mod.Name`, :mod:`pkg.mod`, :func:`label <target>` (Sphinx roles)
 _ROLE = re.compile(r":[a-z]+:`(~?)([^`<]*?)\s*(?:<[^>`]*>)?`")
@@ -45,8 +45,26 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-def make_parser(prog: str, docstring: str | None, **kwargs: Any) -> argparse.ArgumentParser:
+class UsageError(Exception):
+    """A command line the parser refused, with argparse's message (``argument --steps:
+    invalid int value: 'x'``), raised for the command to report instead of printed."""
+
+
+class RaisingParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose refusals raise :class:`UsageError`. For
+    ``tacl-train``: every rank of a launch parses the same flags, and argparse's
+    usage block (35 lines there) would be printed by each; its ``main`` says the
+    error once, in one line, as every other refusal."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def make_parser(prog: str, docstring: str | None, raise_errors: bool = False,
+                **kwargs: Any) -> argparse.ArgumentParser:
     """An ``ArgumentParser`` for a tacl-scale command: ``docstring`` (the module's) as
-    its plain-text description, :class:`HelpFormatter` for its options."""
-    return argparse.ArgumentParser(prog=prog, description=plain_text(docstring or ""),
-                                   formatter_class=HelpFormatter, **kwargs)
+    its plain-text description, :class:`HelpFormatter` for its options; with
+    ``raise_errors``, a :class:`RaisingParser`."""
+    parser_class = RaisingParser if raise_errors else argparse.ArgumentParser
+    return parser_class(prog=prog, description=plain_text(docstring or ""), formatter_class=HelpFormatter,
+                        **kwargs)

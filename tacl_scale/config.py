@@ -36,11 +36,11 @@ class MirrorConfig:
 
     def __post_init__(self) -> None:
         if self.temperature <= 0:
-            raise ValueError(f"mirror temperature must be > 0, got {self.temperature}")
+            raise ValueError(f"--mirror-temperature must be > 0, got {self.temperature}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"mirror pooling {self.pooling!r} not in {POOLINGS}")
         if self.span_tokens < 0:
-            raise ValueError(f"mirror span must be >= 0 tokens, got {self.span_tokens}")
+            raise ValueError(f"--mirror-span must be >= 0 tokens, got {self.span_tokens}")
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,12 @@ class ObjectiveConfig:
     def __post_init__(self) -> None:
         unknown = set(self.objectives) - set(OBJECTIVES)
         if unknown or not self.objectives:
-            raise ValueError(f"objectives must be a non-empty subset of {','.join(OBJECTIVES)}, got "
+            raise ValueError(f"--objectives must be a non-empty subset of {','.join(OBJECTIVES)}, got "
                              f"{','.join(self.objectives)}")
         if len(set(self.objectives)) != len(self.objectives):
-            raise ValueError(f"objectives {','.join(self.objectives)} name one twice")
+            raise ValueError(f"--objectives {','.join(self.objectives)} name one twice")
         if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
 
 
 # Evaluation every this many steps when --eval-every is not given and a --data

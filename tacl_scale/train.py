@@ -43,9 +43,12 @@ if TYPE_CHECKING:
     from tacl_scale.config import TrainConfig
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+PROG = "deepspeed tacl_scale/train.py"
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
+    """The command line as one TrainConfig; a refused one raises
+    :class:`~tacl_scale.cli.UsageError` (``--help`` prints and exits)."""
     from tacl_scale.cli import make_parser
     from tacl_scale.config import (
         EVAL_EVERY_WITH_SPLIT,
@@ -65,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     from tacl_scale.recipes import RECIPES
     from tacl_scale.recipes import describe as describe_recipes
 
-    p = make_parser("deepspeed tacl_scale/train.py", __doc__,
+    p = make_parser(PROG, __doc__, raise_errors=True,
                     epilog="Settings: a flag > a trainer setting in the --ds config (older configs) > the\n"
                     "--recipe > the defaults shown (tacl_scale/config.py).\n\nRecipes (python -m tacl_scale.recipes "
                     "lists what each sets):\n" + describe_recipes())
@@ -143,7 +146,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--dynamic-masking", action="store_true",
                    help="re-mask every epoch from the unmasked ids instead of the static masks")
     p.add_argument("--save-every", type=int, default=CheckpointConfig.save_every, help="checkpoint every N steps")
-    p.add_argument("--keep-last", type=int, default=CheckpointConfig.keep_last, help="checkpoints kept")
+    p.add_argument("--keep-last", type=int, default=CheckpointConfig.keep_last, help="checkpoints kept, the newest (0: all)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in RUN_DIR")
     p.add_argument("--allow-changes", action="store_true",
                    help="with --resume: continue with other data, objectives, model or optimizer settings than the "
@@ -250,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     with CtrlC() as ctrl_c:  # Ctrl-C: Interrupted, not the interpreter's KeyboardInterrupt
         try:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+            from tacl_scale.cli import UsageError
             from tacl_scale.config import ConfigError
             from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
             from tacl_scale.files import describe_os_error
@@ -277,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
                 return EXIT_ERROR
             except RankError as err:
                 print(f"error: {_rank_prefix(env)}{err}", file=sys.stderr)
+                return EXIT_ERROR
+            except UsageError as err:
+                if env.rank == 0:
+                    print(f"error: {err} ({PROG} --help lists the options)", file=sys.stderr)
                 return EXIT_ERROR
             except (ConfigError, TrainError) as err:
                 if env.rank == 0:

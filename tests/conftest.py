@@ -354,9 +354,11 @@ def free_port() -> int:
     return kernel_port("127.0.0.1")
 
 
-def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str],
+                         launcher: dict[str, str] | None = None) -> tuple[int, str]:
     """``train.main(ARGS)`` here, as ``tacl-train ARGS`` (one rank, no launcher) would
-    run it: its exit code and what it wrote to stderr. For refusals, which need
+    run it, or as the rank a launcher's ``launcher`` variables (RANK, WORLD_SIZE)
+    describe: its exit code and what it wrote to stderr. For refusals, which need
     none of a process's start-up (about 6 s on the tier's 2 cores). The signal
     handlers it installs and the environment it sets are put back."""
     import signal
@@ -371,6 +373,7 @@ def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str]) ->
         with mock.patch.dict(os.environ, {"DS_ACCELERATOR": "cpu"}):
             for key in launcher_keys:
                 os.environ.pop(key, None)
+            os.environ.update(launcher or {})
             code = main(args)
     finally:
         for sig, handler in handlers.items():

@@ -40,6 +40,28 @@ def test_a_refusal_is_one_error_line_and_exit_status_2(name: str, tmp_path: Path
     assert len(errors) == 1 and named in errors[0], errors
 
 
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--objectives", "foo"], "--objectives must be a non-empty subset of tacl,mlm,nsp,mirror, got foo"),
+    (["--steps", "many"], "argument --steps: invalid int value: 'many'"),
+    (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (["--data-weights", "1", "2"], "--data-weights has 2 values for 1 --data"),
+])
+def test_a_refused_train_command_line_is_one_line_said_by_rank_0_only(
+        flags: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every rank of a launch parses the same flags: argparse's usage block (35 lines
+    for tacl-train), printed by each rank, buried the error."""
+    from conftest import main_in_this_process
+
+    argv = ["--recipe", "tiny-cpu", "--data", str(tmp_path / "data"), "--model", str(tmp_path / "bert.json"),
+            "--output", str(tmp_path / "run"), *flags]
+    code, stderr = main_in_this_process(argv, capsys)
+    assert code == EXIT_ERROR
+    assert stderr == f"error: {said} (deepspeed tacl_scale/train.py --help lists the options)\n"
+    code, stderr = main_in_this_process(argv, capsys, launcher={"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"})
+    assert (code, stderr) == (EXIT_ERROR, "")
+    assert not (tmp_path / "run").exists()
+
+
 def _writers(tmp_path: Path, output: Path) -> dict[str, tuple[Callable[[list[str]], int], list[str]]]:
     """The commands that write one output file, asked to write ``output`` from the
     stand-in corpus of tests/conftest.py."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from tacl_scale.cli import UsageError
 from tacl_scale.config import EngineConfig, OptimConfig
 from tacl_scale.recipes import RECIPES, RecipeError, recipe
 from tacl_scale.train import parse_args
@@ -71,12 +72,10 @@ def test_the_ds_configs_hold_only_deepspeeds_own(path: Path) -> None:
     assert "zero_optimization" in settings
 
 
-def test_without_a_recipe_the_paths_are_required(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as caught:
+def test_without_a_recipe_the_paths_are_required() -> None:
+    with pytest.raises(UsageError, match=re.escape("--ds is required (or a --recipe that sets it)")):
         parse_args(["--data", "d", "--model", "m", "--output", "o"])
-    assert caught.value.code == 2
-    assert "--ds is required (or a --recipe that sets it)" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
+    with pytest.raises(UsageError, match="invalid choice: 'no-such-recipe'"):
         parse_args(["--recipe", "no-such-recipe"])
     with pytest.raises(RecipeError, match="no such recipe; known: tacl-base-en, tacl-base-zh"):
         recipe("no-such-recipe")
