@@ -46,6 +46,11 @@ def resolve_model(path: str, workdir: Path) -> Path:
     if (candidate / "config.json").is_file():
         return candidate
     from .export import export_checkpoint
+    from .run_dir import RunDir
+
+    if not (RunDir(candidate).has_record() or RunDir(candidate.parent.parent).has_record()):
+        raise ValueError(f"{path}: neither a Hugging Face model directory (no config.json) nor a training run "
+                         "or checkpoint directory (no run.json)")
 
     return export_checkpoint(candidate, workdir / candidate.name.replace("/", "_"))
 
@@ -54,7 +59,13 @@ def load_encoder(model_dir: Path, device: torch.device) -> tuple[Any, Any]:
     """(tokenizer, encoder in eval mode) of a HF directory."""
     from transformers import AutoModel, AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(model_dir)), AutoModel.from_pretrained(str(model_dir)).to(device).eval()
+    from .model import LOAD_ERRORS, cannot_load
+
+    try:
+        tokenizer, model = AutoTokenizer.from_pretrained(str(model_dir)), AutoModel.from_pretrained(str(model_dir))
+    except LOAD_ERRORS as err:
+        raise cannot_load(model_dir, err) from err
+    return tokenizer, model.to(device).eval()
 
 
 def analyse_model(

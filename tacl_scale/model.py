@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from transformers import BertConfig, BertForPreTraining, BertModel
 
 from .attention import register as register_attention
@@ -41,6 +42,19 @@ log = logging.getLogger(__name__)
 # Objectives that read the student on the MLM-masked input (mirror reads its own views).
 MASKED_INPUT_OBJECTIVES = ("tacl", "mlm", "nsp")
 TEACHER_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+# What from_pretrained loads a model directory's weights from (whole or sharded).
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+# What from_pretrained raises for a directory it cannot load: an unreadable
+# config.json, a truncated weights file, weights that do not fit the config.
+LOAD_ERRORS = (OSError, ValueError, RuntimeError, SafetensorError)
+
+
+def cannot_load(path: str | Path, err: BaseException) -> ValueError:
+    """One of :data:`LOAD_ERRORS` as one line naming the model directory (the
+    library's messages name none, or run to a table of every weight)."""
+    first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return ValueError(f"{path}: cannot load the model: {first_line}")
 
 
 def load_student(path: str | Path) -> BertForPreTraining:
@@ -58,12 +72,30 @@ def load_student(path: str | Path) -> BertForPreTraining:
             raise ValueError(f"{path}: not a BertConfig JSON: {err}") from err
         config._attn_implementation = attention
         log.info("student: random init from %s", path)
-        return BertForPreTraining(config)
+        try:
+            return BertForPreTraining(config)
+        except ValueError as err:  # settings that do not fit together (a hidden size the heads do not divide)
+            raise ValueError(f"{path}: {err}") from err
     if not path.is_dir():
         raise ValueError(f"{path}: neither a model directory nor a BertConfig JSON")
-    model, info = BertForPreTraining.from_pretrained(
-        str(path), attn_implementation=attention, local_files_only=True, output_loading_info=True
-    )
+    if (path / "run.json").is_file():
+        raise ValueError(f"{path}: a training run directory, not a model directory: its student is exported to "
+                         f"{path / 'export'} (tacl-export writes one from any checkpoint)")
+    # Without config.json, from_pretrained would build a default BertConfig (BERT-base)
+    # and re-initialise every weight that does not fit it.
+    missing = []
+    if not (path / "config.json").is_file():
+        missing.append("no config.json")
+    if not any((path / name).is_file() for name in WEIGHT_FILES):
+        missing.append("no weights (model.safetensors or pytorch_model.bin)")
+    if missing:
+        raise ValueError(f"{path}: not a Hugging Face model directory: {' and '.join(missing)}")
+    try:
+        model, info = BertForPreTraining.from_pretrained(
+            str(path), attn_implementation=attention, local_files_only=True, output_loading_info=True
+        )
+    except LOAD_ERRORS as err:
+        raise cannot_load(path, err) from err
     if info.get("missing_keys"):
         log.warning("student: initialised %d missing weights (e.g. MLM/NSP heads): %s",
                     len(info["missing_keys"]), ", ".join(sorted(info["missing_keys"])[:6]))

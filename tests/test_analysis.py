@@ -113,6 +113,26 @@ def test_bad_sentence_files_and_outputs_are_one_error_line_naming_them(tiny_mode
     assert not (tmp_path / "out").exists() and sentences.read_text() == "The river flows north.\n"
 
 
+def test_a_bad_model_is_one_error_line_naming_it(tiny_model: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder that is neither a model nor a run was reported as a bad run directory,
+    and a model that would not load was a traceback."""
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("The river flows north.\n")
+    truncated = tmp_path / "truncated"
+    truncated.mkdir()
+    for file in tiny_model.iterdir():
+        (truncated / file.name).write_bytes(file.read_bytes()[:1000] if file.suffix == ".safetensors"
+                                            else file.read_bytes())
+    cases = [(tmp_path, "neither a Hugging Face model directory (no config.json) nor a training run"),
+             (truncated, "cannot load the model: Error while deserializing header")]
+    for model, says in cases:
+        assert main(["selfsim", "--model", str(model), "--sentences", str(sentences), "--out",
+                     str(tmp_path / "out")]) == 2
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and errors[0].startswith(f"error: {model}: {says}"), errors
+
+
 def test_layer_self_similarity_of_an_encoder(tiny_model: Path) -> None:
     encoder = BertModel.from_pretrained(tiny_model).eval()
     batch = {"original_ids": torch.randint(1000, 2000, (3, 10)), "attention_mask": torch.ones(3, 10, dtype=torch.long),

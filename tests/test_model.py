@@ -47,6 +47,47 @@ def make_batch(seed: int = 0, batch: int = 4, length: int = 16) -> dict[str, tor
             "nsp_label": torch.tensor([0, 1, 0, 1][:batch])}
 
 
+def _spoil(model: Path, how: str) -> Path:
+    """``model`` (a saved model directory) made into one kind of bad ``--model``."""
+    if how == "an empty directory":
+        for file in model.iterdir():
+            file.unlink()
+    elif how == "no config.json":
+        (model / "config.json").unlink()
+    elif how == "truncated weights":
+        with open(model / "model.safetensors", "r+b") as weights:
+            weights.truncate(1000)
+    elif how == "weights of another shape":
+        config = json.loads((model / "config.json").read_text())
+        (model / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
+    elif how == "a run directory":
+        (model / "run.json").write_text("{}")
+    elif how == "a config the heads do not divide":
+        model = model.parent / "odd.json"
+        model.write_text(json.dumps({**TINY, "hidden_size": 33}))
+    return model
+
+
+@pytest.mark.parametrize(("how", "said"), [
+    ("an empty directory", "not a Hugging Face model directory: no config.json and no weights (model.safetensors"),
+    ("no config.json", "not a Hugging Face model directory: no config.json"),
+    ("truncated weights", "cannot load the model: Error while deserializing header"),
+    ("weights of another shape", "cannot load the model: "),
+    ("a run directory", "a training run directory, not a model directory: its student is exported to"),
+    ("a config the heads do not divide", "The hidden size (33) is not a multiple of the number of attention heads"),
+])
+def test_a_bad_model_is_one_error_naming_it(how: str, said: str, config_file: Path, tmp_path: Path) -> None:
+    """Without config.json, from_pretrained built BERT-base and re-initialised every
+    weight; the others ended in tracebacks that named no path (or the run's)."""
+    model = tmp_path / "model"
+    load_student(config_file).save_pretrained(model)
+    assert load_student(model).config.hidden_size == TINY["hidden_size"]
+    bad = _spoil(model, how)
+    with pytest.raises(ValueError) as refused:
+        load_student(bad)
+    assert str(refused.value).startswith(f"{bad}: ") and said in str(refused.value), refused.value
+
+
 def test_teacher_is_a_frozen_copy_of_the_initial_encoder(config_file: Path) -> None:
     student = load_student(config_file)
     assert student.config._attn_implementation == ATTENTION
