@@ -67,6 +67,7 @@ from .run_dir import (
     RunDir,
     RunRecord,
     check_resume_settings,
+    output_problem,
     record_job,
     snapshot_inputs,
     student_config_dict,
@@ -292,6 +293,8 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     run = RunDir(config.output)
     if run.path.exists() and not run.path.is_dir():
         raise TrainError(f"{run.path}: --output names a file, not a run directory")
+    if problem := output_problem(run.path, config.data.paths, config.model):
+        raise TrainError(problem)
     if run.has_record() and not config.checkpoint.resume:
         raise TrainError(f"{run.path}: holds another run ({RUN_FILE}); pass --resume to continue it "
                          "or choose another --output")

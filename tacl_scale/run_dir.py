@@ -33,11 +33,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .data.manifest import TOKENIZER_FILES
+from .data.manifest import MANIFEST_NAME, TOKENIZER_FILES
 from .files import atomic_write
 
 if TYPE_CHECKING:
@@ -66,6 +67,25 @@ RESUME_SETTINGS = ("model", "seed", "data.paths", "data.weights", "data.dynamic_
 RESUME_FREE = ("optim.micro_batch_size", "optim.max_skipped_in_a_row")  # may change with the ranks
 # Settings added since runs were first recorded, with the value a run without them had.
 ADDED_SETTINGS = {"objective.reference_compat": False}
+
+
+def output_problem(output: Path, data: Sequence[str], model: str) -> str | None:
+    """Why ``output`` cannot be a run directory, or None: it is (or is inside) one of
+    the run's input directories, or, holding no run, it holds a dataset or a model.
+    A run writes ``tokenizer/``, ``initial/``, ``checkpoints/`` and ``export/`` into
+    its directory, which would mix with (or replace) the files already there."""
+    resolved = output.resolve()
+    for flag, given in [*(("--data", path) for path in data), ("--model", model)]:
+        source = Path(given).resolve()
+        if source.is_dir() and (resolved == source or source in resolved.parents):
+            where = "is" if resolved == source else "is inside"
+            return (f"{output}: --output {where} the {flag} directory {given}: a run writes its checkpoints, "
+                    "tokenizer and export there; choose another directory")
+    if output.is_dir() and not (output / RUN_FILE).is_file():
+        for marker, what in ((MANIFEST_NAME, "a dataset"), ("config.json", "a model")):
+            if (output / marker).is_file():
+                return f"{output}: --output holds {what} ({marker}), not a run; choose a new or empty directory"
+    return None
 
 
 class RunRecordError(ValueError):

@@ -15,6 +15,7 @@ from tacl_scale.run_dir import (
     RunRecord,
     RunRecordError,
     TokenizerSource,
+    output_problem,
     record_job,
 )
 
@@ -125,3 +126,40 @@ def test_each_job_adds_a_segment_and_changes_replace_the_settings(tmp_path: Path
     changed = run.read_record()
     assert changed.config == {"model": "/m/config.json", "seed": 8}
     assert [s.started_at_step for s in changed.history] == [0, 4, 6]
+
+
+def test_an_output_that_is_an_input_or_holds_a_dataset_or_model_is_refused(tmp_path: Path) -> None:
+    """The run writes tokenizer/, initial/, checkpoints/ and export/ into --output: into
+    a dataset directory they mixed with its shards (and a rebuild with --overwrite
+    would delete the run), into a model directory beside its weights."""
+    data, model = tmp_path / "data", tmp_path / "model"
+    data.mkdir()
+    (data / "manifest.json").write_text("{}")
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    config_file = tmp_path / "bert.json"
+    config_file.write_text("{}")
+
+    def problem(output: Path, model_given: Path = config_file) -> str | None:
+        return output_problem(output, [str(data)], str(model_given))
+
+    assert problem(data) == (f"{data}: --output is the --data directory {data}: a run writes its checkpoints, "
+                             "tokenizer and export there; choose another directory")
+    assert "--output is inside the --data directory" in problem(data / "run")
+    assert "--output is the --model directory" in problem(model, model)
+    assert problem(model) == (f"{model}: --output holds a model (config.json), not a run; choose a new or empty "
+                              "directory")
+    copied = tmp_path / "copy"
+    copied.mkdir()
+    (copied / "manifest.json").write_text("{}")
+    assert "--output holds a dataset (manifest.json)" in problem(copied)
+    # a new, an empty, a run's own and a half-started directory are fine (Slurm's log goes in first)
+    started = tmp_path / "started"
+    (started / "tokenizer").mkdir(parents=True)
+    (started / "slurm-12.log").write_text("job 12\n")
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    (resumed / "run.json").write_text("{}")
+    (resumed / "config.json").write_text("{}")  # the user's own file beside a run: not ours to judge
+    for fine in (tmp_path / "new", started, resumed, tmp_path, config_file.parent / "runs" / "a"):
+        assert problem(fine) is None, fine

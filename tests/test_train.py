@@ -205,6 +205,7 @@ def test_loss_falls_when_overfitting_and_objective_switch(setup: dict[str, Path]
         ("batch", "a whole number of accumulation steps; --micro-batch-size must divide"),
         ("existing_run", "holds another run"),
         ("no_validation", "needs a validation split"),
+        ("output_is_data", "--output is the --data directory"),
     ],
 )
 def test_refusals(setup: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str,
@@ -234,9 +235,13 @@ def test_refusals(setup: dict[str, Path], tmp_path: Path, capsys: pytest.Capture
         (tmp_path / "run" / "run.json").write_text("{}")
     elif change == "no_validation":
         args["--eval-every"] = "5"
+    elif change == "output_is_data":
+        args["--output"] = args["--data"]
+    data_files = sorted(setup["data"].rglob("*"))
     code, stderr = main_in_this_process([item for pair in args.items() for item in pair], capsys)
     assert code == 2, stderr[-3000:]
     assert message in stderr
+    assert sorted(setup["data"].rglob("*")) == data_files  # not even the run's lock file
 
 
 def test_killed_run_resumes_with_the_same_losses(setup: dict[str, Path], full_run: Path) -> None:
