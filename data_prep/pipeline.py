@@ -213,9 +213,10 @@ def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]
     skip_counts["duplicate_documents"] += sum(s.duplicate_documents for s in shards)
     workspace.remove()
     if sum(s.counts.instances for s in shards if s.split == "train") == 0:
+        skipped = ", ".join(f"{kind} {count:,}" for kind, count in skip_counts.items() if count) or "nothing"
         raise EmptyDatasetError(
-            f"{directory}: no instance was built from {len(context['sources'])} input file(s); "
-            f"skipped: {skip_counts}"
+            f"{directory}: no instance was built from {len(context['sources'])} input file(s); skipped: {skipped} "
+            f"(do --format {config.input.format} and --min-doc-chars {config.cleaning.min_doc_chars} fit them?)"
         )
     tokenizer = context["tokenizer"].copy_into(directory, context["tokenizer_sha256"])
     recorded = config if recorded_directory is None else replace(
