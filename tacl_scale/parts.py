@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -32,7 +33,7 @@ import torch
 
 from . import checkpoint
 from .attention import varlen_unsupported
-from .config import EVAL_EVERY_WITH_SPLIT, ConfigError, ResolvedPerformance, TrainConfig
+from .config import EVAL_EVERY_WITH_SPLIT, ConfigError, OptimConfig, ResolvedPerformance, TrainConfig
 from .data import PretrainDataset
 from .data.buckets import TokenBuckets
 from .data.integrity import (
@@ -315,6 +316,8 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
                               load_universal=bool(resume_from and resume_from.endswith(checkpoint.UNIVERSAL)),
                               fast=student_fast)
         state = restore(engine.engine, run.checkpoints, resume_from, config, dist.world_size)
+        if resume_from is not None:
+            apply_optimizer_settings(engine, config.optim, state.step)
         on_main(dist, lambda: record_this_job(run, config, dist, datasets[0], student, performance,
                                               engine.ds_config, state.step, changes or []))
         batches, eval_batches = build_data(config, datasets, dist, state, performance.unpad, eval_every)
@@ -555,6 +558,25 @@ def restore(engine: Any, ckpt_root: Path, tag: str | None, config: TrainConfig, 
     log.info("resumed from %s at step %d (%d samples consumed, %d ranks)", ckpt_root / tag, state.step, consumed,
              world_size)
     return state
+
+
+def apply_optimizer_settings(engine: EngineParts, optim: OptimConfig, step: int) -> None:
+    """This job's AdamW settings and learning-rate schedule at ``step``, over what a
+    checkpoint restored. DeepSpeed restores the optimizer's parameter groups (lr,
+    betas, eps, weight decay) and the scheduler's state, whose base lr is the run's
+    first ``--lr``, as they were saved: a job resumed with ``--allow-changes`` and
+    another ``--lr``, ``--weight-decay`` or ``--steps`` kept the old values, and its
+    first update took the old schedule's next lr (0 after a finished run). With the
+    run's own settings this changes nothing."""
+    scheduler = engine.scheduler
+    groups = scheduler.optimizer.param_groups
+    for group, weight_decay in zip(groups, (optim.weight_decay, 0.0), strict=True):  # build_optimizer's groups
+        group.update(weight_decay=weight_decay, betas=optim.betas, eps=optim.eps, initial_lr=optim.lr)
+    scheduler.base_lrs = [optim.lr] * len(groups)
+    scheduler.last_epoch = step - 1
+    with warnings.catch_warnings():  # a checkpoint from before the first update: no optimizer step yet
+        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+        scheduler.step()  # each group's lr = lr × lr_factor(step): the next update's
 
 
 def record_this_job(run: RunDir, config: TrainConfig, dist: Distributed, dataset: PretrainDataset, student: Any,

@@ -716,7 +716,7 @@ def test_resume_refuses_other_settings_unless_allowed_and_records_them(join: Cal
     run_job(config, join)
     recorded = json.loads((run / "run.json").read_text())
     resume = CheckpointConfig(save_every=2, resume=True)
-    changed = replace(config, checkpoint=resume, optim=replace(config.optim, lr=5e-3),
+    changed = replace(config, checkpoint=resume, optim=replace(config.optim, lr=5e-3, steps=8, weight_decay=0.05),
                       objective=ObjectiveConfig(("mlm", "nsp")))
     with pytest.raises(TrainError, match=r"other settings.*objective.objectives.*optim.lr: 0.001 -> 0.005.*allow-changes"):
         Trainer.build(changed, join())
@@ -724,7 +724,15 @@ def test_resume_refuses_other_settings_unless_allowed_and_records_them(join: Cal
     allowed = replace(changed, checkpoint=replace(resume, allow_changes=True))
     trainer = Trainer.build(allowed, join())
     try:
-        assert trainer.state.step == 2 and trainer.parts.engine.scheduler.get_last_lr()[0] > 0
+        # The new settings are in force from the first resumed update: DeepSpeed had
+        # restored the old peak lr, the old weight decay and the old schedule's lr.
+        scheduler = trainer.parts.engine.scheduler
+        next_lr = 5e-3 * allowed.optim.lr_factor(2)
+        assert trainer.state.step == 2 and next_lr != pytest.approx(config.optim.lr * config.optim.lr_factor(2))
+        assert scheduler.get_last_lr() == pytest.approx([next_lr, next_lr])
+        groups = scheduler.optimizer.param_groups
+        assert [g["lr"] for g in groups] == pytest.approx([next_lr, next_lr])
+        assert [g["weight_decay"] for g in groups] == [0.05, 0.0]
     finally:
         trainer.close()
     history = json.loads((run / "run.json").read_text())["history"]
