@@ -317,6 +317,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
                               fast=student_fast)
         state = restore(engine.engine, run.checkpoints, resume_from, config, dist.world_size)
         if resume_from is not None:
+            check_steps_left(run.checkpoints / resume_from, state.step, config.optim.steps, dist.is_main)
             apply_optimizer_settings(engine, config.optim, state.step)
         on_main(dist, lambda: record_this_job(run, config, dist, datasets[0], student, performance,
                                               engine.ds_config, state.step, changes or []))
@@ -558,6 +559,16 @@ def restore(engine: Any, ckpt_root: Path, tag: str | None, config: TrainConfig, 
     log.info("resumed from %s at step %d (%d samples consumed, %d ranks)", ckpt_root / tag, state.step, consumed,
              world_size)
     return state
+
+
+def check_steps_left(checkpoint_dir: Path, step: int, steps: int, is_main: bool) -> None:
+    """Refuse a resume whose checkpoint is past ``--steps`` (it trained nothing and
+    exported nothing, silently); say so when the run is already complete."""
+    if step > steps:
+        raise TrainError(f"{checkpoint_dir}: the run is at step {step}, past --steps {steps}: resume with --steps "
+                         f"above {step} (and --allow-changes), or start a new run in another --output")
+    if step == steps and is_main:
+        log.info("the run is complete (step %d of %d): nothing to train; its export is written again", step, steps)
 
 
 def apply_optimizer_settings(engine: EngineParts, optim: OptimConfig, step: int) -> None:

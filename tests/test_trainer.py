@@ -738,6 +738,12 @@ def test_resume_refuses_other_settings_unless_allowed_and_records_them(join: Cal
     history = json.loads((run / "run.json").read_text())["history"]
     assert [h["started_at_step"] for h in history] == [0, 2]
     assert history[0]["changes"] == [] and any(c.startswith("optim.lr: 0.001 -> 0.005") for c in history[1]["changes"])
+    # A checkpoint past --steps trained and exported nothing, silently.
+    fewer = replace(allowed, optim=replace(allowed.optim, steps=1))
+    with pytest.raises(TrainError, match=r"step00000002: the run is at step 2, past --steps 1: resume with --steps "
+                                         r"above 2 \(and --allow-changes\)"):
+        Trainer.build(fewer, join())
+    assert json.loads((run / "run.json").read_text())["history"] == history
 
 
 def test_a_second_job_on_a_live_run_is_refused_in_one_line(join: Callable[[], Distributed], dataset: Path,
