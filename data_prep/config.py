@@ -26,6 +26,10 @@ class InputConfig:
     use_multistream_index: bool = True
     unit_bytes: int = 8 << 20
 
+    def __post_init__(self) -> None:
+        if self.unit_bytes < 1:
+            raise ValueError(f"--unit-mb must be > 0 (a unit of at least one byte), got {self.unit_bytes} bytes")
+
 
 @dataclass(frozen=True)
 class CleaningConfig:
@@ -35,6 +39,10 @@ class CleaningConfig:
     # Word boundaries for Chinese whole-word masking: jieba, or pre-segmented input
     # (words separated by spaces).
     zh_segmenter: str = "jieba"
+
+    def __post_init__(self) -> None:
+        if self.min_doc_chars < 0:
+            raise ValueError(f"--min-doc-chars must be >= 0, got {self.min_doc_chars}")
 
     @classmethod
     def for_format(cls, input_format: str, min_doc_chars: int | None = None,
@@ -62,11 +70,11 @@ class OutputConfig:
 
     def __post_init__(self) -> None:
         if self.num_shards < 1:
-            raise ValueError(f"num_shards must be >= 1, got {self.num_shards}")
+            raise ValueError(f"--num-shards must be >= 1, got {self.num_shards}")
         if not 0.0 <= self.validation_fraction < 1.0:
-            raise ValueError(f"validation_fraction must be in [0, 1), got {self.validation_fraction}")
+            raise ValueError(f"--validation-fraction must be in [0, 1), got {self.validation_fraction}")
         if self.validation_shards < 1:
-            raise ValueError(f"validation_shards must be >= 1, got {self.validation_shards}")
+            raise ValueError(f"--validation-shards must be >= 1, got {self.validation_shards}")
 
     @property
     def shard_keys(self) -> range:
@@ -117,7 +125,7 @@ class BuildConfig:
 
     def __post_init__(self) -> None:
         if self.dupe_factor < 1:
-            raise ValueError(f"dupe_factor must be >= 1, got {self.dupe_factor}")
+            raise ValueError(f"--dupe-factor must be >= 1, got {self.dupe_factor}")
 
     @property
     def max_predictions(self) -> int:

@@ -42,7 +42,10 @@ class InstanceConfig:
 
     def __post_init__(self) -> None:
         if self.max_seq_len < 5:
-            raise ValueError(f"max_seq_len {self.max_seq_len} leaves no room for A and B")
+            raise ValueError(f"--max-seq-len {self.max_seq_len} leaves no room for A and B")
+        for name, value in (("--short-seq-prob", self.short_seq_prob), ("random_next_prob", self.random_next_prob)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
 
     @property
     def kind(self) -> str:

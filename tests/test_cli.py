@@ -62,6 +62,23 @@ def test_a_refused_train_command_line_is_one_line_said_by_rank_0_only(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--num-shards", "0"], "--num-shards must be >= 1, got 0"),  # was taken for 1
+    (["--short-seq-prob", "2"], "--short-seq-prob must be in [0, 1], got 2.0"),  # was accepted
+    (["--unit-mb", "0"], "--unit-mb must be > 0"),  # was accepted
+    (["--min-doc-chars", "-1"], "--min-doc-chars must be >= 0, got -1"),  # was accepted
+    (["--validation-fraction", "1"], "--validation-fraction must be in [0, 1), got 1.0"),
+    (["--masked-lm-prob", "0"], "--masked-lm-prob 0.0 must be in (0, 1)"),
+])
+def test_build_refuses_a_number_out_of_range_naming_its_flag(flags: list[str], said: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from data_prep.build import parse_args
+
+    with pytest.raises(SystemExit) as refused:
+        parse_args(["--input", "in.xml", "--tokenizer", "vocab.txt", "--output", "out", *flags])
+    assert refused.value.code == EXIT_ERROR and f"error: {said}" in capsys.readouterr().err
+
+
 def _writers(tmp_path: Path, output: Path) -> dict[str, tuple[Callable[[list[str]], int], list[str]]]:
     """The commands that write one output file, asked to write ``output`` from the
     stand-in corpus of tests/conftest.py."""

@@ -30,12 +30,12 @@ class MaskingConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.masked_lm_prob < 1.0:
-            raise ValueError(f"masked_lm_prob {self.masked_lm_prob} must be in (0, 1)")
+            raise ValueError(f"--masked-lm-prob {self.masked_lm_prob} must be in (0, 1)")
         if not (self.mask_token_prob >= 0 and self.random_token_prob >= 0
                 and self.mask_token_prob + self.random_token_prob <= 1):
             raise ValueError("mask_token_prob + random_token_prob must lie in [0, 1]")
         if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
-            raise ValueError(f"max_predictions_per_seq {self.max_predictions_per_seq} must be >= 1")
+            raise ValueError(f"--max-predictions-per-seq {self.max_predictions_per_seq} must be >= 1")
 
     def resolved_max_predictions(self, max_seq_len: int) -> int:
         if self.max_predictions_per_seq is not None:
