@@ -387,7 +387,7 @@ def test_empty_document_is_never_the_random_next_source():
 
 
 def test_instance_config_rejects_tiny_max_seq_len():
-    with pytest.raises(ValueError, match="max_seq_len"):
+    with pytest.raises(ValueError, match="--max-seq-len 4 leaves no room"):
         InstanceConfig(max_seq_len=4)
     InstanceConfig(max_seq_len=5)
 
