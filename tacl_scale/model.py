@@ -36,6 +36,7 @@ from .config import MirrorConfig, ObjectiveConfig
 from .encoder import CompiledEncoder, masked_lm_loss
 from .kernels import tacl_loss, tacl_loss_packed
 from .mirror import Gather, both_views, info_nce, pool
+from .run_dir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def load_student(path: str | Path) -> BertForPreTraining:
             raise ValueError(f"{path}: {err}") from err
     if not path.is_dir():
         raise ValueError(f"{path}: neither a model directory nor a BertConfig JSON")
-    if (path / "run.json").is_file():
+    if RunDir(path).has_record():
         raise ValueError(f"{path}: a training run directory, not a model directory: its student is exported to "
                          f"{path / 'export'} (tacl-export writes one from any checkpoint)")
     # Without config.json, from_pretrained would build a default BertConfig (BERT-base)
