@@ -97,6 +97,7 @@ def load_student(path: str | Path) -> BertForPreTraining:
         )
     except LOAD_ERRORS as err:
         raise cannot_load(path, err) from err
+    log.info("student: loaded from %s", path)
     if info.get("missing_keys"):
         log.warning("student: initialised %d missing weights (e.g. MLM/NSP heads): %s",
                     len(info["missing_keys"]), ", ".join(sorted(info["missing_keys"])[:6]))

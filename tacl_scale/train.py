@@ -253,12 +253,17 @@ def main(argv: list[str] | None = None) -> int:
     with CtrlC() as ctrl_c:  # Ctrl-C: Interrupted, not the interpreter's KeyboardInterrupt
         try:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+            from transformers.utils import logging as transformers_logging
+
             from tacl_scale.cli import UsageError
             from tacl_scale.config import ConfigError
             from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
             from tacl_scale.files import describe_os_error
             from tacl_scale.trainer import RankError, Trainer, TrainError
 
+            # Its "Loading weights" / "Writing model shards" bars, one per rank, are
+            # carriage-return noise in a job's log; the trainer logs what it loads.
+            transformers_logging.disable_progress_bar()
             env = LaunchEnv()
             trainer = None
             try:
