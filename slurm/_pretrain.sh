@@ -41,10 +41,15 @@ ARGS=(--recipe "$RECIPE" "$@" --resume)
 WORLD=${SLURM_NTASKS:-1}
 read -r RUN_DIR BATCH MICRO ACCUMULATION MARKER < <(python - "$WORLD" "${ARGS[@]}" <<'PYCODE'
 import sys
+from tacl_scale.cli import UsageError
+from tacl_scale.config import ConfigError
 from tacl_scale.data.shuffle import BatchLayout, BatchShapeError
 from tacl_scale.run_dir import PREEMPTED_MARKER
 from tacl_scale.train import parse_args
-world, config = int(sys.argv[1]), parse_args(sys.argv[2:])
+try:
+    world, config = int(sys.argv[1]), parse_args(sys.argv[2:])
+except (UsageError, ConfigError) as err:  # a bad flag, an unreadable --ds config: train.py's own line
+    sys.exit(f"error: {err}")
 optim = config.optim
 try:  # an "auto" micro-batch is chosen by train.py among the sizes that fit; 1 always does
     layout = BatchLayout(optim.batch_size, optim.micro_batch_size or 1, world)

@@ -109,3 +109,26 @@ def test_train_says_an_old_config_once(tmp_path: Path, caplog: pytest.LogCapture
                            "m", "--output", str(tmp_path / "run")])
     assert code == 2
     assert sum("holds settings of the trainer's" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--objectives", "foo"], "error: --objectives must be a non-empty subset of tacl,mlm,nsp,mirror, got foo"),
+    (["--ds", "missing.json"], "error: missing.json: unreadable DeepSpeed config"),
+])
+def test_the_slurm_job_refuses_bad_flags_in_train_pys_words_before_it_starts(flags: list[str], said: str,
+                                                                             tmp_path: Path) -> None:
+    """The job script's own check of the flags (before srun) printed a traceback for
+    a refused flag or config, above "train.py refuses these flags (above)"."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TACL_HOME=str(ROOT), VENV=str(Path(sys.executable).parent.parent))
+    for key in ("SLURM_NTASKS", "SLURM_JOB_ID"):
+        env.pop(key, None)
+    done = subprocess.run(["bash", str(ROOT / "slurm" / "pretrain_base.sh"), *flags], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith(said) and "Traceback" not in done.stderr, done.stderr
+    assert lines[1].startswith("error: the job stops before training: train.py refuses these flags (above)")
