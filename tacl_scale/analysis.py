@@ -188,18 +188,36 @@ def read_sentences(path: Path, limit: int | None) -> list[str]:
     return lines[:limit] if limit else lines
 
 
+def analysis_device(asked: str | None) -> torch.device:
+    """``--device`` as a torch device (default: CUDA where there is one, else the
+    CPU); one that is not a device, or a GPU this machine lacks, is a ValueError."""
+    if asked is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(asked)
+    except RuntimeError:
+        raise ValueError(f"--device {asked}: not a device (cpu, cuda, cuda:1, ...)") from None
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"--device {asked}: this machine's torch sees {torch.cuda.device_count()} CUDA device(s)")
+    return device
+
+
 def selfsim(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     sentences = read_sentences(Path(args.sentences), args.max_sentences)
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out}: exists and is not a directory; --out names the directory the report goes in")
+    device = analysis_device(args.device)
     out.mkdir(parents=True, exist_ok=True)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for path in args.model:
             tokenizer, model = load_encoder(resolve_model(path, Path(tmp)), device)
             name = _unique_name(Path(path), results)
+            layers = model.config.num_hidden_layers + 1  # the embeddings are layer 0
+            if args.heatmap_sentence and args.heatmap_layer is not None and not 0 <= args.heatmap_layer < layers:
+                raise ValueError(f"--heatmap-layer {args.heatmap_layer}: {path} has layers 0 (the embeddings) to "
+                                 f"{layers - 1}")
             results[name] = analyse_model(tokenizer, model, name, sentences, args.batch_size, device,
                                           args.exclude_special)
             if args.heatmap_sentence:
@@ -258,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--heatmap-sentence", default=None, help="also draw this sentence's cosine matrix")
     s.add_argument("--heatmap-layer", type=int, default=None, help="layer of the heat map (default: top)")
     args = p.parse_args(argv)
+    for flag, value in (("--batch-size", args.batch_size), ("--max-sentences", args.max_sentences)):
+        if value is not None and value < 1:
+            p.error(f"{flag} must be >= 1, got {value}")
     try:
         report = selfsim(args)
     except (ValueError, OSError) as err:

@@ -133,6 +133,31 @@ def test_a_bad_model_is_one_error_line_naming_it(tiny_model: Path, tmp_path: Pat
         assert len(errors) == 1 and errors[0].startswith(f"error: {model}: {says}"), errors
 
 
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--device", "cuda:7"], "error: --device cuda:7: this machine's torch sees "),  # was a traceback
+    (["--device", "tpu"], "error: --device tpu: not a device (cpu, cuda, cuda:1, ...)"),  # was a traceback
+    (["--heatmap-sentence", "It rained.", "--heatmap-layer", "3"], "has layers 0 (the embeddings) to 2"),  # IndexError
+    (["--batch-size", "0"], "error: --batch-size must be >= 1, got 0"),  # was "range() arg 3 must not be zero"
+    (["--max-sentences", "-3"], "error: --max-sentences must be >= 1, got -3"),  # was all but the last 3
+])
+def test_bad_analysis_options_are_one_error_line(flags: list[str], said: str, tiny_model: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("The river flows north.\nIt rained.\n")
+    argv = ["selfsim", "--model", str(tiny_model), "--sentences", str(sentences), "--out", str(tmp_path / "out"),
+            *flags]
+    if "cuda:7" in flags and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's refusal
+        code = exit_.code
+    assert code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error: " in line]
+    assert len(errors) == 1 and said in errors[0], errors
+    assert not (tmp_path / "out" / "selfsim.json").exists()
+
+
 def test_layer_self_similarity_of_an_encoder(tiny_model: Path) -> None:
     encoder = BertModel.from_pretrained(tiny_model).eval()
     batch = {"original_ids": torch.randint(1000, 2000, (3, 10)), "attention_mask": torch.ones(3, 10, dtype=torch.long),
