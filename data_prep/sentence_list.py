@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-words", type=int, default=40, help="longest sentence kept (characters for zh)")
     p.add_argument("--seed", type=int, default=0, help="seeds the hash that picks the sample")
     args = p.parse_args(argv)
+    if not 0.0 <= args.validation_fraction < 1.0:  # as data_prep.build's
+        p.error(f"--validation-fraction must be in [0, 1), got {args.validation_fraction}")
     if args.split != "all" and args.validation_fraction <= 0:
         p.error(f"--split {args.split} needs the --validation-fraction of the dataset")
     if args.count < 1:

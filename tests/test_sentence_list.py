@@ -59,6 +59,11 @@ def test_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--input", str(EN_DUMP), "--output", str(tmp_path / "x"), "--min-words", "10", "--max-words", "3"])
     assert "1 <= min <= max, not 10 and 3" in capsys.readouterr().err
+    for fraction in ("1.5", "-0.5"):  # 1.5 searched no training document; -0.5 was "needs the fraction"
+        with pytest.raises(SystemExit):
+            main(["--input", str(EN_DUMP), "--output", str(tmp_path / "x"), "--validation-fraction", fraction,
+                  "--split", "train"])
+        assert f"--validation-fraction must be in [0, 1), got {float(fraction)}" in capsys.readouterr().err
     # a length no sentence has: the error says which documents were searched, in words
     assert main(["--input", str(EN_DUMP), "--output", str(tmp_path / "x"), "--min-words", "900",
                  "--max-words", "999", "--validation-fraction", "0.2", "--split", "train"]) == 2
