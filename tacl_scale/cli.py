@@ -14,6 +14,8 @@ import argparse
 import re
 from typing import Any, NoReturn
 
+from tacl_scale import __version__
+
 # :class:`~pkg.mod.Name`, :mod:`pkg.mod`, :func:`label <target>` (Sphinx roles)
 _ROLE = re.compile(r":[a-z]+:`(~?)([^`<]*?)\s*(?:<[^>`]*>)?`")
 _LITERAL = re.compile(r"``(.+?)``", re.S)
@@ -63,8 +65,10 @@ class RaisingParser(argparse.ArgumentParser):
 def make_parser(prog: str, docstring: str | None, raise_errors: bool = False,
                 **kwargs: Any) -> argparse.ArgumentParser:
     """An ``ArgumentParser`` for a tacl-scale command: ``docstring`` (the module's) as
-    its plain-text description, :class:`HelpFormatter` for its options; with
-    ``raise_errors``, a :class:`RaisingParser`."""
+    its plain-text description, :class:`HelpFormatter` for its options, and
+    ``--version``; with ``raise_errors``, a :class:`RaisingParser`."""
     parser_class = RaisingParser if raise_errors else argparse.ArgumentParser
-    return parser_class(prog=prog, description=plain_text(docstring or ""), formatter_class=HelpFormatter,
-                        **kwargs)
+    parser = parser_class(prog=prog, description=plain_text(docstring or ""), formatter_class=HelpFormatter,
+                          **kwargs)
+    parser.add_argument("--version", action="version", version=f"tacl-scale {__version__}")
+    return parser

@@ -108,3 +108,16 @@ def test_the_formatter_appends_a_default_only_where_there_is_a_value_to_state() 
 ])
 def test_plain_text_unwraps_sphinx_markup(docstring: str, shown: str) -> None:
     assert plain_text(docstring) == shown
+
+
+def test_every_command_says_its_version(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from tacl_scale import __version__
+
+    parsers = _parsers_of_every_command(monkeypatch)
+    monkeypatch.undo()  # parse for real
+    for name, parser in parsers.items():
+        if " " in name:
+            continue  # a subcommand: the command says it
+        with pytest.raises(SystemExit) as done:
+            parser.parse_args(["--version"])
+        assert done.value.code == 0 and capsys.readouterr().out == f"tacl-scale {__version__}\n", name
