@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -177,6 +178,12 @@ class DataConfig:
         if self.weights is not None:
             _require(len(self.weights) == len(self.paths) and all(w > 0 for w in self.weights),
                      f"--data-weights must be one positive weight per --data, got {list(self.weights)}")
+        seen: dict[str, str] = {}
+        for path in self.paths:  # each instance would come twice an epoch
+            key = os.path.realpath(path)
+            _require(key not in seen, f"--data {path} names the dataset of --data {seen.get(key)} again: give each "
+                     "dataset once (--data-weights gives one a larger share)")
+            seen[key] = path
 
 
 LR_SCHEDULES = ("linear", "constant")

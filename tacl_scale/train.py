@@ -78,7 +78,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                    help="DeepSpeed config: ZeRO stage, precision, buckets (ds_configs/zero2.json; required without "
                    "--recipe)")
     p.add_argument("--data", action="append", default=None, metavar="DIR",
-                   help="dataset directory built by data_prep.build; repeat to blend several (required without "
+                   help="dataset directory built by data_prep.build; repeat to blend several, each once (required without "
                    "--recipe)")
     p.add_argument("--data-weights", type=float, nargs="+", default=None, metavar="W",
                    help="one weight per --data: each dataset's share of an epoch (default: their sizes)")

@@ -6,6 +6,7 @@ resolution, the device owner)."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -386,8 +387,9 @@ def test_evaluation_reads_the_validation_split_only(join: Callable[[], Distribut
                                "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
                                "--max-seq-len", "64", "--validation-fraction", "0.3")
     train, held = PretrainDataset(with_split), PretrainDataset(with_split, split="validation")
+    copy = shutil.copytree(with_split, tmp_path / "copy")  # a second dataset of the same instances
     config = make_config(with_split, model_file, tmp_path / "run", export=False, eval_every=2, eval_instances=6,
-                         data=DataConfig((str(with_split), str(with_split)), weights=(1.0, 3.0), num_workers=0))
+                         data=DataConfig((str(with_split), str(copy)), weights=(1.0, 3.0), num_workers=0))
     trainer = Trainer.build(config, join())
     try:
         assert trainer.parts.eval_every == 2
@@ -612,6 +614,7 @@ def test_the_command_line_takes_its_defaults_from_the_config_dataclasses(tmp_pat
     (["--steps", "-5"], "--steps must be >= 1"), (["--warmup-ratio", "-1"], r"--warmup-ratio must be in \[0, 1\]"),
     (["--micro-batch-size", "0"], "--micro-batch-size must be >= 1"), (["--keep-last", "-1"], "--keep-last"),
     (["--eval-instances", "0"], "--eval-instances"), (["--num-workers", "-1"], "--num-workers"),
+    (["--data", "./d"], r"--data ./d names the dataset of --data d again: give each dataset once \(--data-weights"),
 ])
 def test_every_numeric_option_is_checked_when_parsed(tmp_path: Path, flags: list[str], message: str) -> None:
     """A bad number is a one-line refusal before anything runs (train.py prints the
