@@ -91,17 +91,37 @@ def load_student(path: str | Path) -> BertForPreTraining:
         missing.append("no weights (model.safetensors or pytorch_model.bin)")
     if missing:
         raise ValueError(f"{path}: not a Hugging Face model directory: {' and '.join(missing)}")
+    model_type = _model_type(path)
+    if model_type not in (None, "bert"):
+        raise ValueError(f"{path}: a {model_type} model (config.json's model_type), not BERT: tacl-scale continues "
+                         "BERT checkpoints (BertForPreTraining)")
     try:
         model, info = BertForPreTraining.from_pretrained(
             str(path), attn_implementation=attention, local_files_only=True, output_loading_info=True
         )
     except LOAD_ERRORS as err:
         raise cannot_load(path, err) from err
+    # from_pretrained initialises what the checkpoint lacks and only warns: a RoBERTa or
+    # DistilBERT directory would be continued as a randomly initialised BERT.
+    encoder_missing = sorted(k for k in info.get("missing_keys", ()) if k.startswith(("bert.embeddings.",
+                                                                                      "bert.encoder.")))
+    if encoder_missing:
+        raise ValueError(f"{path}: not a BERT checkpoint: {len(encoder_missing)} weights of BERT's encoder are not "
+                         f"in it (e.g. {', '.join(encoder_missing[:2])}), so training would start from random ones")
     log.info("student: loaded from %s", path)
     if info.get("missing_keys"):
         log.warning("student: initialised %d missing weights (e.g. MLM/NSP heads): %s",
                     len(info["missing_keys"]), ", ".join(sorted(info["missing_keys"])[:6]))
     return model
+
+
+def _model_type(directory: Path) -> str | None:
+    """The ``model_type`` of a model directory's config.json (None: none, or unreadable,
+    which from_pretrained then reports)."""
+    try:
+        return json.loads((directory / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def default_teacher_dtype(device: torch.device) -> str:

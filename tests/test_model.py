@@ -60,6 +60,14 @@ def _spoil(model: Path, how: str) -> Path:
     elif how == "weights of another shape":
         config = json.loads((model / "config.json").read_text())
         (model / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
+    elif how == "another model type":
+        config = json.loads((model / "config.json").read_text())
+        (model / "config.json").write_text(json.dumps({**config, "model_type": "roberta"}))
+    elif how == "no encoder weights":  # e.g. a RoBERTa checkpoint whose config says bert
+        from safetensors.torch import load_file, save_file
+
+        heads = {k: v for k, v in load_file(model / "model.safetensors").items() if k.startswith("cls.")}
+        save_file(heads, model / "model.safetensors", metadata={"format": "pt"})
     elif how == "a run directory":
         (model / "run.json").write_text("{}")
     elif how == "a config the heads do not divide":
@@ -73,6 +81,8 @@ def _spoil(model: Path, how: str) -> Path:
     ("no config.json", "not a Hugging Face model directory: no config.json"),
     ("truncated weights", "cannot load the model: Error while deserializing header"),
     ("weights of another shape", "cannot load the model: "),
+    ("another model type", "a roberta model (config.json's model_type), not BERT"),
+    ("no encoder weights", "not a BERT checkpoint: 37 weights of BERT's encoder are not in it (e.g. bert.embeddings."),
     ("a run directory", "a training run directory, not a model directory: its student is exported to"),
     ("a config the heads do not divide", "The hidden size (33) is not a multiple of the number of attention heads"),
 ])
@@ -86,6 +96,18 @@ def test_a_bad_model_is_one_error_naming_it(how: str, said: str, config_file: Pa
     with pytest.raises(ValueError) as refused:
         load_student(bad)
     assert str(refused.value).startswith(f"{bad}: ") and said in str(refused.value), refused.value
+
+
+def test_an_encoder_without_heads_or_pooler_loads_with_them_initialised(config_file: Path, tmp_path: Path) -> None:
+    """A sentence encoder (BertModel, no MLM/NSP heads, no pooler) is a BERT checkpoint:
+    only the encoder's own weights must be there."""
+    from transformers import BertModel
+
+    encoder = BertModel(BertConfig(**TINY), add_pooling_layer=False)
+    encoder.save_pretrained(tmp_path / "encoder")
+    student = load_student(tmp_path / "encoder")
+    for name, value in encoder.state_dict().items():
+        assert torch.equal(student.bert.state_dict()[name], value), name
 
 
 def test_teacher_is_a_frozen_copy_of_the_initial_encoder(config_file: Path) -> None:
