@@ -58,6 +58,7 @@ from .data.views import MirrorViews
 from .distributed import Distributed
 from .encoder import CompiledEncoder, expect_cuda_graphs
 from .flops import peak_flops
+from .kernels.tacl_loss import impl_unavailable
 from .locking import DirectoryLock, LockedError
 from .metrics import MetricsLogger
 from .model import PretrainingModule, default_teacher_dtype, load_student, make_teacher
@@ -361,6 +362,11 @@ def resolve_performance(config: TrainConfig, dist: Distributed, precision: str) 
         raise TrainError(str(err)) from err
     if resolved.warning and dist.is_main:
         log.warning("%s", resolved.warning)
+    if "tacl" in config.objective.objectives and (
+            problem := impl_unavailable(config.objective.tacl_impl, device.type)):
+        raise TrainError(f"--tacl-impl {config.objective.tacl_impl} {problem}: leave it at auto")
+    if config.performance.cuda_graphs and device.type != "cuda" and dist.is_main:
+        log.warning("--cuda-graphs replays CUDA graphs: on the %s it changes nothing", device.type.upper())
     return resolved
 
 

@@ -642,6 +642,27 @@ def test_refusals_of_the_job_shape_come_before_anything_is_written(join: Callabl
         Trainer.build(make_config(dataset, model_file, a_file), join())
 
 
+def test_a_tacl_kernel_the_device_cannot_run_is_refused_before_a_step(
+        join: Callable[[], Distributed], dataset: Path, model_file: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """--tacl-impl triton on the CPU was a traceback at the first step; --cuda-graphs
+    there changed nothing without a word."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    config = make_config(dataset, model_file, tmp_path / "run", export=False)
+    triton = replace(config, objective=replace(config.objective, tacl_impl="triton"))
+    with pytest.raises(TrainError, match=r"--tacl-impl triton runs on CUDA GPUs \(on the CPU only in Triton's "
+                                         r"interpreter, TRITON_INTERPRET=1.*: leave it at auto"):
+        Trainer.build(triton, join())
+    assert not (tmp_path / "run" / "run.json").exists()
+    without_tacl = replace(triton, objective=replace(triton.objective, objectives=("mlm", "nsp")))
+    Trainer.build(without_tacl, join()).close()  # the kernel is not used
+    graphs = replace(config, output=str(tmp_path / "graphs"),
+                     performance=replace(config.performance, cuda_graphs=True))
+    with caplog.at_level("WARNING", logger="tacl_scale.trainer"):
+        Trainer.build(graphs, join()).close()
+    assert "--cuda-graphs replays CUDA graphs: on the CPU it changes nothing" in caplog.text
+
+
 def test_export_verifies_the_checkpoint_it_reads(join: Callable[[], Distributed], dataset: Path, model_file: Path,
                                                  tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A bit flipped in the newest checkpoint: exporting it by name is refused in

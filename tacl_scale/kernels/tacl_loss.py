@@ -121,12 +121,21 @@ def _resolve_impl(impl: str, student: torch.Tensor) -> str:
         raise ValueError(f"impl {impl!r} is not one of {IMPLEMENTATIONS}")
     if impl == "auto":
         return "triton" if student.is_cuda and triton_available() else "torch"
-    if impl == "triton":
-        if not triton_available():
-            raise RuntimeError("impl='triton' needs the triton package")
-        if not student.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-            raise RuntimeError("impl='triton' on CPU tensors needs TRITON_INTERPRET=1 (the Triton interpreter)")
+    if problem := impl_unavailable(impl, student.device.type):
+        raise RuntimeError(f"impl={impl!r} {problem}")
     return impl
+
+
+def impl_unavailable(impl: str, device_type: str) -> str | None:
+    """Why the TaCL loss ``impl`` cannot run on a ``device_type`` device, or None
+    (``auto`` always runs: it picks what does)."""
+    if impl != "triton":
+        return None
+    if not triton_available():
+        return "needs the triton package"
+    if device_type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        return "runs on CUDA GPUs (on the CPU only in Triton's interpreter, TRITON_INTERPRET=1, as the tests run it)"
+    return None
 
 
 def tacl_loss(
