@@ -11,7 +11,9 @@ description into one paragraph. :class:`HelpFormatter` does neither.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
 from typing import Any, NoReturn
 
 from tacl_scale import __version__
@@ -62,13 +64,23 @@ class RaisingParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def command_name(module_form: str, argv0: str) -> str:
+    """The name a usage line shows: the console script the user typed
+    (``tacl-export``, argv0 ``.../bin/tacl-export``), else ``module_form``
+    (``python -m tacl_scale.export``), which argparse would show as ``export.py``."""
+    script = os.path.basename(argv0)
+    return script if script.startswith("tacl-") else module_form
+
+
 def make_parser(prog: str, docstring: str | None, raise_errors: bool = False,
                 **kwargs: Any) -> argparse.ArgumentParser:
     """An ``ArgumentParser`` for a tacl-scale command: ``docstring`` (the module's) as
     its plain-text description, :class:`HelpFormatter` for its options, and
-    ``--version``; with ``raise_errors``, a :class:`RaisingParser`."""
+    ``--version``; with ``raise_errors``, a :class:`RaisingParser`. ``prog`` is how
+    the module is run without its console script; the usage line names the console
+    script instead when that is what ran."""
     parser_class = RaisingParser if raise_errors else argparse.ArgumentParser
-    parser = parser_class(prog=prog, description=plain_text(docstring or ""), formatter_class=HelpFormatter,
+    parser = parser_class(prog=command_name(prog, sys.argv[0]), description=plain_text(docstring or ""), formatter_class=HelpFormatter,
                           **kwargs)
     parser.add_argument("--version", action="version", version=f"tacl-scale {__version__}")
     return parser

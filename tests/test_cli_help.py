@@ -121,3 +121,22 @@ def test_every_command_says_its_version(monkeypatch: pytest.MonkeyPatch, capsys:
         with pytest.raises(SystemExit) as done:
             parser.parse_args(["--version"])
         assert done.value.code == 0 and capsys.readouterr().out == f"tacl-scale {__version__}\n", name
+
+
+def test_a_usage_line_names_the_console_script_that_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tacl-export`` with a missing argument said "usage: python -m tacl_scale.export";
+    a console script's usage names it, and the module form stays for ``python -m``."""
+    from conftest import pyproject
+
+    wrong = {}
+    for name in pyproject()["project"]["scripts"]:
+        monkeypatch.setattr("sys.argv", [f"/venv/bin/{name}"])
+        prog = _parsers_of_every_command(monkeypatch)[name].prog
+        if prog != name:
+            wrong[name] = prog
+    assert not wrong, wrong
+    monkeypatch.setattr("sys.argv", ["/repo/tacl_scale/export.py"])
+    parsers = _parsers_of_every_command(monkeypatch)
+    assert parsers["tacl-export"].prog == "python -m tacl_scale.export"
+    assert parsers["tacl-train"].prog == "deepspeed tacl_scale/train.py"
+    assert parsers["tacl-analyze selfsim"].prog.startswith("python -m tacl_scale.analysis selfsim")
