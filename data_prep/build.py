@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             print("interrupted; rerun the same command with --resume to continue", file=sys.stderr)
             return EXIT_INTERRUPTED
     if error is not None:  # the runner log is complete (or known not to be) once its block has ended
-        print(f"{error} ({runner_log.describe()})", file=sys.stderr)
+        print(f"{error} ({runner_log.describe()})" if runner_log.written else error, file=sys.stderr)
         return EXIT_ERROR
     print(format_summary(Manifest.load(manifest_path.parent), str(manifest_path.parent)))
     print(runner_log.describe())

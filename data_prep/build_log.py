@@ -52,20 +52,18 @@ def log_file_for(output: str) -> Path:
 class RunnerLog:
     """The runner log file behind a pipe (see the module docstring). ``write_fd`` is
     the pipe's end to write to; ``warn`` is called once, from the draining thread,
-    when the file first fails."""
+    when the file first fails. The file (and its directory) is made when the first
+    line arrives: a build refused before it logs anything (a missing input, a bad
+    tokenizer) leaves nothing behind."""
 
     def __init__(self, path: Path, warn: Callable[[str], None]) -> None:
         self.path = path
         self.failure: str | None = None
         self.dropped_bytes = 0
+        self.written = False  # whether any line arrived (and so the file was made, or failed)
         self._warn = warn
         self._read_fd, self.write_fd = os.pipe()
         self._file: BinaryIO | None = None
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "ab", buffering=0)
-        except OSError as err:
-            self._fail(err)
         self._thread = threading.Thread(target=self._drain, name="runner-log", daemon=True)
         self._thread.start()
 
@@ -76,6 +74,13 @@ class RunnerLog:
     def _drain(self) -> None:
         with open(self._read_fd, "rb", buffering=0) as pipe:
             while chunk := pipe.read(1 << 16):
+                if not self.written:
+                    self.written = True
+                    try:
+                        self.path.parent.mkdir(parents=True, exist_ok=True)
+                        self._file = open(self.path, "ab", buffering=0)
+                    except OSError as err:
+                        self._fail(err)
                 if self._file is not None and self.failure is None:
                     try:
                         self._file.write(chunk)
@@ -94,7 +99,9 @@ class RunnerLog:
                 self._file.close()
 
     def describe(self) -> str:
-        """``runner log: PATH``, saying when it is incomplete."""
+        """``runner log: PATH``, saying when it is incomplete or was never written."""
+        if not self.written:
+            return f"nothing was logged to {self.path}"
         if self.failure is None:
             return f"runner log: {self.path}"
         return f"runner log: {self.path} (incomplete: {self.failure}; {self.dropped_bytes} bytes dropped)"

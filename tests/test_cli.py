@@ -35,9 +35,13 @@ def _commands(tmp_path: Path) -> dict[str, tuple[Callable[[list[str]], int], lis
 def test_a_refusal_is_one_error_line_and_exit_status_2(name: str, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     main, argv, named = _commands(tmp_path)[name]
+    before = sorted(tmp_path.rglob("*"))
     assert main(argv) == EXIT_ERROR == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and named in errors[0], errors
+    # nothing is left behind (the build left an empty OUTPUT.build.log and named it as its log)
+    assert sorted(tmp_path.rglob("*")) == before
+    assert "runner log" not in errors[0]
 
 
 @pytest.mark.parametrize(("flags", "said"), [
