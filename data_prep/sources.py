@@ -83,6 +83,9 @@ def expand_inputs(patterns: list[str]) -> list[str]:
     for pattern in patterns:
         matched = [p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p)]
         if not matched:
+            if os.path.isdir(os.path.expanduser(pattern)):  # WikiExtractor's output is a tree of directories
+                raise InputError(f"{pattern}: a directory; name its files with a quoted glob, "
+                                 f"e.g. --input '{os.path.join(pattern, '**', '*')}'")
             raise InputError(f"{pattern}: no input file matches")
         paths.update(os.path.abspath(p) for p in matched)
     return sorted(paths)

@@ -71,6 +71,20 @@ def test_expand_inputs_empty_glob_names_pattern(tmp_path: Path) -> None:
         expand_inputs([str(tmp_path / "a.txt"), pattern])
 
 
+def test_a_directory_input_is_refused_with_the_glob_that_takes_its_files(tmp_path: Path) -> None:
+    """WikiExtractor writes a tree (AA/wiki_00, AB/wiki_00, ...): its directory as --input
+    said "no input file matches"; the error now gives the glob, and that glob works."""
+    for part in ("AA/wiki_00", "AA/wiki_01", "AB/wiki_00"):
+        (tmp_path / "extracted" / part).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "extracted" / part).write_text("{}\n")
+    directory = str(tmp_path / "extracted")
+    with pytest.raises(InputError, match="a directory; name its files") as refused:
+        expand_inputs([directory])
+    suggested = re.search(r"--input '([^']+)'", str(refused.value)).group(1)
+    assert [os.path.relpath(p, directory) for p in expand_inputs([suggested])] == [
+        "AA/wiki_00", "AA/wiki_01", "AB/wiki_00"]
+
+
 def test_expand_inputs_real_sample() -> None:
     assert expand_inputs([str(ENWIKI_SAMPLE.parent / "enwiki-*.xml.bz2")]) == [str(ENWIKI_SAMPLE)]
 
