@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tacl_scale import EXIT_ERROR
 from tacl_scale.cli import make_parser
-from tacl_scale.files import output_file_problem
+from tacl_scale.files import describe_os_error, output_file_problem
 
 from .sources import InputError, _open_binary
 
@@ -73,6 +73,8 @@ def write_multistream(source: str, target: str, pages_per_stream: int = 100) -> 
         raise ValueError(f"{target}: the name must end in -multistream.xml.bz2")
     if pages_per_stream < 1:
         raise ValueError(f"--pages-per-stream must be at least 1, not {pages_per_stream}")
+    if not os.path.isfile(source):  # before the target's directory is made
+        raise InputError(f"{source}: {'a directory, not a dump' if os.path.isdir(source) else 'no such file'}")
     dump_path = Path(target)
     index_path = Path(target[: -len(".xml.bz2")] + "-index.txt.bz2")
     partial = {path: path.with_name(f".{path.name}.tmp") for path in (dump_path, index_path)}
@@ -130,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     try:
         dump, index = write_multistream(args.source, args.target, args.pages_per_stream)
-    except (InputError, ValueError, OSError) as err:
+    except (InputError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as err:  # "[Errno 13] Permission denied: 'x'" as "x: Permission denied"
+        print(f"error: {err.filename or args.target}: {describe_os_error(err)}", file=sys.stderr)
         return EXIT_ERROR
     print(f"wrote {dump} and {index}")
     return 0

@@ -28,7 +28,7 @@ from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 
 from .documents import extract_sentences
 from .sentences import SentenceConfig, SentenceSplitter
-from .sources import FORMATS, InputError, expand_inputs, plan_work_units, read_records
+from .sources import FORMATS, InputError, WorkUnit, expand_inputs, plan_work_units, read_records
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CONTINUATION = "##"
@@ -42,9 +42,14 @@ _CHUNK = 1000
 
 def iter_sentences(patterns: list[str], fmt: str, language: str) -> Iterator[str]:
     """Sentences of the articles of the inputs, as the build extracts them (no
-    minimum document length)."""
-    splitter = SentenceSplitter(SentenceConfig(language))
-    for unit in plan_work_units(expand_inputs(patterns), fmt, use_index=False):
+    minimum document length). The inputs are looked up now (:class:`InputError` if a
+    pattern matches nothing, before anything is written) and read as iterated."""
+    units = plan_work_units(expand_inputs(patterns), fmt, use_index=False)
+    return _sentences(units, SentenceSplitter(SentenceConfig(language)))
+
+
+def _sentences(units: list[WorkUnit], splitter: SentenceSplitter) -> Iterator[str]:
+    for unit in units:
         for record in read_records(unit, lambda kind: None):
             yield from extract_sentences(record, splitter, 0, lambda kind: None) or []
 

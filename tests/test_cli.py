@@ -22,12 +22,12 @@ def _commands(tmp_path: Path) -> dict[str, tuple[Callable[[list[str]], int], lis
 
     missing = str(tmp_path / "missing.xml")
     return {
-        "build": (build, ["--input", missing, "--tokenizer", missing, "--output", str(tmp_path / "out")], missing),
+        "build": (build, ["--input", missing, "--tokenizer", missing, "--output", str(tmp_path / "new" / "out")], missing),
         "inspect": (inspect, [str(tmp_path)], "manifest.json"),
-        "multistream": (multistream, [missing, str(tmp_path / "x-multistream.xml.bz2")], missing),
-        "sentence_list": (sentence_list, ["--input", missing, "--output", str(tmp_path / "s.txt")], missing),
-        "train_vocab": (train_vocab, ["--input", missing, "--output", str(tmp_path / "vocab.txt")], missing),
-        "export": (export, [str(tmp_path), str(tmp_path / "export")], "run.json"),
+        "multistream": (multistream, [missing, str(tmp_path / "new" / "x-multistream.xml.bz2")], missing),
+        "sentence_list": (sentence_list, ["--input", missing, "--output", str(tmp_path / "new" / "s.txt")], missing),
+        "train_vocab": (train_vocab, ["--input", missing, "--output", str(tmp_path / "new" / "vocab.txt")], missing),
+        "export": (export, [str(tmp_path), str(tmp_path / "new" / "export")], "run.json"),
     }
 
 
@@ -39,7 +39,8 @@ def test_a_refusal_is_one_error_line_and_exit_status_2(name: str, tmp_path: Path
     assert main(argv) == EXIT_ERROR == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and named in errors[0], errors
-    # nothing is left behind (the build left an empty OUTPUT.build.log and named it as its log)
+    # nothing is left behind: the build left an empty OUTPUT.build.log and named it as its log, multistream
+    # made the output's directory
     assert sorted(tmp_path.rglob("*")) == before
     assert "runner log" not in errors[0]
 
