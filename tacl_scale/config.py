@@ -326,6 +326,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _require(self.log_every >= 1, f"--log-every must be >= 1, got {self.log_every}")
+        # numpy's SeedSequence (the data order, dynamic masks) takes no negative seed, torch none of 2**64
+        _require(0 <= self.seed < 2**63, f"--seed must be in [0, 2**63), got {self.seed}")
         _require(self.eval_every is None or self.eval_every >= 0, f"--eval-every must be >= 0, got {self.eval_every}")
         _require(self.eval_instances >= 1, f"--eval-instances must be >= 1, got {self.eval_instances}")
 

@@ -614,6 +614,7 @@ def test_the_command_line_takes_its_defaults_from_the_config_dataclasses(tmp_pat
     (["--steps", "-5"], "--steps must be >= 1"), (["--warmup-ratio", "-1"], r"--warmup-ratio must be in \[0, 1\]"),
     (["--micro-batch-size", "0"], "--micro-batch-size must be >= 1"), (["--keep-last", "-1"], "--keep-last"),
     (["--eval-instances", "0"], "--eval-instances"), (["--num-workers", "-1"], "--num-workers"),
+    (["--seed", "-1"], r"--seed must be in \[0, 2\*\*63\), got -1"), (["--seed", str(2**63)], "--seed"),
     (["--data", "./d"], r"--data ./d names the dataset of --data d again: give each dataset once \(--data-weights"),
 ])
 def test_every_numeric_option_is_checked_when_parsed(tmp_path: Path, flags: list[str], message: str) -> None:
