@@ -71,6 +71,7 @@ def test_a_refused_train_command_line_is_one_line_said_by_rank_0_only(
     (["--num-shards", "0"], "--num-shards must be >= 1, got 0"),  # was taken for 1
     (["--short-seq-prob", "2"], "--short-seq-prob must be in [0, 1], got 2.0"),  # was accepted
     (["--unit-mb", "0"], "--unit-mb must be > 0"),  # was accepted
+    (["--unit-mb", "-1"], "--unit-mb must be > 0 (a unit of at least one byte), got -1\n"),  # said -1048576 bytes
     (["--min-doc-chars", "-1"], "--min-doc-chars must be >= 0, got -1"),  # was accepted
     (["--validation-fraction", "1"], "--validation-fraction must be in [0, 1), got 1.0"),
     (["--masked-lm-prob", "0"], "--masked-lm-prob 0.0 must be in (0, 1)"),
