@@ -3,10 +3,13 @@ The holder keeps it for as long as it works there; a second job on the same
 directory is refused at once, in one line naming the holder (pid and host), and
 never deletes or rotates away the first one's files. An advisory ``flock`` on
 ``DIR/.tacl-lock``, released by the kernel when the holder dies; the holder
-removes the file when it is done, so a finished directory holds nothing of it."""
+removes the file when it is done, so a finished directory holds nothing of it; a
+directory the lock made and nothing else wrote to (a job refused before it wrote
+anything) goes with it."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
@@ -28,12 +31,21 @@ class DirectoryLock:
         self.path = self.directory / LOCK_NAME
         self.purpose = purpose
         self._fd: int | None = None
+        self._made_directory = False
 
     def acquire(self) -> DirectoryLock:
         """Take the lock or raise :class:`LockedError` naming its holder."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                self.directory.mkdir()
+                self._made_directory = True
+            except FileExistsError:
+                pass
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:  # a refused holder removed the directory it had made: make it again
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -58,6 +70,9 @@ class DirectoryLock:
             # While still held: a job that opened it meanwhile sees it gone and retries. It may be
             # gone already, with its directory (a dataset swapped in place of the old one).
             self.path.unlink(missing_ok=True)
+            if self._made_directory:
+                with contextlib.suppress(OSError):  # not empty (the job wrote there), or gone
+                    self.directory.rmdir()
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

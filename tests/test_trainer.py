@@ -643,6 +643,23 @@ def test_refusals_of_the_job_shape_come_before_anything_is_written(join: Callabl
         Trainer.build(make_config(dataset, model_file, a_file), join())
 
 
+def test_a_model_with_fewer_positions_than_the_data_is_refused_leaving_no_run_directory(
+        join: Callable[[], Distributed], dataset: Path, model_file: Path, tmp_path: Path) -> None:
+    """Refused once the model is built, after the run's lock made --output: the
+    directory the lock made, empty, goes with the lock (it was left behind)."""
+    from tacl_scale.data import Manifest
+
+    short = tmp_path / "short.json"
+    settings = json.loads(model_file.read_text())
+    settings["max_position_embeddings"] = Manifest.load(dataset).max_seq_len - 1
+    short.write_text(json.dumps(settings))
+    run = tmp_path / "runs" / "run"
+    with pytest.raises(TrainError, match=rf"sequences up to \d+ tokens, the model has "
+                                         rf"{settings['max_position_embeddings']} positions \({short}\)"):
+        Trainer.build(make_config(dataset, short, run), join())
+    assert not run.exists() and (tmp_path / "runs").is_dir()
+
+
 def test_a_tacl_kernel_the_device_cannot_run_is_refused_before_a_step(
         join: Callable[[], Distributed], dataset: Path, model_file: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
@@ -654,7 +671,7 @@ def test_a_tacl_kernel_the_device_cannot_run_is_refused_before_a_step(
     with pytest.raises(TrainError, match=r"--tacl-impl triton runs on CUDA GPUs \(on the CPU only in Triton's "
                                          r"interpreter, TRITON_INTERPRET=1.*: leave it at auto"):
         Trainer.build(triton, join())
-    assert not (tmp_path / "run" / "run.json").exists()
+    assert not (tmp_path / "run").exists()
     without_tacl = replace(triton, objective=replace(triton.objective, objectives=("mlm", "nsp")))
     Trainer.build(without_tacl, join()).close()  # the kernel is not used
     graphs = replace(config, output=str(tmp_path / "graphs"),
