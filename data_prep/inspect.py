@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tacl_scale import EXIT_ERROR
@@ -17,6 +18,7 @@ from tacl_scale.cli import make_parser
 from tacl_scale.data import DatasetError, Manifest, PretrainDataset
 from tacl_scale.data.integrity import all_shards, shard_bytes, unchecked_files, verify_dataset
 from tacl_scale.data.manifest import FORMAT_NAME
+from tacl_scale.vocab import first_difference, vocabulary
 
 from .config import SHARD_INPUT_BYTES
 from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
@@ -141,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                   TokenizerConfig(str(recorded.location(dataset.path)), recorded.lowercase))
         tokenizer = load_tokenizer(config)
         id_to_token = tokenizer.id_to_token
+        if args.tokenizer and (mismatch := other_ids(args.tokenizer, recorded.location(dataset.path))):
+            print(f"(note: {mismatch}; the tokens below are decoded with it all the same)")
     except TokenizerError as err:
         print(f"(decoding with ids only: {err})")
         id_to_token = str
@@ -149,6 +153,21 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.start, min(args.start + args.num_instances, len(dataset))):
         print(format_instance(dataset, index, decode))
     return 0
+
+
+def other_ids(given: str, own: Path) -> str | None:
+    """How ``--tokenizer`` ``given`` gives other ids than the dataset's own tokenizer
+    ``own`` (a token and its two ids), or None when they agree or ``own`` is gone."""
+    ours = vocabulary(own) if own.exists() else None
+    theirs = vocabulary(given)
+    if ours is None or theirs is None:
+        return None
+    difference = first_difference(ours, theirs)
+    if difference is None:
+        return None
+    token, in_data, in_given = difference
+    return (f"{given} is not the tokenizer the dataset was built with ({own}): {token!r} is {in_data} in the "
+            f"dataset and {in_given} in {given}")
 
 
 def within_vocabulary(id_to_token: Callable[[int], str], vocab_size: int) -> Callable[[int], str]:

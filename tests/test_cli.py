@@ -4,6 +4,7 @@ wrong, and exit status 2 (``tacl_scale.EXIT_ERROR``, argparse's for a usage erro
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -159,6 +160,24 @@ def test_inspect_refuses_instances_the_dataset_does_not_hold(zh_dataset: Path,
         with pytest.raises(SystemExit):
             inspect([str(zh_dataset), flag, "-5"])
         assert "count instances from 0" in capsys.readouterr().err
+
+
+def test_inspect_says_when_its_tokenizer_is_not_the_datasets(zh_dataset: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """--tokenizer with other ids decoded every instance into other words without a
+    word; the same vocabulary under another name is not remarked on."""
+    from conftest import EN_VOCAB, ZH_VOCAB
+
+    from data_prep.inspect import main as inspect
+
+    assert inspect([str(zh_dataset), "-n", "1", "--tokenizer", str(EN_VOCAB)]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("(note: ")]
+    assert len(notes) == 1 and f"{EN_VOCAB} is not the tokenizer the dataset was built with" in notes[0], notes
+    assert re.search(r"'[^']+' is \d+ in the dataset and \d+ in ", notes[0]), notes[0]  # a token and its two ids
+    renamed = tmp_path / "renamed.txt"
+    renamed.write_bytes(ZH_VOCAB.read_bytes())
+    assert inspect([str(zh_dataset), "-n", "1", "--tokenizer", str(renamed)]) == 0
+    assert "(note: " not in capsys.readouterr().out
 
 
 def test_every_console_script_is_a_command_with_help_and_in_the_readme(capsys: pytest.CaptureFixture[str]) -> None:
