@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from . import EXIT_ERROR
 from .cli import HelpFormatter, make_parser
+from .files import under_a_file
 from .similarity import LayerStats, sentence_self_similarity
 
 
@@ -207,6 +208,8 @@ def selfsim(args: argparse.Namespace) -> dict[str, Any]:
     sentences = read_sentences(Path(args.sentences), args.max_sentences)
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out}: exists and is not a directory; --out names the directory the report goes in")
+    if problem := under_a_file(out):
+        raise ValueError(problem)
     device = analysis_device(args.device)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, list[dict[str, float]]] = {}

@@ -34,6 +34,7 @@ from transformers import BertConfig, BertForPreTraining
 from . import EXIT_ERROR
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify
 from .cli import make_parser
+from .files import under_a_file
 from .run_dir import CHECKPOINT_RECORD, RUN_FILE, RunDir, snapshot_tokenizer
 
 log = logging.getLogger("tacl_scale.export")
@@ -50,7 +51,7 @@ def export_target_problem(out: Path) -> str | None:
     Anything else, such as the directory of the model a run started from, a run
     directory or a dataset, is refused rather than overwritten."""
     if not out.exists():
-        return None
+        return under_a_file(out)
     if not out.is_dir():
         return f"{out}: exists and is not a directory; name a new directory for the export"
     if any(out.iterdir()) and not (out / EXPORT_MARKER).is_file():

@@ -57,12 +57,22 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def under_a_file(path: str | os.PathLike) -> str | None:
+    """"PATH: A is a file, not a directory" when the nearest existing ancestor A of
+    ``path`` is not a directory, so nothing can be made at ``path`` (mkdir says only
+    "File exists" or "Not a directory"); else None."""
+    for ancestor in Path(path).parents:
+        if ancestor.exists():
+            return None if ancestor.is_dir() else f"{path}: {ancestor} is a file, not a directory"
+    return None
+
+
 def output_file_problem(path: str | os.PathLike) -> str | None:
     """Why a command cannot write its output file at ``path``, in words naming it, or
     None: checked before the work, so a typo costs no corpus pass."""
     if Path(path).is_dir():
         return f"{path}: is a directory; name the file to write"
-    return None
+    return under_a_file(path)
 
 
 def cannot_write(path: str | os.PathLike, err: OSError) -> str:

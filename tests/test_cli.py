@@ -124,6 +124,32 @@ def test_an_output_that_is_a_directory_or_under_a_file_is_one_error_line(name: s
     assert a_file.read_text(encoding="utf-8") == "kept"
 
 
+def test_a_directory_output_under_a_file_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The build said "cannot use it as the output directory: File exists" and a runner
+    log that could not be written; export and analysis "[Errno 20] Not a directory"."""
+    from conftest import EN_DUMP, EN_VOCAB
+
+    from data_prep.build import main as build
+    from tacl_scale.analysis import main as analysis
+    from tacl_scale.export import main as export
+
+    a_file = tmp_path / "file"
+    a_file.write_text("kept", encoding="utf-8")
+    out = a_file / "out"
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("a sentence\n", encoding="utf-8")
+    commands = {
+        "build": (build, ["--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--output", str(out)]),
+        "export": (export, [str(tmp_path), str(out)]),
+        "analysis": (analysis, ["selfsim", "--model", str(tmp_path), "--sentences", str(sentences), "--out", str(out)]),
+    }
+    for name, (main, argv) in commands.items():
+        assert main(argv) == EXIT_ERROR, name
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+        assert errors == [f"error: {out}: {a_file} is a file, not a directory"], (name, errors)
+    assert sorted(tmp_path.iterdir()) == [a_file, sentences] and a_file.read_text(encoding="utf-8") == "kept"
+
+
 def test_a_multistream_of_a_truncated_dump_keeps_the_files_already_there(tmp_path: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
     import bz2

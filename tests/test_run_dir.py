@@ -163,3 +163,5 @@ def test_an_output_that_is_an_input_or_holds_a_dataset_or_model_is_refused(tmp_p
     (resumed / "config.json").write_text("{}")  # the user's own file beside a run: not ours to judge
     for fine in (tmp_path / "new", started, resumed, tmp_path, config_file.parent / "runs" / "a"):
         assert problem(fine) is None, fine
+    # under a file: mkdir's "[Errno 17] File exists: '.../bert.json'" reached the user as it was
+    assert problem(config_file / "runs" / "a") == f"{config_file / 'runs' / 'a'}: {config_file} is a file, not a directory"
