@@ -178,6 +178,9 @@ def read_sentences(path: Path, limit: int | None) -> list[str]:
     ``limit`` of them if given; errors name the file."""
     if path.is_dir():
         raise ValueError(f"{path}: is a directory; --sentences takes a text file, one sentence a line")
+    if not path.exists():
+        raise ValueError(f"{path}: no such file; --sentences takes a text file, one sentence a line "
+                         "(tacl-sentence-list writes one from a corpus)")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
