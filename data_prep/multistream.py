@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tacl_scale import EXIT_ERROR
 from tacl_scale.cli import make_parser
-from tacl_scale.files import describe_os_error, output_file_problem
+from tacl_scale.files import os_error_line, output_file_problem
 
 from .sources import InputError, _open_binary
 
@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_ERROR
-    except OSError as err:  # "[Errno 13] Permission denied: 'x'" as "x: Permission denied"
-        print(f"error: {err.filename or args.target}: {describe_os_error(err)}", file=sys.stderr)
+    except OSError as err:
+        print(f"error: {os_error_line(err, args.target)}", file=sys.stderr)
         return EXIT_ERROR
     print(f"wrote {dump} and {index}")
     return 0

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from . import EXIT_ERROR
 from .cli import HelpFormatter, make_parser
-from .files import under_a_file
+from .files import os_error_line, under_a_file
 from .similarity import LayerStats, sentence_self_similarity
 
 
@@ -287,8 +287,11 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"{flag} must be >= 1, got {value}")
     try:
         report = selfsim(args)
-    except (ValueError, OSError) as err:
+    except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as err:
+        print(f"error: {os_error_line(err, args.out)}", file=sys.stderr)
         return EXIT_ERROR
     print(format_table(report))
     print(f"wrote {Path(args.out) / 'selfsim.json'}, selfsim.csv, selfsim_by_layer.png"

@@ -34,7 +34,7 @@ from transformers import BertConfig, BertForPreTraining
 from . import EXIT_ERROR
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify
 from .cli import make_parser
-from .files import under_a_file
+from .files import os_error_line, under_a_file
 from .run_dir import CHECKPOINT_RECORD, RUN_FILE, RunDir, snapshot_tokenizer
 
 log = logging.getLogger("tacl_scale.export")
@@ -259,8 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     try:
         out = export_checkpoint(args.checkpoint, args.output)
-    except (ValueError, OSError, KeyError) as err:
+    except (ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as err:
+        print(f"error: {os_error_line(err, args.output)}", file=sys.stderr)
         return EXIT_ERROR
     print(f"exported {out}")
     return 0

@@ -24,6 +24,12 @@ def describe_os_error(err: OSError) -> str:
     return cause
 
 
+def os_error_line(err: OSError, about: str | os.PathLike) -> str:
+    """"FILE: CAUSE" for an OSError, FILE the one it names (else ``about``): not
+    Python's "[Errno 2] No such file or directory: 'FILE'"."""
+    return f"{err.filename or about}: {describe_os_error(err)}"
+
+
 def free_bytes(path: str | os.PathLike) -> int | None:
     """Free bytes on the file system of ``path`` (its nearest existing folder)."""
     where = Path(path)

@@ -150,6 +150,33 @@ def test_a_directory_output_under_a_file_is_one_error_line(tmp_path: Path, capsy
     assert sorted(tmp_path.iterdir()) == [a_file, sentences] and a_file.read_text(encoding="utf-8") == "kept"
 
 
+@pytest.mark.parametrize("name", ["export", "analysis", "multistream"])
+def test_an_os_error_is_the_file_and_its_cause_not_pythons_errno_line(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A full disk under export said "[Errno 28] No space left on device: '...'"."""
+    import errno
+
+    from data_prep import multistream
+    from tacl_scale import analysis, export
+
+    shard = str(tmp_path / "out" / "model.safetensors")
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), shard)
+
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("a sentence\n", encoding="utf-8")
+    module, function, argv = {
+        "export": (export, "export_checkpoint", [str(tmp_path), str(tmp_path / "out")]),
+        "analysis": (analysis, "selfsim", ["selfsim", "--model", "m", "--sentences", str(sentences),
+                                           "--out", str(tmp_path / "out")]),
+        "multistream": (multistream, "write_multistream", [str(sentences), str(tmp_path / "x-multistream.xml.bz2")]),
+    }[name]
+    monkeypatch.setattr(module, function, full)
+    assert module.main(argv) == EXIT_ERROR
+    assert capsys.readouterr().err == f"error: {shard}: No space left on device (the disk is full)\n"
+
+
 def test_a_multistream_of_a_truncated_dump_keeps_the_files_already_there(tmp_path: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
     import bz2
