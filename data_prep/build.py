@@ -249,6 +249,10 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
             f"a model of tokenizer {config.tokenizer.path} supports"
         )
     tokenizer_sha256 = tokenizer.sha256
+    from .dask_runner import scheduler_file_problem
+
+    if problem := scheduler_file_problem(beam_args):  # after the checks that need no waiting
+        raise BuildError(problem)
     lock = DirectoryLock(config.output.directory, "data_prep.build")
     try:
         lock.acquire()

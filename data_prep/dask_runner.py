@@ -13,7 +13,11 @@ partition, and a shard build per partition that Dask spreads over the workers.
 
 from __future__ import annotations
 
+import argparse
+import logging
 import os
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from apache_beam.utils.windowed_value import WindowedValue
@@ -40,6 +44,40 @@ WORKER_ENV = {
 
 # How many partials one task of group_by_key's tree merges (Dask's own default).
 MERGE_FAN_IN = 8
+
+# How long a build waits for --dask_scheduler_file to appear (a scheduler started in the
+# same job writes it within seconds); Dask's Client itself waits for it forever.
+SCHEDULER_FILE_WAIT_S = 60.0
+
+log = logging.getLogger(__name__)
+
+
+def scheduler_file_problem(beam_args: list[str], wait_s: float | None = None,
+                           sleep: Callable[[float], None] = time.sleep) -> str | None:
+    """Why the DaskRunner's ``--dask_scheduler_file`` cannot be used, or None: it is
+    not there after ``wait_s`` seconds (a typo, or a scheduler that never started),
+    or it is a directory. Without this a build hung, silently, in Dask's wait."""
+    given = argparse.ArgumentParser(add_help=False)
+    given.add_argument("--runner")
+    given.add_argument("--dask_scheduler_file")
+    known, _ = given.parse_known_args(beam_args)
+    path = known.dask_scheduler_file
+    if known.runner not in NAMES or not path:
+        return None
+    wait_s = SCHEDULER_FILE_WAIT_S if wait_s is None else wait_s
+    waited = 0.0
+    while not os.path.exists(path) and waited < wait_s:
+        if waited == 0.0:
+            log.info("waiting up to %.0f s for the Dask scheduler file %s", wait_s, path)
+        sleep(0.5)
+        waited += 0.5
+    if os.path.isdir(path):
+        return f"--dask_scheduler_file {path}: a directory; name the file the scheduler writes"
+    if not os.path.exists(path):
+        return (f"--dask_scheduler_file {path}: not there after {wait_s:.0f} s; start the scheduler with "
+                f"'dask scheduler --scheduler-file {path}' (slurm/prep_wiki.sh does), or give its address "
+                "with --dask_client_address")
+    return None
 
 
 def worker_settings() -> dict[str, Any]:

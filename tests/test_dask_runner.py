@@ -5,13 +5,15 @@ builds on a real Dask cluster.)"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dask
 import dask.bag as db
 import pytest
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from data_prep.dask_runner import group_by_key, with_defaults
+from data_prep.dask_runner import group_by_key, scheduler_file_problem, with_defaults
 
 
 def windowed(pairs: list[tuple[int, str]]) -> list[tuple[int, WindowedValue]]:
@@ -106,3 +108,44 @@ def test_the_dask_runner_gets_one_work_unit_per_partition_unless_the_user_chose(
     assert with_defaults(["--runner=DaskRunner", "--dask_npartitions", "8"]) == [
         "--runner=DaskRunner", "--dask_npartitions", "8"]
     assert with_defaults(["--direct_num_workers", "2"]) == ["--direct_num_workers", "2"]
+
+
+def test_a_scheduler_file_that_never_appears_is_refused_after_the_wait(tmp_path: Path) -> None:
+    """Dask's Client waits for --dask_scheduler_file forever: a typo hung the build."""
+    missing = tmp_path / "scheduler.json"
+    slept: list[float] = []
+    args = ["--runner", "DaskRunner", "--dask_scheduler_file", str(missing)]
+    problem = scheduler_file_problem(args, wait_s=2, sleep=slept.append)
+    assert problem is not None and problem.startswith(f"--dask_scheduler_file {missing}: not there after 2 s; ")
+    assert f"dask scheduler --scheduler-file {missing}" in problem and sum(slept) == 2
+    assert scheduler_file_problem(["--runner=DaskRunner", f"--dask_scheduler_file={missing}"], wait_s=0) is not None
+    assert scheduler_file_problem(["--dask_scheduler_file", str(missing)], wait_s=0) is None  # not the DaskRunner
+    assert "a directory" in scheduler_file_problem(["--runner", "DaskRunner", "--dask_scheduler_file",
+                                                    str(tmp_path)], wait_s=0)
+
+
+def test_a_scheduler_file_written_while_the_build_waits_is_taken(tmp_path: Path) -> None:
+    written = tmp_path / "scheduler.json"
+
+    def the_scheduler_starts(seconds: float) -> None:
+        written.write_text('{"address": "tcp://127.0.0.1:8786"}')
+
+    args = ["--runner", "DaskRunner", "--dask_scheduler_file", str(written)]
+    assert scheduler_file_problem(args, wait_s=60, sleep=the_scheduler_starts) is None
+
+
+@pytest.mark.slow
+def test_the_build_refuses_a_missing_scheduler_file_before_it_writes(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import EN_DUMP, EN_VOCAB
+
+    from data_prep import dask_runner
+    from data_prep.build import BuildError, parse_args, run_build
+
+    monkeypatch.setattr(dask_runner, "SCHEDULER_FILE_WAIT_S", 1.0)
+    missing = tmp_path / "scheduler.json"
+    command = parse_args(["--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--output", str(tmp_path / "ds"),
+                          "--runner", "DaskRunner", "--dask_scheduler_file", str(missing)])
+    with pytest.raises(BuildError, match=f"--dask_scheduler_file {missing}: not there after 1 s"):
+        run_build(command.config, command.beam_args)
+    assert sorted(tmp_path.iterdir()) == []
