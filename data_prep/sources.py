@@ -122,6 +122,41 @@ def find_index(dump_path: str) -> str | None:
     return None
 
 
+_SNIFF_BYTES = 4096
+
+
+def sniff_format(path: str) -> str | None:
+    """``wiki-xml`` or ``wikiextractor-json`` when the start of ``path`` (decompressed)
+    is plainly one (an XML declaration or ``<mediawiki``; a JSON object with a
+    ``text`` field on the first line), else None: any text may be a corpus."""
+    try:
+        with _open_binary(path) as f:
+            head = f.read(_SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return None  # the reader names the file and the problem
+    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if head.startswith((b"<?xml", b"<mediawiki")):
+        return "wiki-xml"
+    first_line = head.split(b"\n", 1)[0]
+    if first_line.startswith(b"{"):
+        try:
+            record = json.loads(first_line)
+        except ValueError:
+            return None
+        if isinstance(record, dict) and "text" in record:
+            return "wikiextractor-json"
+    return None
+
+
+def check_format(path: str, fmt: str) -> None:
+    """Refuse an input whose content is plainly another format than ``fmt``: a
+    MediaWiki dump read as ``text`` became a corpus of XML markup, without a word."""
+    found = sniff_format(path)
+    if found is not None and found != fmt and fmt != "wiki-xml":
+        what = "a MediaWiki XML dump" if found == "wiki-xml" else "WikiExtractor --json output (a JSON object a line)"
+        raise InputError(f"{path}: {what}, given as --format {fmt}; read it with --format {found}")
+
+
 def plan_work_units(
     paths: list[str], fmt: str, use_index: bool = True, unit_bytes: int = 8 << 20
 ) -> list[WorkUnit]:
@@ -133,6 +168,7 @@ def plan_work_units(
     units: list[WorkUnit] = []
     root = os.path.commonpath([os.path.dirname(p) for p in paths]) if paths else ""
     for path in paths:
+        check_format(path, fmt)
         name = os.path.relpath(path, root)
         index = find_index(path) if fmt == "wiki-xml" and use_index else None
         if index is None:

@@ -41,6 +41,7 @@ from data_prep.sources import (
     read_text_documents,
     read_wiki_pages,
     read_wikiextractor_documents,
+    sniff_format,
 )
 
 
@@ -267,10 +268,41 @@ def test_plan_other_formats_and_files(tmp_path: Path) -> None:
     b.write_bytes(bz2.compress(single_xml(synthetic_pages(2))))
     assert plan_work_units([str(a)], "text") == [WorkUnit(str(a), "text")]
     # an index is only looked for on wiki-xml input; absent → the whole file
-    assert plan_work_units([str(b)], "wikiextractor-json") == [WorkUnit(str(b), "wikiextractor-json")]
+    c = tmp_path / "c-multistream.xml.bz2"  # WikiExtractor's JSON, named like a dump
+    c.write_bytes(bz2.compress(b'{"id": "1", "title": "T", "text": "x"}\n'))
+    assert plan_work_units([str(c)], "wikiextractor-json") == [WorkUnit(str(c), "wikiextractor-json")]
     assert plan_work_units([str(b)], "wiki-xml") == [WorkUnit(str(b), "wiki-xml")]
     with pytest.raises(ValueError, match="csv"):
         plan_work_units([str(a)], "csv")
+
+
+@pytest.mark.parametrize(("content", "given", "found"), [
+    (single_xml(synthetic_pages(2)), "text", "wiki-xml"),
+    (single_xml(synthetic_pages(2)), "lines", "wiki-xml"),
+    (single_xml(synthetic_pages(2)), "wikiextractor-json", "wiki-xml"),
+    (b'\xef\xbb\xbf\n{"id": "1", "title": "T", "text": "First."}\n', "text", "wikiextractor-json"),
+])
+def test_an_input_plainly_of_another_format_is_refused_naming_the_right_one(
+        tmp_path: Path, content: bytes, given: str, found: str) -> None:
+    """A dump read as --format text made a corpus of XML markup (a vocabulary of 3,876
+    tokens, a dataset, a sentence list), without a word."""
+    path = tmp_path / "input.bz2"
+    path.write_bytes(bz2.compress(content))
+    with pytest.raises(InputError, match=re.escape(f"{path}: ") + ".*" + re.escape(
+            f", given as --format {given}; read it with --format {found}")):
+        plan_work_units([str(path)], given)
+    assert plan_work_units([str(path)], found)
+
+
+def test_text_that_merely_looks_like_markup_or_json_is_read_as_text(tmp_path: Path) -> None:
+    for first_line in (b"<b>Bold</b> is a tag.", b'{"an": "object without text"}', b"{not json at all",
+                       b"<?xm not a declaration"):
+        path = tmp_path / "corpus.txt"
+        path.write_bytes(first_line + b"\nSecond line.\n")
+        assert sniff_format(str(path)) is None, first_line
+        assert plan_work_units([str(path)], "text") == [WorkUnit(str(path), "text")]
+    path.write_bytes(b"")
+    assert sniff_format(str(path)) is None
 
 
 def test_index_offset_past_end_of_file(tmp_path: Path) -> None:
