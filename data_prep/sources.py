@@ -312,6 +312,11 @@ def _parse_pages(chunks: Iterator[bytes], source: str, fragment: bool) -> Iterat
                 yield _page_from_element(element, source)
     except ET.ParseError as err:
         line, column = err.position
+        if root is None and not fragment:  # not one element: no dump at all, most likely another format
+            raise InputError(
+                f"{source}: not XML ({err}); --format wiki-xml reads MediaWiki "
+                "dumps: plain text is --format text or lines, WikiExtractor's output --format wikiextractor-json"
+            ) from err
         raise InputError(
             f"{source}: malformed XML at line {line}, column {column} "
             f"(bad markup, truncated file, or bytes that are not UTF-8): {err}"

@@ -294,6 +294,16 @@ def test_an_input_plainly_of_another_format_is_refused_naming_the_right_one(
     assert plan_work_units([str(path)], found)
 
 
+def test_plain_text_read_as_a_dump_says_which_format_reads_it(tmp_path: Path) -> None:
+    """It said "malformed XML at line 1, column 0 (bad markup, truncated file, or bytes
+    that are not UTF-8)", which sends the user looking for damage."""
+    path = tmp_path / "corpus.txt"
+    path.write_text("Hello world. This is text.\n\nAnother document.\n", encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape(f"{path}: not XML (syntax error: line 1, column 0); --format "
+                                                   "wiki-xml reads MediaWiki dumps: plain text is --format text")):
+        list(read_wiki_pages(WorkUnit(str(path), "wiki-xml")))
+
+
 def test_text_that_merely_looks_like_markup_or_json_is_read_as_text(tmp_path: Path) -> None:
     for first_line in (b"<b>Bold</b> is a tag.", b'{"an": "object without text"}', b"{not json at all",
                        b"<?xm not a declaration"):
