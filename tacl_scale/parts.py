@@ -102,6 +102,12 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
     ds = json.loads(json.dumps(engine.settings))  # a deep copy
     if "zero_optimization" not in ds:
         raise TrainError(f"{engine.path}: no zero_optimization section (ZeRO stage)")
+    stage = ds["zero_optimization"].get("stage", 0)
+    if stage not in (0, 1, 2):
+        # ZeRO-3 was accepted: one rank trained, two hung at the run's end (the export's gather)
+        raise TrainError(f"{engine.path}: zero_optimization.stage {stage!r}: tacl-scale trains with ZeRO stage 0, 1 "
+                         "or 2 (stage 2 already partitions gradients and optimizer states, and BERT-large's weights "
+                         "fit on one GPU); ds_configs/zero2.json is the default")
     if "scheduler" in ds:
         raise TrainError(f"{engine.path}: remove 'scheduler': train.py builds the warm-up/decay "
                          "schedule from --steps and --warmup-ratio")

@@ -250,6 +250,15 @@ def test_deepspeed_config_is_a_pure_function_of_the_config(tmp_path: Path) -> No
         deepspeed_config(config, 3, "cpu")
     with pytest.raises(TrainError, match="scheduler"):
         deepspeed_config(replace(config, engine=EngineConfig("s.json", FP32 | {"scheduler": {}})), 1, "cpu")
+    # ZeRO-3 was accepted: one CPU rank trained, two hung at the end of the run
+    for stage in (3, "3"):
+        with pytest.raises(TrainError, match=rf"z3.json: zero_optimization.stage {stage!r}: tacl-scale trains with "
+                                             r"ZeRO stage 0, 1 or 2"):
+            deepspeed_config(replace(config, engine=EngineConfig("z3.json", {"zero_optimization": {"stage": stage}})),
+                             1, "cpu")
+    for stage in (0, 1, 2):
+        deepspeed_config(replace(config, engine=EngineConfig("z.json", {"zero_optimization": {"stage": stage}})),
+                         1, "cpu")
 
 
 def test_engine_config_file_errors_name_the_file(tmp_path: Path) -> None:
