@@ -134,11 +134,19 @@ class EngineConfig:
         """What to say once when the config holds trainer settings (an older
         config): they are used, and where they belong now."""
         found = self.trainer_settings
+        accumulation = self.settings.get("gradient_accumulation_steps", "auto")
+        # Not a setting of the trainer's: it derives it from the global batch. With a
+        # train_batch_size beside it the config's number agrees (DeepSpeed checks it);
+        # alone, it stood for a global batch the trainer would silently not train with.
+        ignored = ("" if accumulation == "auto" or self.settings.get("train_batch_size", "auto") != "auto" else
+                   f"{self.path}: gradient_accumulation_steps {accumulation} is not used: the accumulation steps are "
+                   "--batch-size / (micro-batch × ranks), so set --batch-size for the global batch you want")
         if not found:
-            return None
+            return ignored or None
         listed = ", ".join(f"{name} {value}" for name, value in found.items())
-        return (f"{self.path} holds settings of the trainer's ({listed}): used where no flag gives them, over a "
+        used = (f"{self.path} holds settings of the trainer's ({listed}): used where no flag gives them, over a "
                 "--recipe; DeepSpeed configs now leave them to the trainer (\"auto\"): give them as flags instead")
+        return f"{used}. {ignored}" if ignored else used
 
     @property
     def trainer_settings(self) -> dict[str, Any]:

@@ -64,6 +64,25 @@ def test_an_old_config_is_said_once_and_ours_say_nothing(tmp_path: Path, caplog:
         assert EngineConfig.from_file(path).trainer_settings_note() is None, path
 
 
+def test_a_configs_accumulation_steps_without_its_batch_are_said_to_be_unused(tmp_path: Path) -> None:
+    """gradient_accumulation_steps 5 (meaning a global batch of micro × 5 × ranks) was
+    dropped without a word: the trainer takes --batch-size."""
+    alone = tmp_path / "ga.json"
+    alone.write_text(json.dumps({"gradient_accumulation_steps": 5, "zero_optimization": {"stage": 2}}))
+    note = EngineConfig.from_file(alone).trainer_settings_note()
+    assert note == (f"{alone}: gradient_accumulation_steps 5 is not used: the accumulation steps are --batch-size / "
+                    "(micro-batch × ranks), so set --batch-size for the global batch you want")
+    with_micro = tmp_path / "ga_micro.json"
+    with_micro.write_text(json.dumps({"gradient_accumulation_steps": 5, "train_micro_batch_size_per_gpu": 4,
+                                      "zero_optimization": {"stage": 2}}))
+    note = EngineConfig.from_file(with_micro).trainer_settings_note()
+    assert note is not None and "(micro_batch_size 4)" in note and "gradient_accumulation_steps 5 is not used" in note
+    # beside its train_batch_size it agrees with what the trainer derives: nothing to say about it
+    legacy = json.loads(legacy_config(tmp_path).read_text()) | {"gradient_accumulation_steps": 2}
+    (tmp_path / "old.json").write_text(json.dumps(legacy))
+    assert "gradient_accumulation_steps" not in EngineConfig.from_file(tmp_path / "old.json").trainer_settings_note()
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "ds_configs").glob("*.json")), ids=lambda p: p.name)
 def test_the_ds_configs_hold_only_deepspeeds_own(path: Path) -> None:
     settings = json.loads(path.read_text())
