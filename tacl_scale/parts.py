@@ -108,6 +108,13 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
         raise TrainError(f"{engine.path}: zero_optimization.stage {stage!r}: tacl-scale trains with ZeRO stage 0, 1 "
                          "or 2 (stage 2 already partitions gradients and optimizer states, and BERT-large's weights "
                          "fit on one GPU); ds_configs/zero2.json is the default")
+    offloaded = [key for key in ("offload_optimizer", "offload_param")
+                 if str((ds["zero_optimization"].get(key) or {}).get("device", "none")).lower() != "none"]
+    if offloaded:
+        # DeepSpeed refused it in a traceback: ZeRO-Offload wants its own CPU Adam, and the trainer builds AdamW
+        raise TrainError(f"{engine.path}: zero_optimization.{offloaded[0]}: ZeRO-Offload is not supported (the trainer "
+                         "builds torch's AdamW, which DeepSpeed refuses to offload; BERT-large trains without it); "
+                         "remove the section")
     if "scheduler" in ds:
         raise TrainError(f"{engine.path}: remove 'scheduler': train.py builds the warm-up/decay "
                          "schedule from --steps and --warmup-ratio")

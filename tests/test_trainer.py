@@ -256,6 +256,12 @@ def test_deepspeed_config_is_a_pure_function_of_the_config(tmp_path: Path) -> No
                                              r"ZeRO stage 0, 1 or 2"):
             deepspeed_config(replace(config, engine=EngineConfig("z3.json", {"zero_optimization": {"stage": stage}})),
                              1, "cpu")
+    offload = {"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    with pytest.raises(TrainError, match=r"off.json: zero_optimization.offload_optimizer: ZeRO-Offload is not "
+                                         "supported"):
+        deepspeed_config(replace(config, engine=EngineConfig("off.json", offload)), 1, "cpu")
+    not_offloaded = {"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"}}}
+    deepspeed_config(replace(config, engine=EngineConfig("z.json", not_offloaded)), 1, "cpu")
     for stage in (0, 1, 2):
         deepspeed_config(replace(config, engine=EngineConfig("z.json", {"zero_optimization": {"stage": stage}})),
                          1, "cpu")
