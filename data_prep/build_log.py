@@ -99,9 +99,7 @@ class RunnerLog:
                 self._file.close()
 
     def describe(self) -> str:
-        """``runner log: PATH``, saying when it is incomplete or was never written."""
-        if not self.written:
-            return f"nothing was logged to {self.path}"
+        """``runner log: PATH``, saying when it is incomplete (asked once ``written``)."""
         if self.failure is None:
             return f"runner log: {self.path}"
         return f"runner log: {self.path} (incomplete: {self.failure}; {self.dropped_bytes} bytes dropped)"
