@@ -54,6 +54,14 @@ class CleaningConfig:
         return cls(min_doc_chars, zh_segmenter if zh_segmenter is not None else cls.zh_segmenter)
 
 
+def validation_fraction_problem(fraction: float) -> str | None:
+    """Why ``--validation-fraction`` cannot be ``fraction`` (the build's and
+    tacl-sentence-list's, which must pick the same documents), or None."""
+    if not 0.0 <= fraction < 1.0:
+        return f"--validation-fraction must be in [0, 1), got {fraction}"
+    return None
+
+
 @dataclass(frozen=True)
 class OutputConfig:
     """Where and how the dataset is written."""
@@ -71,8 +79,8 @@ class OutputConfig:
     def __post_init__(self) -> None:
         if self.num_shards < 1:
             raise ValueError(f"--num-shards must be >= 1, got {self.num_shards}")
-        if not 0.0 <= self.validation_fraction < 1.0:
-            raise ValueError(f"--validation-fraction must be in [0, 1), got {self.validation_fraction}")
+        if problem := validation_fraction_problem(self.validation_fraction):
+            raise ValueError(problem)
         if self.validation_shards < 1:
             raise ValueError(f"--validation-shards must be >= 1, got {self.validation_shards}")
 

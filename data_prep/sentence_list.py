@@ -25,7 +25,7 @@ from tacl_scale import EXIT_ERROR
 from tacl_scale.cli import make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 
-from .config import CleaningConfig, InputConfig
+from .config import CleaningConfig, InputConfig, validation_fraction_problem
 from .documents import extract_sentences, is_validation
 from .sentences import SentenceConfig, SentenceSplitter
 from .sources import FORMATS, InputError, expand_inputs, plan_work_units, read_records
@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-words", type=int, default=40, help="longest sentence kept (characters for zh)")
     p.add_argument("--seed", type=int, default=0, help="seeds the hash that picks the sample")
     args = p.parse_args(argv)
-    if not 0.0 <= args.validation_fraction < 1.0:  # as data_prep.build's
-        p.error(f"--validation-fraction must be in [0, 1), got {args.validation_fraction}")
+    if problem := validation_fraction_problem(args.validation_fraction):
+        p.error(problem)
     if args.split != "all" and args.validation_fraction <= 0:
         p.error(f"--split {args.split} needs the --validation-fraction of the dataset")
     if args.count < 1:
