@@ -28,7 +28,8 @@ class InputConfig:
 
     def __post_init__(self) -> None:
         if self.unit_bytes < 1:
-            raise ValueError(f"--unit-mb must be > 0 (a unit of at least one byte), got {self.unit_bytes / (1 << 20):g}")
+            raise ValueError("--unit-mb must be > 0 (a unit of at least one byte), "
+                             f"got {self.unit_bytes / (1 << 20):g}")
 
 
 @dataclass(frozen=True)

@@ -139,11 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         recorded = manifest.tokenizer
-        config = (TokenizerConfig(args.tokenizer) if args.tokenizer else
-                  TokenizerConfig(str(recorded.location(dataset.path)), recorded.lowercase))
+        own = recorded.location(dataset.path)
+        config = (TokenizerConfig(args.tokenizer) if args.tokenizer else TokenizerConfig(str(own), recorded.lowercase))
         tokenizer = load_tokenizer(config)
         id_to_token = tokenizer.id_to_token
-        if args.tokenizer and (mismatch := other_ids(args.tokenizer, recorded.location(dataset.path))):
+        if args.tokenizer and (mismatch := other_ids(args.tokenizer, own)):
             print(f"(note: {mismatch}; the tokens below are decoded with it all the same)")
     except TokenizerError as err:
         print(f"(decoding with ids only: {err})")

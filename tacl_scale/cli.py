@@ -80,7 +80,7 @@ def make_parser(prog: str, docstring: str | None, raise_errors: bool = False,
     the module is run without its console script; the usage line names the console
     script instead when that is what ran."""
     parser_class = RaisingParser if raise_errors else argparse.ArgumentParser
-    parser = parser_class(prog=command_name(prog, sys.argv[0]), description=plain_text(docstring or ""), formatter_class=HelpFormatter,
-                          **kwargs)
+    parser = parser_class(prog=command_name(prog, sys.argv[0]), description=plain_text(docstring or ""),
+                          formatter_class=HelpFormatter, **kwargs)
     parser.add_argument("--version", action="version", version=f"tacl-scale {__version__}")
     return parser

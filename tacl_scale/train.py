@@ -78,8 +78,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                    help="DeepSpeed config: ZeRO stage, precision, buckets (ds_configs/zero2.json; required without "
                    "--recipe)")
     p.add_argument("--data", action="append", default=None, metavar="DIR",
-                   help="dataset directory built by data_prep.build; repeat to blend several, each once (required without "
-                   "--recipe)")
+                   help="dataset directory built by data_prep.build; repeat to blend several, each once "
+                   "(required without --recipe)")
     p.add_argument("--data-weights", type=float, nargs="+", default=None, metavar="W",
                    help="one weight per --data: each dataset's share of an epoch (default: their sizes)")
     p.add_argument("--model", default=None, metavar="PATH",
@@ -146,7 +146,8 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     p.add_argument("--dynamic-masking", action="store_true",
                    help="re-mask every epoch from the unmasked ids instead of the static masks")
     p.add_argument("--save-every", type=int, default=CheckpointConfig.save_every, help="checkpoint every N steps")
-    p.add_argument("--keep-last", type=int, default=CheckpointConfig.keep_last, help="checkpoints kept, the newest (0: all)")
+    p.add_argument("--keep-last", type=int, default=CheckpointConfig.keep_last,
+                   help="checkpoints kept, the newest (0: all)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in RUN_DIR")
     p.add_argument("--allow-changes", action="store_true",
                    help="with --resume: continue with other data, objectives, model or optimizer settings than the "
