@@ -21,7 +21,7 @@ from tacl_scale import EXIT_ERROR
 from tacl_scale.cli import make_parser
 from tacl_scale.files import os_error_line, output_file_problem
 
-from .sources import InputError, _open_binary
+from .sources import InputError, _open_binary, index_beside
 
 _PAGE_END = b"</page>"
 _TITLE = re.compile(rb"<title>(.*?)</title>", re.DOTALL)
@@ -69,27 +69,25 @@ def write_multistream(source: str, target: str, pages_per_stream: int = 100) -> 
     """Write ``target`` (must end in ``-multistream.xml.bz2``) and its index beside
     it; return both paths. Both are written beside their names and renamed at the
     end, so a source found truncated halfway leaves files already there as they were."""
-    if not target.endswith("-multistream.xml.bz2"):
-        raise ValueError(f"{target}: the name must end in -multistream.xml.bz2")
+    index = Path(index_beside(target))  # raises ValueError for a target not named as a multistream dump
     if pages_per_stream < 1:
         raise ValueError(f"--pages-per-stream must be at least 1, not {pages_per_stream}")
     if not os.path.isfile(source):  # before the target's directory is made
         raise InputError(f"{source}: {'a directory, not a dump' if os.path.isdir(source) else 'no such file'}")
     dump_path = Path(target)
-    index_path = Path(target[: -len(".xml.bz2")] + "-index.txt.bz2")
-    partial = {path: path.with_name(f".{path.name}.tmp") for path in (dump_path, index_path)}
+    partial = {path: path.with_name(f".{path.name}.tmp") for path in (dump_path, index)}
     dump_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _write(source, partial[dump_path], partial[index_path], pages_per_stream)
+        _write(source, partial[dump_path], partial[index], pages_per_stream)
         for path, tmp in partial.items():
             os.replace(tmp, path)
     finally:
         for tmp in partial.values():
             tmp.unlink(missing_ok=True)
-    return dump_path, index_path
+    return dump_path, index
 
 
-def _write(source: str, target: Path, index_path: Path, pages_per_stream: int) -> None:
+def _write(source: str, target: Path, index: Path, pages_per_stream: int) -> None:
     pages = iter_raw_pages(source)
     header = next(pages)
     index_lines: list[str] = []
@@ -117,7 +115,7 @@ def _write(source: str, target: Path, index_path: Path, pages_per_stream: int) -
                 flush()
         flush()
         out.write(bz2.compress(b"</mediawiki>\n"))
-    with bz2.open(index_path, "wt", encoding="utf-8") as f:
+    with bz2.open(index, "wt", encoding="utf-8") as f:
         f.write("\n".join(index_lines) + "\n")
 
 
@@ -126,10 +124,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("source", help="MediaWiki dump (.xml, .xml.bz2, .xml.gz)")
     p.add_argument("target", help="output, NAME-multistream.xml.bz2")
     p.add_argument("--pages-per-stream", type=int, default=100, help="pages in each bz2 stream (as Wikimedia's dumps)")
+    p.add_argument("--overwrite", action="store_true", help="replace the target and its index if they exist (else refused)")
     args = p.parse_args(argv)
-    if problem := output_file_problem(args.target):
-        print(f"error: {problem}", file=sys.stderr)
+    try:
+        outputs = (args.target, index_beside(args.target))
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return EXIT_ERROR
+    for path in outputs:
+        if problem := output_file_problem(path, args.overwrite):
+            print(f"error: {problem}", file=sys.stderr)
+            return EXIT_ERROR
     try:
         dump, index = write_multistream(args.source, args.target, args.pages_per_stream)
     except (InputError, ValueError) as err:

@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language,
                    help="the text's language, as data_prep.build")
     p.add_argument("--output", required=True, metavar="FILE", help="the sentence list, one a line")
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists (else refused)")
     p.add_argument("--count", type=int, default=10_000, help="sentences (Mirror-BERT: 10k)")
     p.add_argument("--validation-fraction", type=float, default=0.0, metavar="F",
                    help="the --validation-fraction of the dataset the list must agree with")
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--count must be >= 1")
     if not 1 <= args.min_words <= args.max_words:
         p.error(f"--min-words and --max-words must satisfy 1 <= min <= max, not {args.min_words} and {args.max_words}")
-    if problem := output_file_problem(args.output):
+    if problem := output_file_problem(args.output, args.overwrite):
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_ERROR
     try:

@@ -112,13 +112,21 @@ def read_multistream_index(index_path: str) -> list[int]:
     return sorted(offsets)
 
 
-def find_index(dump_path: str) -> str | None:
-    """The index file Wikimedia publishes beside a multistream dump, if present:
+MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
+
+
+def index_beside(dump_path: str) -> str:
+    """Where Wikimedia puts a multistream dump's index:
     ``X-multistream.xml.bz2`` → ``X-multistream-index.txt.bz2``."""
-    if dump_path.endswith("-multistream.xml.bz2"):
-        candidate = dump_path[: -len(".xml.bz2")] + "-index.txt.bz2"
-        if os.path.isfile(candidate):
-            return candidate
+    if not dump_path.endswith(MULTISTREAM_SUFFIX):
+        raise ValueError(f"{dump_path}: the name must end in {MULTISTREAM_SUFFIX}")
+    return dump_path.removesuffix(".xml.bz2") + "-index.txt.bz2"
+
+
+def find_index(dump_path: str) -> str | None:
+    """The index file Wikimedia publishes beside a multistream dump, if present."""
+    if dump_path.endswith(MULTISTREAM_SUFFIX) and os.path.isfile(candidate := index_beside(dump_path)):
+        return candidate
     return None
 
 

@@ -131,10 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab-size", type=int, default=8000, help="tokens in vocab.txt, the 5 special ones included")
     p.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
     p.add_argument("--output", required=True, metavar="FILE", help="vocab.txt to write")
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists (else refused)")
     args = p.parse_args(argv)
     if args.vocab_size <= len(SPECIAL_TOKENS):
         p.error(f"--vocab-size must be more than the {len(SPECIAL_TOKENS)} special tokens, not {args.vocab_size}")
-    if problem := output_file_problem(args.output):
+    if problem := output_file_problem(args.output, args.overwrite):
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_ERROR
     try:

@@ -14,9 +14,9 @@ PY=${PY:-.venv/bin/python}
 export TOKENIZERS_PARALLELISM=false TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1
 mkdir -p "$OUT"
 echo "== 1/6 generate the sample corpus"
-"$PY" -m data_prep.sample_corpus "$OUT/corpus/enwiki-generated-pages-articles.xml.bz2" --articles 60
+"$PY" -m data_prep.sample_corpus "$OUT/corpus/enwiki-generated-pages-articles.xml.bz2" --articles 60 --overwrite
 echo "== 2/6 train a WordPiece vocabulary on it"
-"$PY" -m data_prep.train_vocab --input "$OUT/corpus/*.xml.bz2" --vocab-size 4000 --output "$OUT/vocab.txt"
+"$PY" -m data_prep.train_vocab --input "$OUT/corpus/*.xml.bz2" --vocab-size 4000 --output "$OUT/vocab.txt" --overwrite
 echo "== 3/6 build the dataset (Beam DirectRunner, 2 worker processes)"
 # Its warnings reappear in the summary below, so the console gets them once; on failure, the whole log.
 if ! "$PY" -m data_prep.build --input "$OUT/corpus/*.xml.bz2" --tokenizer "$OUT/vocab.txt" \

@@ -73,11 +73,16 @@ def under_a_file(path: str | os.PathLike) -> str | None:
     return None
 
 
-def output_file_problem(path: str | os.PathLike) -> str | None:
+def output_file_problem(path: str | os.PathLike, overwrite: bool = False) -> str | None:
     """Why a command cannot write its output file at ``path``, in words naming it, or
-    None: checked before the work, so a typo costs no corpus pass."""
-    if Path(path).is_dir():
+    None: checked before the work, so a typo costs no corpus pass. A file already
+    there is replaced only when ``overwrite`` (the command's ``--overwrite``): a
+    mistyped output must not cost a user the dump or vocabulary it named."""
+    target = Path(path)
+    if target.is_dir():
         return f"{path}: is a directory; name the file to write"
+    if (target.exists() or target.is_symlink()) and not overwrite:
+        return f"{path}: already exists; pass --overwrite to replace it, or name another file"
     return under_a_file(path)
 
 

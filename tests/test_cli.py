@@ -124,6 +124,38 @@ def test_an_output_that_is_a_directory_or_under_a_file_is_one_error_line(name: s
     assert a_file.read_text(encoding="utf-8") == "kept"
 
 
+@pytest.mark.parametrize("name", ["sample_corpus", "train_vocab", "sentence_list", "multistream"])
+def test_an_existing_output_file_is_replaced_only_with_overwrite(name: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A mistyped output naming a user's dump or vocabulary must not cost them it."""
+    out = tmp_path / "mine-multistream.xml.bz2"
+    out.write_bytes(b"the user's own file")
+    main, argv = _writers(tmp_path, out)[name]
+    assert main(argv) == EXIT_ERROR
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert errors == [f"error: {out}: already exists; pass --overwrite to replace it, or name another file"]
+    assert out.read_bytes() == b"the user's own file"
+    assert main([*argv, "--overwrite"]) == 0
+    assert out.read_bytes() != b"the user's own file"
+
+
+def test_a_multistream_refuses_to_replace_an_index_already_beside_its_target(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import EN_DUMP
+
+    from data_prep.multistream import main as multistream
+
+    index = tmp_path / "x-multistream-index.txt.bz2"
+    index.write_bytes(b"an index of another dump")
+    target = tmp_path / "x-multistream.xml.bz2"
+    assert multistream([str(EN_DUMP), str(target)]) == EXIT_ERROR
+    assert capsys.readouterr().err == (f"error: {index}: already exists; pass --overwrite to replace it, "
+                                       "or name another file\n")
+    assert not target.exists() and index.read_bytes() == b"an index of another dump"
+    assert multistream([str(EN_DUMP), str(tmp_path / "x.xml.bz2")]) == EXIT_ERROR
+    assert "x.xml.bz2: the name must end in -multistream.xml.bz2" in capsys.readouterr().err
+
+
 def test_a_directory_output_under_a_file_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The build said "cannot use it as the output directory: File exists" and a runner
     log that could not be written; export and analysis "[Errno 20] Not a directory"."""
@@ -188,12 +220,12 @@ def test_a_multistream_of_a_truncated_dump_keeps_the_files_already_there(tmp_pat
     target = tmp_path / "x-multistream.xml.bz2"
     assert multistream([str(EN_DUMP), str(target), "--pages-per-stream", "10"]) == 0
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    assert multistream([str(EN_DUMP), str(target), "--pages-per-stream", "0"]) == EXIT_ERROR
+    assert multistream([str(EN_DUMP), str(target), "--pages-per-stream", "0", "--overwrite"]) == EXIT_ERROR
     assert "--pages-per-stream must be at least 1, not 0" in capsys.readouterr().err
     cut = tmp_path / "cut.xml.bz2"
     xml = bz2.decompress(EN_DUMP.read_bytes())
     cut.write_bytes(bz2.compress(xml[: xml.index(b"</page>", len(xml) // 2)]))
-    assert multistream([str(cut), str(target)]) == EXIT_ERROR
+    assert multistream([str(cut), str(target), "--overwrite"]) == EXIT_ERROR
     assert "truncated" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p != cut} == before  # no temporary file left
 

@@ -84,7 +84,7 @@ def test_a_corpus_without_text_is_an_error_naming_it_and_keeps_the_old_vocabular
     empty.write_text("\n\n", encoding="utf-8")
     output = tmp_path / "vocab.txt"
     output.write_text("[PAD]\nkept\n", encoding="utf-8")
-    assert main(["--input", str(empty), "--format", "text", "--output", str(output)]) == 2
+    assert main(["--input", str(empty), "--format", "text", "--output", str(output), "--overwrite"]) == 2
     err = capsys.readouterr().err
     assert f"{empty}: no article text" in err
     assert output.read_text(encoding="utf-8") == "[PAD]\nkept\n"

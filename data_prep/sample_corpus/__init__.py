@@ -114,11 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--articles", type=int, default=60, help=f"number of ordinary articles, at most {MAX_ARTICLES}")
     parser.add_argument("--seed", type=int, default=0, help="random seed: another seed, another corpus")
     parser.add_argument("--language", choices=LANGUAGES, default="en", help="content language")
+    parser.add_argument("--overwrite", action="store_true", help="replace OUT_PATH if it exists (else refused)")
     args = parser.parse_args(argv)
     if not 0 <= args.articles <= MAX_ARTICLES:
         parser.error(f"--articles must be between 0 and {MAX_ARTICLES}, not {args.articles} "
                      "(for a larger corpus, write several dumps with different --seed values)")
-    if problem := output_file_problem(args.out_path):
+    if problem := output_file_problem(args.out_path, args.overwrite):
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_ERROR
     try:
