@@ -316,8 +316,8 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
             if is_build_file(path) and path.name not in (TMP_DIR_NAME, LOCK_NAME):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
         kept = " (the old dataset is unchanged)" if replacing else ""
-        raise BuildError(f"build failed, no dataset written{kept}: {_root_message(err)} (the completed work "
-                         "units are kept: once the cause is fixed, rerun the same command with --resume)") from err
+        raise BuildError(f"build failed, no dataset written{kept}: {_root_message(err)} "
+                         f"({_what_resume_keeps(directory, len(units))})") from err
     if replacing:
         swap_in(manifest.parent, final)
         return final / MANIFEST_NAME
@@ -376,6 +376,16 @@ def _runner(options: Any, shards: int) -> Any:
 # The errors whose message names the input file and the problem.
 _OUR_ERRORS: tuple[type[Exception], ...] = (InputError, EmptyDatasetError, TokenizerError, DatasetError,
                                             IndexedFormatError, OutputError)
+
+
+def _what_resume_keeps(directory: Path, units: int) -> str:
+    """What a failed build leaves for ``--resume``, in words: its completed work
+    units, or none (a scheduler never reached, a first unit that failed)."""
+    done = len(Workspace(directory).completed_units())
+    if done == 0:
+        return "no work unit had completed: once the cause is fixed, rerun the same command"
+    return (f"{done} of its {units} work unit(s) completed and are kept: once the cause is fixed, "
+            "rerun the same command with --resume")
 
 
 def _root_message(err: BaseException) -> str:

@@ -13,13 +13,13 @@ partition, and a shard build per partition that Dask spreads over the workers.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.utils.windowed_value import WindowedValue
 
 if TYPE_CHECKING:  # Dask is an optional extra (tacl-scale[dask]): imported where a Dask build needs it
@@ -57,12 +57,13 @@ def scheduler_file_problem(beam_args: list[str], wait_s: float | None = None,
     """Why the DaskRunner's ``--dask_scheduler_file`` cannot be used, or None: it is
     not there after ``wait_s`` seconds (a typo, or a scheduler that never started),
     or it is a directory. Without this a build hung, silently, in Dask's wait."""
-    given = argparse.ArgumentParser(add_help=False)
-    given.add_argument("--runner")
-    given.add_argument("--dask_scheduler_file")
-    known, _ = given.parse_known_args(beam_args)
-    path = known.dask_scheduler_file
-    if known.runner not in NAMES or not path:
+    options = PipelineOptions(beam_args)
+    if options.view_as(StandardOptions).runner not in NAMES:
+        return None
+    from apache_beam.runners.dask.dask_runner import DaskOptions  # imports Dask: only for a Dask build
+
+    path = options.view_as(DaskOptions).scheduler_file
+    if not path:
         return None
     wait_s = SCHEDULER_FILE_WAIT_S if wait_s is None else wait_s
     waited = 0.0

@@ -102,6 +102,15 @@ def test_a_failed_build_keeps_its_completed_units_and_leaves_no_dataset_files(fa
     assert sorted(p.name for p in out.iterdir()) == ["_tmp"]  # the lock too is gone with its holder
 
 
+def test_a_build_that_completed_no_unit_does_not_say_resume(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.xml.bz2"
+    cut.write_bytes(EN_DUMP.read_bytes()[: EN_DUMP.stat().st_size // 2])
+    with pytest.raises(BuildError) as failed:
+        build(tmp_path / "ds", "--input", str(cut), "--tokenizer", str(EN_VOCAB), "--max-seq-len", "64")
+    assert str(failed.value).endswith("(no work unit had completed: once the cause is fixed, rerun the same command)")
+    assert not list((tmp_path / "ds" / "_tmp").glob("part-*.done.json"))
+
+
 def three_inputs(corpus: Corpus, directory: Path) -> list[str]:
     """The corpus's dump under three names: three work units."""
     directory.mkdir()
@@ -136,7 +145,8 @@ def test_a_full_disk_keeps_the_completed_units_and_resume_finishes_the_same_data
     monkeypatch.setattr(SpillWriter, "add", add_until_the_disk_fills)
     out = tmp_path / "ds"
     with pytest.raises(BuildError, match=r"ds/_tmp/part-[0-9a-f]+: No space left on device \(the disk is full\)"
-                                         r".*rerun the same command with --resume"):
+                                         r".*\(2 of its 3 work unit\(s\) completed and are kept: once the cause is "
+                                         r"fixed, rerun the same command with --resume\)$"):
         build(out, *args)
     assert len(list((out / "_tmp").glob("part-*.done.json"))) == 2
     assert sorted(p.name for p in out.iterdir()) == ["_tmp"]
