@@ -21,7 +21,7 @@ from tacl_scale.cli import make_parser
 from tacl_scale.data.indexed import IndexedFormatError
 from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Manifest
 from tacl_scale.data.masking import MaskingConfig
-from tacl_scale.files import under_a_file
+from tacl_scale.files import output_directory_problem
 from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError
 from tacl_scale.preemption import CtrlC
 
@@ -227,7 +227,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     reuses the work units an interrupted build of the same settings completed. The
     output directory is locked for the build's duration."""
     beam_args = list(beam_args or [])
-    if problem := under_a_file(config.output.directory):
+    if problem := output_directory_problem(config.output.directory, "a dataset directory"):
         raise BuildError(problem)
     try:
         paths = expand_inputs(list(config.input.patterns))

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from . import EXIT_ERROR
 from .cli import HelpFormatter, make_parser
-from .files import os_error_line, under_a_file
+from .files import os_error_line, output_directory_problem
 from .similarity import LayerStats, sentence_self_similarity
 
 
@@ -209,9 +209,7 @@ def analysis_device(asked: str | None) -> torch.device:
 def selfsim(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     sentences = read_sentences(Path(args.sentences), args.max_sentences)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: exists and is not a directory; --out names the directory the report goes in")
-    if problem := under_a_file(out):
+    if problem := output_directory_problem(out, "a directory for the report (--out)"):
         raise ValueError(problem)
     device = analysis_device(args.device)
     out.mkdir(parents=True, exist_ok=True)

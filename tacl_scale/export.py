@@ -34,7 +34,7 @@ from transformers import BertConfig, BertForPreTraining
 from . import EXIT_ERROR
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify
 from .cli import make_parser
-from .files import os_error_line, under_a_file
+from .files import os_error_line, output_directory_problem
 from .run_dir import CHECKPOINT_RECORD, RUN_FILE, RunDir, snapshot_tokenizer
 
 log = logging.getLogger("tacl_scale.export")
@@ -50,11 +50,9 @@ def export_target_problem(out: Path) -> str | None:
     new, an empty directory, or an earlier export (marked by :data:`EXPORT_MARKER`).
     Anything else, such as the directory of the model a run started from, a run
     directory or a dataset, is refused rather than overwritten."""
-    if not out.exists():
-        return under_a_file(out)
-    if not out.is_dir():
-        return f"{out}: exists and is not a directory; name a new directory for the export"
-    if any(out.iterdir()) and not (out / EXPORT_MARKER).is_file():
+    if problem := output_directory_problem(out, "a directory for the export"):
+        return problem
+    if out.exists() and any(out.iterdir()) and not (out / EXPORT_MARKER).is_file():
         return (f"{out}: a directory that holds files and is not an earlier export (it has no {EXPORT_MARKER}); "
                 "export to a new directory, so that nothing in it is overwritten")
     return None

@@ -73,6 +73,15 @@ def under_a_file(path: str | os.PathLike) -> str | None:
     return None
 
 
+def output_directory_problem(path: str | os.PathLike, role: str) -> str | None:
+    """Why nothing can be written into the directory ``path``, in words naming it,
+    or None: it is a file ("PATH: is a file, not ROLE"), or it is under one. Checked
+    before any work, so a mistyped output costs no pass over the input."""
+    if Path(path).exists() and not Path(path).is_dir():
+        return f"{path}: is a file, not {role}"
+    return under_a_file(path)
+
+
 def output_file_problem(path: str | os.PathLike, overwrite: bool = False) -> str | None:
     """Why a command cannot write its output file at ``path``, in words naming it, or
     None: checked before the work, so a typo costs no corpus pass. A file already

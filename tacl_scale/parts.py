@@ -306,8 +306,6 @@ class RunParts:
 def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     """Build a run's parts in dependency order (see the module docstring)."""
     run = RunDir(config.output)
-    if run.path.exists() and not run.path.is_dir():
-        raise TrainError(f"{run.path}: --output names a file, not a run directory")
     if problem := output_problem(run.path, config.data.paths, config.model):
         raise TrainError(problem)
     if run.has_record() and not config.checkpoint.resume:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .data.manifest import MANIFEST_NAME, TOKENIZER_FILES
-from .files import atomic_write, under_a_file
+from .files import atomic_write, output_directory_problem
 
 if TYPE_CHECKING:
     from .config import TrainConfig
@@ -74,7 +74,7 @@ def output_problem(output: Path, data: Sequence[str], model: str) -> str | None:
     the run's input directories, or, holding no run, it holds a dataset or a model.
     A run writes ``tokenizer/``, ``initial/``, ``checkpoints/`` and ``export/`` into
     its directory, which would mix with (or replace) the files already there."""
-    if problem := under_a_file(output):
+    if problem := output_directory_problem(output, "a run directory"):
         return problem
     resolved = output.resolve()
     for flag, given in [*(("--data", path) for path in data), ("--model", model)]:

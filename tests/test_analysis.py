@@ -105,7 +105,7 @@ def test_bad_sentence_files_and_outputs_are_one_error_line_naming_them(tiny_mode
     binary.write_bytes(b"BZh91AY&SY\xb4\x00")
     cases = [(binary, tmp_path / "out", f"{binary}: not UTF-8 text"),
              (tmp_path, tmp_path / "out", f"{tmp_path}: is a directory"),
-             (sentences, sentences, f"{sentences}: exists and is not a directory"),
+             (sentences, sentences, f"{sentences}: is a file, not a directory for the report (--out)"),
              (tmp_path / "missing.txt", tmp_path / "out", f"{tmp_path / 'missing.txt'}: no such file; --sentences")]
     for given, out, says in cases:
         assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(given), "--out", str(out)]) == 2

@@ -156,9 +156,12 @@ def test_a_multistream_refuses_to_replace_an_index_already_beside_its_target(
     assert "x.xml.bz2: the name must end in -multistream.xml.bz2" in capsys.readouterr().err
 
 
-def test_a_directory_output_under_a_file_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The build said "cannot use it as the output directory: File exists" and a runner
-    log that could not be written; export and analysis "[Errno 20] Not a directory"."""
+@pytest.mark.parametrize("under", [True, False], ids=["under-a-file", "a-file"])
+def test_a_directory_output_that_is_or_is_under_a_file_is_one_error_line(under: bool, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The build said "cannot use it as the output directory: File exists" (or "Not a
+    directory", after planning its work and writing a runner log beside the file);
+    export and analysis "[Errno 20] Not a directory"."""
     from conftest import EN_DUMP, EN_VOCAB
 
     from data_prep.build import main as build
@@ -167,18 +170,21 @@ def test_a_directory_output_under_a_file_is_one_error_line(tmp_path: Path, capsy
 
     a_file = tmp_path / "file"
     a_file.write_text("kept", encoding="utf-8")
-    out = a_file / "out"
+    out = a_file / "out" if under else a_file
     sentences = tmp_path / "sentences.txt"
     sentences.write_text("a sentence\n", encoding="utf-8")
     commands = {
-        "build": (build, ["--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--output", str(out)]),
-        "export": (export, [str(tmp_path), str(out)]),
-        "analysis": (analysis, ["selfsim", "--model", str(tmp_path), "--sentences", str(sentences), "--out", str(out)]),
+        "build": (build, ["--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--output", str(out)],
+                  "a dataset directory"),
+        "export": (export, [str(tmp_path), str(out)], "a directory for the export"),
+        "analysis": (analysis, ["selfsim", "--model", str(tmp_path), "--sentences", str(sentences), "--out", str(out)],
+                     "a directory for the report (--out)"),
     }
-    for name, (main, argv) in commands.items():
+    for name, (main, argv, role) in commands.items():
         assert main(argv) == EXIT_ERROR, name
         errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
-        assert errors == [f"error: {out}: {a_file} is a file, not a directory"], (name, errors)
+        said = f"{a_file} is a file, not a directory" if under else f"is a file, not {role}"
+        assert errors == [f"error: {out}: {said}"], (name, errors)
     assert sorted(tmp_path.iterdir()) == [a_file, sentences] and a_file.read_text(encoding="utf-8") == "kept"
 
 

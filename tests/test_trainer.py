@@ -654,7 +654,7 @@ def test_refusals_of_the_job_shape_come_before_anything_is_written(join: Callabl
     assert not run.exists()
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
-    with pytest.raises(TrainError, match="names a file"):
+    with pytest.raises(TrainError, match=f"{a_file}: is a file, not a run directory"):
         Trainer.build(make_config(dataset, model_file, a_file), join())
 
 
