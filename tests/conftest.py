@@ -360,17 +360,22 @@ def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str],
     run it, or as the rank a launcher's ``launcher`` variables (RANK, WORLD_SIZE)
     describe: its exit code and what it wrote to stderr. For refusals, which need
     none of a process's start-up (about 6 s on the tier's 2 cores). The signal
-    handlers it installs and the environment it sets are put back."""
+    handlers it installs, the environment it sets and the logging and warning
+    settings it changes are put back."""
+    import logging
     import signal
+    import warnings
     from unittest import mock
 
     from tacl_scale.preemption import SIGNALS
     from tacl_scale.train import main
 
     handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    root = logging.getLogger()
+    level, formatters = root.level, {handler: handler.formatter for handler in root.handlers}
     launcher_keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
     try:
-        with mock.patch.dict(os.environ, {"DS_ACCELERATOR": "cpu"}):
+        with mock.patch.dict(os.environ, {"DS_ACCELERATOR": "cpu"}), warnings.catch_warnings():
             for key in launcher_keys:
                 os.environ.pop(key, None)
             os.environ.update(launcher or {})
@@ -378,6 +383,9 @@ def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str],
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        root.setLevel(level)
+        for log_handler, formatter in formatters.items():
+            log_handler.setFormatter(formatter)
     import torch.distributed
 
     assert not torch.distributed.is_initialized(), "main() left its process group behind"

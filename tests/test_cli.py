@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,6 +68,19 @@ def test_a_refused_train_command_line_is_one_line_said_by_rank_0_only(
     code, stderr = main_in_this_process(argv, capsys, launcher={"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"})
     assert (code, stderr) == (EXIT_ERROR, "")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_ranks_but_the_first_log_their_warnings_only_naming_their_rank(rank: int) -> None:
+    """Every rank's INFO lines (the model it loaded, the checkpoint it resumed) said
+    each thing once a rank: 8 times on a node of 8 GPUs."""
+    code = ("import logging, warnings; logging.basicConfig(level=logging.INFO, format='%(levelname)s %(message)s')\n"
+            f"from tacl_scale.train import quiet_other_ranks; quiet_other_ranks({rank})\n"
+            "log = logging.getLogger('tacl_scale.x'); log.info('loaded'); log.warning('careful')\n"
+            "warnings.warn('`torch.distributed.all_gather_into_tensor` is deprecated. Use ...', FutureWarning)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    lines = [re.sub(r"^\S+ \S+ ", "", line) for line in done.stderr.splitlines()]  # the time
+    assert lines == (["INFO loaded", "WARNING careful"] if rank == 0 else ["WARNING rank 1 tacl_scale.x: careful"])
 
 
 @pytest.mark.parametrize(("flags", "said"), [
