@@ -20,6 +20,8 @@ not there is refused in one line naming it.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import os
@@ -30,6 +32,7 @@ from typing import Any
 
 import torch
 from transformers import BertConfig, BertForPreTraining
+from transformers.utils import logging as transformers_logging
 
 from . import EXIT_ERROR
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify
@@ -105,9 +108,17 @@ def master_weights(ckpt_dir: Path) -> dict[str, torch.Tensor]:
     if any(ckpt_dir.glob("bf16_zero_pp_rank_*_optim_states.pt")):
         state = _universal_master_weights(ckpt_dir)
     else:
-        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+        # DeepSpeed's accelerator notice, zero_to_fp32's prints ("Processing zero
+        # checkpoint", parameter counts) and its progress bar were most of the
+        # command's output: logged at DEBUG instead.
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+                from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
-        state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
+                state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
+        finally:
+            log.debug("zero_to_fp32 said:\n%s", said.getvalue())
     student = {k[len(MODULE_PREFIX):]: v for k, v in state.items() if k.startswith(MODULE_PREFIX)}
     if not student:
         raise ValueError(f"{ckpt_dir}: no {MODULE_PREFIX}* weights in the checkpoint")
@@ -255,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("output", type=Path, help="HF model directory to write")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    # Its "Writing model shards" bar is carriage-return noise in a job's log, as in training.
+    transformers_logging.disable_progress_bar()
     try:
         out = export_checkpoint(args.checkpoint, args.output)
     except (ValueError, KeyError) as err:

@@ -141,6 +141,9 @@ def test_export_cli_matches_the_final_export(full_run: Path, tmp_path: Path,
     res = subprocess.run([sys.executable, "-m", "tacl_scale.export", str(full_run), str(tmp_path / "out")],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
+    # DeepSpeed's prints and both progress bars were most of the output
+    assert res.stdout == f"exported {tmp_path / 'out'}\n"
+    assert res.stderr.splitlines() == [f"INFO: exporting {full_run / 'checkpoints' / 'step00000006'}"], res.stderr
     a = BertForPreTraining.from_pretrained(tmp_path / "out").state_dict()
     b = BertForPreTraining.from_pretrained(full_run / "export").state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
