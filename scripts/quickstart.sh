@@ -51,7 +51,7 @@ open(f"{out}/sentences.txt", "w", encoding="utf-8").write("\n".join(sentences) +
 PYCODE
 "$PY" -m tacl_scale.analysis selfsim --model "$OUT/run/initial" --model "$OUT/run/export" \
   --sentences "$OUT/sentences.txt" --out "$OUT/analysis" \
-  --heatmap-sentence "The river flows through the old town." 2>&1 | grep -vE "UNEXPECTED|^Key|^-+|^Notes|can be ignored|^$|BertModel LOAD REPORT" || true
+  --heatmap-sentence "The river flows through the old town."
 echo
 echo "dataset:      $OUT/dataset   (from tacl_scale.data import PretrainDataset)"
 echo "checkpoints:  $OUT/run/checkpoints"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import logging
 import sys
 import tempfile
 from pathlib import Path
@@ -31,6 +32,8 @@ from . import EXIT_ERROR
 from .cli import HelpFormatter, make_parser
 from .files import os_error_line, output_directory_problem
 from .similarity import LayerStats, sentence_self_similarity
+
+log = logging.getLogger("tacl_scale.analysis")
 
 
 def isotropy(tokens: torch.Tensor, sentence_ids: torch.Tensor) -> float:
@@ -60,12 +63,20 @@ def load_encoder(model_dir: Path, device: torch.device) -> tuple[Any, Any]:
     """(tokenizer, encoder in eval mode) of a HF directory."""
     from transformers import AutoModel, AutoTokenizer
 
-    from .model import LOAD_ERRORS, cannot_load
+    from .model import LOAD_ERRORS, cannot_load, own_load_report
 
     try:
-        tokenizer, model = AutoTokenizer.from_pretrained(str(model_dir)), AutoModel.from_pretrained(str(model_dir))
+        with own_load_report():
+            tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+            model, info = AutoModel.from_pretrained(str(model_dir), output_loading_info=True)
     except LOAD_ERRORS as err:
         raise cannot_load(model_dir, err) from err
+    # The heads of a pre-training checkpoint are not the encoder's (expected); a
+    # missing pooler changes no hidden state; encoder weights initialised at random do.
+    missing = sorted(key for key in info.get("missing_keys", ()) if not key.startswith("pooler."))
+    if missing:
+        log.warning("%s: %d encoder weights are not in the checkpoint and were initialised at random (e.g. %s): "
+                    "its figures describe a partly random model", model_dir, len(missing), ", ".join(missing[:2]))
     return tokenizer, model.to(device).eval()
 
 
@@ -283,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     for flag, value in (("--batch-size", args.batch_size), ("--max-sentences", args.max_sentences)):
         if value is not None and value < 1:
             p.error(f"{flag} must be >= 1, got {value}")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # "Loading weights" bars, one a model, in a job's log
     try:
         report = selfsim(args)
     except ValueError as err:

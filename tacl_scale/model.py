@@ -20,9 +20,11 @@ padded one through SDPA, so every function here takes either layout.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,25 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 # What from_pretrained raises for a directory it cannot load: an unreadable
 # config.json, a truncated weights file, weights that do not fit the config.
 LOAD_ERRORS = (OSError, ValueError, RuntimeError, SafetensorError)
+
+
+@contextlib.contextmanager
+def own_load_report() -> Iterator[None]:
+    """Hold back Hugging Face's load report (a table of every weight the checkpoint
+    lacks or has beyond the model, e.g. the MLM/NSP heads a ``BertModel`` ignores)
+    while the caller loads and says in one line what matters. Its other messages
+    still show. A filter, not a level: at WARNING or above that logger makes
+    from_pretrained log a tensor-parallel plan check of its own."""
+    report = logging.getLogger("transformers.modeling_utils")
+
+    def not_the_report(record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in str(record.msg)
+
+    report.addFilter(not_the_report)
+    try:
+        yield
+    finally:
+        report.removeFilter(not_the_report)
 
 
 def cannot_load(path: str | Path, err: BaseException) -> ValueError:
@@ -96,9 +117,10 @@ def load_student(path: str | Path) -> BertForPreTraining:
         raise ValueError(f"{path}: a {model_type} model (config.json's model_type), not BERT: tacl-scale continues "
                          "BERT checkpoints (BertForPreTraining)")
     try:
-        model, info = BertForPreTraining.from_pretrained(
-            str(path), attn_implementation=attention, local_files_only=True, output_loading_info=True
-        )
+        with own_load_report():
+            model, info = BertForPreTraining.from_pretrained(
+                str(path), attn_implementation=attention, local_files_only=True, output_loading_info=True
+            )
     except LOAD_ERRORS as err:
         raise cannot_load(path, err) from err
     # from_pretrained initialises what the checkpoint lacks and only warns: a RoBERTa or

@@ -178,3 +178,34 @@ def test_layer_axis_has_integer_ticks() -> None:
         assert list(fig.axes[0].get_xticks()) == [0, 1, 2]
     finally:
         plt.close(fig)
+
+
+def test_models_load_quietly_and_missing_encoder_weights_are_one_warning(tmp_path: Path) -> None:
+    """Hugging Face printed a table of the heads a ``BertModel`` ignores (every
+    pre-training checkpoint has them) and a progress bar per model; encoder weights
+    initialised at random, which do change the figures, were one row of such a table."""
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file, save_file
+    from transformers import BertForPreTraining
+
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64)
+    pretraining, partial = tmp_path / "pretraining", tmp_path / "partial"
+    BertForPreTraining(config).save_pretrained(pretraining)
+    BertModel(config).save_pretrained(partial)
+    weights = load_file(partial / "model.safetensors")
+    del weights["encoder.layer.1.output.dense.weight"]
+    save_file(weights, partial / "model.safetensors", metadata={"format": "pt"})
+    for directory in (pretraining, partial):
+        (directory / "vocab.txt").write_bytes(EN_VOCAB.read_bytes())
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("The river flows north.\nA small town lies on the hill.\n")
+    done = subprocess.run([sys.executable, "-m", "tacl_scale.analysis", "selfsim", "--model", str(pretraining),
+                           "--model", str(partial), "--sentences", str(sentences), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"WARNING: {partial}: 1 encoder weights are not in the checkpoint and were initialised at random "
+        "(e.g. encoder.layer.1.output.dense.weight): its figures describe a partly random model"], done.stderr
