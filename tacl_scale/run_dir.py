@@ -64,6 +64,7 @@ RUN_RECORD_VERSION = 2
 # Settings a resumed job must share with the run (dotted paths of TrainConfig.to_dict()):
 # they decide the data, the objectives, the model and the optimizer and its schedule.
 RESUME_SETTINGS = ("model", "seed", "data.paths", "data.weights", "data.dynamic_masking", "objective", "optim")
+PATH_SETTINGS = ("model", "data.paths")  # compared as the directories they name
 RESUME_FREE = ("optim.micro_batch_size", "optim.max_skipped_in_a_row")  # may change with the ranks
 # Settings added since runs were first recorded, with the value a run without them had.
 ADDED_SETTINGS = {"objective.reference_compat": False}
@@ -245,6 +246,12 @@ def settings_changes(saved: dict[str, Any], config: TrainConfig) -> list[str]:
     ``config``) among :data:`RESUME_SETTINGS`, one ``name: old -> new`` each."""
     old = _flatten(json.loads(json.dumps(saved)))
     new = _flatten(json.loads(json.dumps(config.to_dict())))
+    for settings in (old, new):  # one directory, however it was written (runs recorded relative paths)
+        for key in PATH_SETTINGS:
+            if isinstance(settings.get(key), str):
+                settings[key] = os.path.realpath(settings[key])
+            elif isinstance(settings.get(key), list):
+                settings[key] = [os.path.realpath(path) for path in settings[key]]
     changes = []
     for key in sorted(old.keys() | new.keys()):
         if not key.startswith(RESUME_SETTINGS) or key in RESUME_FREE:

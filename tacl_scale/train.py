@@ -185,11 +185,13 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                     f"{args.teacher_dtype}")
         args.unpad, args.pad_to_max_length, args.teacher_dtype = False, True, "fp32"
     chosen = resolve_settings(args, p)
+    # Absolute from here on: run.json records them, and a resume from another
+    # working directory (a requeued job) compares them with its own.
     return TrainConfig(
-        model=chosen["model"],
+        model=os.path.abspath(chosen["model"]),
         output=os.path.abspath(chosen["output"]),
         engine=chosen["engine"],
-        data=DataConfig(tuple(chosen["data"]), weights=tuple(args.data_weights) if args.data_weights else None,
+        data=DataConfig(tuple(os.path.abspath(path) for path in chosen["data"]), weights=tuple(args.data_weights) if args.data_weights else None,
                         pad_to_max_length=args.pad_to_max_length,
                         num_workers=args.num_workers, dynamic_masking=args.dynamic_masking,
                         verify=args.verify_data),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -29,8 +30,10 @@ def legacy_config(tmp_path: Path) -> Path:
 
 def test_a_recipe_fills_what_the_flags_leave_out() -> None:
     config = parse_args(["--recipe", "tacl-large-en"])
-    assert (config.model, Path(config.output).name, config.data.paths) == (
-        "models/bert-large-uncased", "tacl-large-en", ("data/enwiki-bert-uncased-256",))
+    # Absolute, as run.json records them: a resume from another directory compares them.
+    assert (config.model, config.output, config.data.paths) == (
+        os.path.abspath("models/bert-large-uncased"), os.path.abspath("runs/tacl-large-en"),
+        (os.path.abspath("data/enwiki-bert-uncased-256"),))
     assert Path(config.engine.path).name == "zero2.json"
     # The paper's numbers are the typed defaults; the micro-batch is the trainer's choice.
     assert config.optim == OptimConfig()
@@ -40,7 +43,8 @@ def test_a_recipe_fills_what_the_flags_leave_out() -> None:
 def test_flags_win_over_the_recipe() -> None:
     config = parse_args(["--recipe", "tacl-base-zh", "--model", "m", "--data", "d1", "--data", "d2",
                          "--output", "o", "--micro-batch-size", "16", "--batch-size", "128"])
-    assert (config.model, config.data.paths, Path(config.output).name) == ("m", ("d1", "d2"), "o")
+    assert (config.model, config.data.paths, config.output) == (
+        os.path.abspath("m"), (os.path.abspath("d1"), os.path.abspath("d2")), os.path.abspath("o"))
     assert (config.optim.batch_size, config.optim.micro_batch_size) == (128, 16)
 
 

@@ -17,6 +17,7 @@ from tacl_scale.run_dir import (
     TokenizerSource,
     output_problem,
     record_job,
+    settings_changes,
 )
 
 # run.json as the first training code wrote it (311c4f5: no version, device, student
@@ -165,3 +166,18 @@ def test_an_output_that_is_an_input_or_holds_a_dataset_or_model_is_refused(tmp_p
         assert problem(fine) is None, fine
     # under a file: mkdir's "[Errno 17] File exists: '.../bert.json'" reached the user as it was
     assert problem(config_file / "runs" / "a") == f"{config_file / 'runs' / 'a'}: {config_file} is a file, not a directory"
+
+
+def test_a_resume_compares_the_directories_its_paths_name_not_their_spelling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run started with ``--data /abs/ds`` and resumed from its directory with
+    ``--data ds`` (or from a symlink to it) is the same run; another directory is not."""
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "ds")
+    monkeypatch.chdir(tmp_path)
+    saved = {"model": str(tmp_path / "bert.json"), "data": {"paths": [str(tmp_path / "ds")]}}
+    same = {"model": "bert.json", "data": {"paths": ["link"]}}
+    assert settings_changes(saved, _Config(same)) == []  # type: ignore[arg-type]
+    other = {"model": "bert.json", "data": {"paths": ["other"]}}
+    assert settings_changes(saved, _Config(other)) == [  # type: ignore[arg-type]
+        f"data.paths: [{str(tmp_path / 'ds')!r}] -> [{str(tmp_path / 'other')!r}]"]
