@@ -187,3 +187,19 @@ def test_a_moved_dataset_trains_exports_and_inspects_without_its_original_tokeni
     assert inspect_main([str(moved), "-n", "1"]) == 0
     out = capsys.readouterr().out
     assert "carried in tokenizer/zh-vocab.txt" in out and "[CLS]" in out and "decoding with ids only" not in out
+
+
+def test_a_path_that_is_not_a_dataset_directory_says_what_it_is(dataset: Path, tmp_path: Path) -> None:
+    """It said "not a directory" of a path that did not exist, and of the
+    manifest.json itself given as --data, without the fix."""
+    from tacl_scale.data.manifest import DatasetError
+
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    for given, said in [(tmp_path / "missing", "no such directory"),
+                        (dataset / MANIFEST_NAME, f"a dataset is the directory that holds its {MANIFEST_NAME}: "
+                                                  f"give {dataset}"),
+                        (a_file, "a file, not a dataset directory")]:
+        with pytest.raises(DatasetError) as refused:
+            Manifest.load(given)
+        assert str(refused.value) == f"{given}: {said}"

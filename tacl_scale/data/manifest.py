@@ -458,8 +458,13 @@ class Manifest:
         """Parse and check ``DIR/manifest.json``; a :class:`DatasetError` names the
         file and the problem when it is absent, unparsable or of another format."""
         path = Path(directory) / MANIFEST_NAME
+        if not Path(directory).exists():
+            raise DatasetError(f"{directory}: no such directory")
+        if Path(directory).name == MANIFEST_NAME:
+            raise DatasetError(f"{directory}: a dataset is the directory that holds its {MANIFEST_NAME}: "
+                               f"give {Path(directory).parent}")
         if not Path(directory).is_dir():
-            raise DatasetError(f"{directory}: not a directory")
+            raise DatasetError(f"{directory}: a file, not a dataset directory")
         if not path.is_file():
             raise DatasetError(
                 f"{path}: missing — {directory} is not a finished dataset "
