@@ -478,6 +478,10 @@ def _from_directory(directory: Path, lowercase: bool | None) -> PretrainTokenize
     )
 
 
+# Files of a HF directory that are no tokenizer alone: --tokenizer takes the directory.
+HF_DIRECTORY_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
+
+
 def load_tokenizer(config: TokenizerConfig) -> PretrainTokenizer:
     """Open the tokenizer at ``config.path``; :class:`TokenizerError` names the path
     and the problem when it is missing or unusable."""
@@ -486,6 +490,9 @@ def load_tokenizer(config: TokenizerConfig) -> PretrainTokenizer:
         raise TokenizerError(f"{path}: tokenizer not found")
     if path.is_dir():
         return _from_directory(path, config.lowercase)
+    if path.name in HF_DIRECTORY_FILES:  # read as a vocab.txt, it said "sep_token not found"
+        raise TokenizerError(f"{path}: a file of a Hugging Face tokenizer or model directory: give the directory, "
+                             f"{path.parent}")
     try:
         with open(path, "rb") as f:
             f.read(1)

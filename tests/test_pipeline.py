@@ -498,3 +498,18 @@ def test_the_progress_line_is_written_once_per_interval_and_when_the_last_unit_f
         "progress: work units 1/5",  # this thread's first
         "progress: work units 4/5",  # 30 s after it
         "progress: work units 5/5"]  # the stage's last unit
+
+
+def test_a_file_of_a_hf_tokenizer_directory_is_refused_naming_the_directory(tmp_path: Path) -> None:
+    """Read as a vocab.txt, a model's tokenizer.json or config.json said "sep_token
+    not found in the vocabulary"."""
+    from data_prep.tokenization import TokenizerError
+
+    model = tmp_path / "bert"
+    model.mkdir()
+    for name in ("tokenizer.json", "config.json"):
+        (model / name).write_text("{}", encoding="utf-8")
+        with pytest.raises(TokenizerError) as refused:
+            load_tokenizer(TokenizerConfig(str(model / name)))
+        assert str(refused.value) == (f"{model / name}: a file of a Hugging Face tokenizer or model directory: "
+                                      f"give the directory, {model}")
