@@ -97,10 +97,14 @@ class EngineConfig:
     def from_file(cls, path: str | Path) -> EngineConfig:
         try:
             settings = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
+        except OSError as err:
+            raise ConfigError(f"{path}: unreadable DeepSpeed config: {err.strerror or err}") from err
+        except ValueError as err:
             raise ConfigError(f"{path}: unreadable DeepSpeed config: {err}") from err
         if not isinstance(settings, dict):
             raise ConfigError(f"{path}: a DeepSpeed config must be a JSON object")
+        if problem := _engine_settings_problem(settings):
+            raise ConfigError(f"{path}: {problem}")
         return cls(str(path), settings)
 
     @property
@@ -166,6 +170,45 @@ class EngineConfig:
         if params.get("betas", "auto") != "auto":
             found["betas"] = tuple(params["betas"])
         return found
+
+
+# The sections of a DeepSpeed config the trainer reads, and its settings of the
+# trainer's (older configs hold them) with the JSON types they may have.
+_ENGINE_SECTIONS = ("fp16", "bf16", "bfloat16", "optimizer", "zero_optimization")
+_ENGINE_NUMBERS = {"train_batch_size": int, "train_micro_batch_size_per_gpu": int,
+                   "gradient_accumulation_steps": int, "gradient_clipping": (int, float)}
+_OPTIMIZER_NUMBERS = ("lr", "weight_decay", "eps")
+
+
+def _engine_settings_problem(settings: dict[str, Any]) -> str | None:
+    """What in a DeepSpeed config the trainer cannot read, in words naming the
+    setting, or None: a section that is not an object, a number that is not one
+    (``"auto"`` aside). Each was a traceback from deep inside the trainer."""
+    def number(value: Any, kind: type | tuple[type, ...]) -> bool:
+        return value == "auto" or (isinstance(value, kind) and not isinstance(value, bool))
+
+    for section in _ENGINE_SECTIONS:
+        if section in settings and not isinstance(settings[section], dict):
+            return f"{section} must be a JSON object, not {settings[section]!r}"
+    for section in ("fp16", "bf16", "bfloat16"):
+        enabled = settings.get(section, {}).get("enabled", False)
+        if not (isinstance(enabled, bool) or enabled == "auto"):
+            return f"{section}.enabled must be true, false or \"auto\", not {enabled!r}"
+    params = settings.get("optimizer", {}).get("params", {})
+    if not isinstance(params, dict):
+        return f"optimizer.params must be a JSON object, not {params!r}"
+    for name, kind in _ENGINE_NUMBERS.items():
+        if name in settings and not number(settings[name], kind):
+            what = "an integer" if kind is int else "a number"
+            return f"{name} must be {what} or \"auto\", not {settings[name]!r}"
+    for name in _OPTIMIZER_NUMBERS:
+        if name in params and not number(params[name], (int, float)):
+            return f"optimizer.params.{name} must be a number or \"auto\", not {params[name]!r}"
+    betas = params.get("betas", "auto")
+    if betas != "auto" and not (isinstance(betas, list) and len(betas) == 2
+                                and all(number(beta, (int, float)) and beta != "auto" for beta in betas)):
+        return f"optimizer.params.betas must be two numbers or \"auto\", not {betas!r}"
+    return None
 
 
 @dataclass(frozen=True)

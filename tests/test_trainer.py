@@ -275,6 +275,36 @@ def test_engine_config_file_errors_name_the_file(tmp_path: Path) -> None:
     bad.write_text("[1, 2]")
     with pytest.raises(ConfigError, match="JSON object"):
         EngineConfig.from_file(bad)
+    with pytest.raises(ConfigError) as missing:
+        EngineConfig.from_file(tmp_path / "missing.json")
+    assert str(missing.value) == f"{tmp_path / 'missing.json'}: unreadable DeepSpeed config: No such file or directory"
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    ({"train_batch_size": "eight"}, "train_batch_size must be an integer or \"auto\", not 'eight'"),
+    ({"train_micro_batch_size_per_gpu": 2.5}, "train_micro_batch_size_per_gpu must be an integer or \"auto\", not 2.5"),
+    ({"gradient_clipping": True}, "gradient_clipping must be a number or \"auto\", not True"),
+    ({"fp16": True}, "fp16 must be a JSON object, not True"),
+    ({"bf16": {"enabled": "yes"}}, "bf16.enabled must be true, false or \"auto\", not 'yes'"),
+    ({"optimizer": {"type": "AdamW", "params": [1e-3]}}, "optimizer.params must be a JSON object, not [0.001]"),
+    ({"optimizer": {"params": {"lr": "1e-3"}}}, "optimizer.params.lr must be a number or \"auto\", not '1e-3'"),
+    ({"optimizer": {"params": {"betas": [0.9]}}}, "optimizer.params.betas must be two numbers or \"auto\", not [0.9]"),
+    ({"zero_optimization": 2}, "zero_optimization must be a JSON object, not 2"),
+])
+def test_a_setting_of_the_wrong_type_is_one_error_naming_it(settings: dict, said: str, tmp_path: Path) -> None:
+    """Each was a traceback from inside the trainer (TypeError, AttributeError)."""
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"zero_optimization": {"stage": 2}, **settings}))
+    with pytest.raises(ConfigError) as refused:
+        EngineConfig.from_file(path)
+    assert str(refused.value) == f"{path}: {said}"
+
+
+def test_the_shipped_configs_pass_the_type_check() -> None:
+    from conftest import ROOT
+
+    for path in sorted((ROOT / "ds_configs").glob("*.json")):
+        EngineConfig.from_file(path)
 
 
 def test_performance_defaults_follow_the_device() -> None:
