@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import difflib
 import json
 import logging
 from collections.abc import Iterator
@@ -50,7 +51,13 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
                 "pytorch_model.bin.index.json")
 # What from_pretrained raises for a directory it cannot load: an unreadable
 # config.json, a truncated weights file, weights that do not fit the config.
-LOAD_ERRORS = (OSError, ValueError, RuntimeError, SafetensorError)
+# A config.json whose values have the wrong type fails transformers' strict
+# dataclass check (not a ValueError).
+try:
+    from huggingface_hub.errors import StrictDataclassError
+except ImportError:  # a huggingface_hub from before strict dataclasses
+    StrictDataclassError = ValueError  # type: ignore[assignment,misc]
+LOAD_ERRORS = (OSError, ValueError, RuntimeError, SafetensorError, StrictDataclassError)
 
 
 @contextlib.contextmanager
@@ -75,8 +82,15 @@ def own_load_report() -> Iterator[None]:
 def cannot_load(path: str | Path, err: BaseException) -> ValueError:
     """One of :data:`LOAD_ERRORS` as one line naming the model directory (the
     library's messages name none, or run to a table of every weight)."""
-    first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
-    return ValueError(f"{path}: cannot load the model: {first_line}")
+    return ValueError(f"{path}: cannot load the model: {_one_line(err)}")
+
+
+def _one_line(err: BaseException) -> str:
+    """An error's message in one line: its first, or for transformers' config check
+    ("Validation error for field 'X':" then the cause) all of it."""
+    if isinstance(err, StrictDataclassError):
+        return " ".join(str(err).split())
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 def load_student(path: str | Path) -> BertForPreTraining:
@@ -89,15 +103,20 @@ def load_student(path: str | Path) -> BertForPreTraining:
     path = Path(path)
     if path.is_file():
         try:
-            config = BertConfig(**json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError) as err:
-            raise ValueError(f"{path}: not a BertConfig JSON: {err}") from err
+            settings = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(settings, dict):
+                raise ValueError("not a JSON object")
+            if problem := misspelt_setting(settings):
+                raise ValueError(problem)
+            config = BertConfig(**settings)
+        except (OSError, ValueError, TypeError, StrictDataclassError) as err:
+            raise ValueError(f"{path}: not a BertConfig JSON: {_one_line(err)}") from err
         config._attn_implementation = attention
         log.info("student: random init from %s", path)
         try:
             return BertForPreTraining(config)
-        except ValueError as err:  # settings that do not fit together (a hidden size the heads do not divide)
-            raise ValueError(f"{path}: {err}") from err
+        except (ValueError, KeyError) as err:  # settings that do not fit together, an unknown hidden_act
+            raise ValueError(f"{path}: {'unknown hidden_act ' if isinstance(err, KeyError) else ''}{err}") from err
     if not path.is_dir():
         raise ValueError(f"{path}: neither a model directory nor a BertConfig JSON")
     if RunDir(path).has_record():
@@ -135,6 +154,19 @@ def load_student(path: str | Path) -> BertForPreTraining:
         log.warning("student: initialised %d missing weights (e.g. MLM/NSP heads): %s",
                     len(info["missing_keys"]), ", ".join(sorted(info["missing_keys"])[:6]))
     return model
+
+
+def misspelt_setting(settings: dict[str, Any]) -> str | None:
+    """A key of a BertConfig JSON that is no setting of BertConfig's but nearly
+    spells one, in words, or None. BertConfig keeps unknown keys as attributes and
+    builds the default for the setting meant: ``"hidden_sizee": 64`` made BERT-base.
+    Other unknown keys (a checkpoint's ``gradient_checkpointing``) pass."""
+    known = BertConfig().to_dict()
+    for key in settings:
+        if key not in known and (near := difflib.get_close_matches(key, list(known), n=1, cutoff=0.85)):
+            return (f"{key!r} is not a BertConfig setting; did you mean {near[0]!r}? (as written, it is ignored and "
+                    f"{near[0]} is {known[near[0]]!r})")
+    return None
 
 
 def _model_type(directory: Path) -> str | None:

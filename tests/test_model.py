@@ -73,6 +73,21 @@ def _spoil(model: Path, how: str) -> Path:
     elif how == "a config the heads do not divide":
         model = model.parent / "odd.json"
         model.write_text(json.dumps({**TINY, "hidden_size": 33}))
+    elif how == "a config.json value of the wrong type":
+        config = json.loads((model / "config.json").read_text())
+        (model / "config.json").write_text(json.dumps({**config, "hidden_size": "32"}))
+    elif how == "a config file value of the wrong type":
+        model = model.parent / "typed.json"
+        model.write_text(json.dumps({**TINY, "hidden_size": "32"}))
+    elif how == "a misspelt config setting":  # built BERT-base (hidden 768) from a tiny config
+        model = model.parent / "typo.json"
+        model.write_text(json.dumps({**{k: v for k, v in TINY.items() if k != "hidden_size"}, "hidden_sizee": 32}))
+    elif how == "an unknown activation":
+        model = model.parent / "act.json"
+        model.write_text(json.dumps({**TINY, "hidden_act": "swish2"}))
+    elif how == "a config that is a list":
+        model = model.parent / "list.json"
+        model.write_text("[1]")
     return model
 
 
@@ -85,6 +100,15 @@ def _spoil(model: Path, how: str) -> Path:
     ("no encoder weights", "not a BERT checkpoint: 37 weights of BERT's encoder are not in it (e.g. bert.embeddings."),
     ("a run directory", "a training run directory, not a model directory: its student is exported to"),
     ("a config the heads do not divide", "The hidden size (33) is not a multiple of the number of attention heads"),
+    # tracebacks before (transformers' strict config check; a KeyError)
+    ("a config.json value of the wrong type", "cannot load the model: Validation error for field 'hidden_size': "
+                                              "TypeError: Field 'hidden_size' expected int, got str (value: '32')"),
+    ("a config file value of the wrong type", "not a BertConfig JSON: Validation error for field 'hidden_size': "
+                                              "TypeError: Field 'hidden_size' expected int, got str (value: '32')"),
+    ("a misspelt config setting", "not a BertConfig JSON: 'hidden_sizee' is not a BertConfig setting; did you mean "
+                                  "'hidden_size'? (as written, it is ignored and hidden_size is 768)"),
+    ("an unknown activation", "unknown hidden_act 'swish2'"),
+    ("a config that is a list", "not a BertConfig JSON: not a JSON object"),
 ])
 def test_a_bad_model_is_one_error_naming_it(how: str, said: str, config_file: Path, tmp_path: Path) -> None:
     """Without config.json, from_pretrained built BERT-base and re-initialised every
