@@ -77,8 +77,15 @@ class PlainDocument:
 CountSkip = Callable[[str], None]
 
 
+# A Wikimedia multistream dump and the index published beside it.
+MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
+INDEX_SUFFIX = "-multistream-index.txt.bz2"
+
+
 def expand_inputs(patterns: list[str]) -> list[str]:
-    """Sorted files matching the globs; :class:`InputError` if none does."""
+    """Sorted files matching the globs; :class:`InputError` if none does. A
+    multistream dump's index that a glob matches beside its dump (``dumps/*``) is
+    the dump's index, not an input; an index without its dump is refused."""
     paths: set[str] = set()
     for pattern in patterns:
         matched = [p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p)]
@@ -88,6 +95,11 @@ def expand_inputs(patterns: list[str]) -> list[str]:
                                  f"e.g. --input '{os.path.join(pattern, '**', '*')}'")
             raise InputError(f"{pattern}: no input file matches")
         paths.update(os.path.abspath(p) for p in matched)
+    paths -= {index_beside(p) for p in paths if p.endswith(MULTISTREAM_SUFFIX)}
+    for path in sorted(paths):
+        if path.endswith(INDEX_SUFFIX):
+            raise InputError(f"{path}: a multistream dump's index, not a dump: give the dump, "
+                             f"{path.removesuffix(INDEX_SUFFIX)}{MULTISTREAM_SUFFIX}")
     return sorted(paths)
 
 
@@ -112,15 +124,12 @@ def read_multistream_index(index_path: str) -> list[int]:
     return sorted(offsets)
 
 
-MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
-
-
 def index_beside(dump_path: str) -> str:
     """Where Wikimedia puts a multistream dump's index:
     ``X-multistream.xml.bz2`` → ``X-multistream-index.txt.bz2``."""
     if not dump_path.endswith(MULTISTREAM_SUFFIX):
         raise ValueError(f"{dump_path}: the name must end in {MULTISTREAM_SUFFIX}")
-    return dump_path.removesuffix(".xml.bz2") + "-index.txt.bz2"
+    return dump_path.removesuffix(MULTISTREAM_SUFFIX) + INDEX_SUFFIX
 
 
 def find_index(dump_path: str) -> str | None:

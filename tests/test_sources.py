@@ -72,6 +72,18 @@ def test_expand_inputs_empty_glob_names_pattern(tmp_path: Path) -> None:
         expand_inputs([str(tmp_path / "a.txt"), pattern])
 
 
+def test_a_multistream_index_beside_its_dump_is_not_an_input(tmp_path: Path) -> None:
+    """``--input 'dumps/*'`` took the index for a dump and failed in the pipeline
+    with "not XML"; alone, the index is refused naming the dump to give instead."""
+    dump, index = tmp_path / "enwiki-multistream.xml.bz2", tmp_path / "enwiki-multistream-index.txt.bz2"
+    for path in (dump, index, tmp_path / "other.xml.bz2"):
+        path.write_bytes(b"x")
+    assert expand_inputs([str(tmp_path / "*")]) == [str(dump), str(tmp_path / "other.xml.bz2")]
+    with pytest.raises(InputError) as refused:
+        expand_inputs([str(index), str(tmp_path / "other.xml.bz2")])
+    assert str(refused.value) == f"{index}: a multistream dump's index, not a dump: give the dump, {dump}"
+
+
 def test_a_directory_input_is_refused_with_the_glob_that_takes_its_files(tmp_path: Path) -> None:
     """WikiExtractor writes a tree (AA/wiki_00, AB/wiki_00, ...): its directory as --input
     said "no input file matches"; the error now gives the glob, and that glob works."""
