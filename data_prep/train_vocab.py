@@ -122,6 +122,17 @@ def train_wordpiece(sentences: Iterator[str], vocab_size: int, lowercase: bool, 
     return output
 
 
+def size_note(made: int, asked: int) -> str:
+    """Why a vocabulary has other than ``--vocab-size`` tokens, or "" when it has
+    that many (else a user reads 90 tokens as the 6 asked, or 2,423 as 100,000)."""
+    if made < asked:
+        return f", fewer than the {asked} asked: the corpus has no more words and pieces seen twice"
+    if made > asked:
+        return (f", more than the {asked} asked: every character of the alphabet and its {CONTINUATION} piece "
+                "is always kept")
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     p = make_parser("python -m data_prep.train_vocab", __doc__)
     p.add_argument("--input", action="append", required=True, metavar="GLOB",
@@ -153,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {cannot_write(args.output, err)}", file=sys.stderr)
         return EXIT_ERROR
     lines = path.read_text(encoding="utf-8").count("\n")
-    print(f"wrote {path} ({lines} tokens)")
+    print(f"wrote {path} ({lines} tokens{size_note(lines, args.vocab_size)})")
     return 0
 
 

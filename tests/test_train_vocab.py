@@ -96,3 +96,18 @@ def test_a_vocabulary_size_below_the_special_tokens_is_refused(tmp_path: Path, c
         main(["--input", "x.txt", "--vocab-size", "3", "--output", str(tmp_path / "v.txt")])
     assert "--vocab-size must be more than the 5 special tokens, not 3" in capsys.readouterr().err
 
+
+
+def test_a_vocabulary_of_another_size_than_asked_says_why(corpus: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """"wrote vocab.txt (90 tokens)" after --vocab-size 6 read as a bug, and 2,423
+    after 100,000 as the size asked."""
+    small, large = tmp_path / "small.txt", tmp_path / "large.txt"
+    assert main(["--input", str(corpus), "--vocab-size", "6", "--output", str(small)]) == 0
+    made = small.read_text(encoding="utf-8").count("\n")
+    assert capsys.readouterr().out == (f"wrote {small} ({made} tokens, more than the 6 asked: every character of "
+                                       "the alphabet and its ## piece is always kept)\n")
+    assert main(["--input", str(corpus), "--vocab-size", "100000", "--output", str(large)]) == 0
+    made = large.read_text(encoding="utf-8").count("\n")
+    assert capsys.readouterr().out == (f"wrote {large} ({made} tokens, fewer than the 100000 asked: the corpus "
+                                       "has no more words and pieces seen twice)\n")
