@@ -68,6 +68,7 @@ from .run_dir import (
     JobSegment,
     RunDir,
     RunRecord,
+    check_data_unchanged,
     check_resume_settings,
     output_problem,
     record_job,
@@ -318,6 +319,10 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         precision = resolve_precision(config, dist.device)
         performance = resolve_performance(config, dist, precision)
         datasets = open_datasets(config, dist)
+        fingerprints = [dataset.manifest.content_fingerprint() for dataset in datasets]
+        if config.checkpoint.resume:
+            changes = [*(changes or []), *(on_main(dist, lambda: check_data_unchanged(run, config, fingerprints))
+                                           or [])]
         student, teacher = build_models(config, datasets, dist.device)
         config = resolve_micro_batch(config, dist, datasets, student, teacher is not None)
         student_fast, teacher_fast = compiled_encoders(config, performance, datasets, student, teacher)
@@ -332,7 +337,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
             check_steps_left(run.checkpoints / resume_from, state.step, config.optim.steps, dist.is_main)
             apply_optimizer_settings(engine, config.optim, state.step)
         on_main(dist, lambda: record_this_job(run, config, dist, datasets[0], student, performance,
-                                              engine.ds_config, state.step, changes or []))
+                                              engine.ds_config, state.step, changes or [], fingerprints))
         batches, eval_batches = build_data(config, datasets, dist, state, performance.unpad, eval_every)
         metrics = MetricsLogger(run, dist.is_main, config.optim.steps, config.log_every, state.step)
     except BaseException:
@@ -609,7 +614,7 @@ def apply_optimizer_settings(engine: EngineParts, optim: OptimConfig, step: int)
 
 def record_this_job(run: RunDir, config: TrainConfig, dist: Distributed, dataset: PretrainDataset, student: Any,
                     performance: ResolvedPerformance, ds_config: dict[str, Any], step: int,
-                    changes: list[str]) -> RunRecord:
+                    changes: list[str], fingerprints: list[str]) -> RunRecord:
     """``run.json`` with this job in its ``history`` (the step it started at, its
     ranks and device, the settings it changed with ``--allow-changes``); a new
     run's record holds its settings as this job resolved them."""
@@ -618,7 +623,7 @@ def record_this_job(run: RunDir, config: TrainConfig, dist: Distributed, dataset
     new = RunRecord(config=config.to_dict(), world_size=dist.world_size, device=device, unpad=performance.unpad,
                     fused_optimizer=performance.fused_optimizer,
                     tokenizer_source=tokenizer_source(config.model, dataset), deepspeed_config=ds_config,
-                    student_config=student_config_dict(student))
+                    student_config=student_config_dict(student), data_fingerprints=fingerprints)
     return record_job(run, segment, new, config)
 
 

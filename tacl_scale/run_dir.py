@@ -177,6 +177,8 @@ class RunRecord:
     deepspeed_config: dict[str, Any]  # the DeepSpeed JSON as the first job resolved it
     student_config: dict[str, Any] | None = None  # the student's BertConfig; None: runs before it was kept
     history: list[JobSegment] = field(default_factory=list)
+    # Manifest.content_fingerprint of each --data, in order; None: runs before they were kept
+    data_fingerprints: list[str] | None = None
     version: int = RUN_RECORD_VERSION
 
     @property
@@ -204,6 +206,7 @@ class RunRecord:
                 tokenizer_source=TokenizerSource.from_json(data["tokenizer_source"]),
                 deepspeed_config=dict(data.get("deepspeed_config", {})),
                 student_config=data.get("student_config"),
+                data_fingerprints=[str(f) for f in data["data_fingerprints"]] if data.get("data_fingerprints") else None,
                 history=[JobSegment(int(s["started_at_step"]), int(s["world_size"]), str(s["device"]),
                                     bool(s.get("unpad", False)), bool(s.get("compile", False)),
                                     [str(c) for c in s.get("changes", [])])
@@ -223,6 +226,8 @@ class RunRecord:
             "unpad": self.unpad,
             "fused_optimizer": self.fused_optimizer,
             "student_config": self.student_config,
+            # only once known: a record of a run from before them reads and writes back the same
+            **({"data_fingerprints": self.data_fingerprints} if self.data_fingerprints is not None else {}),
             "tokenizer_source": self.tokenizer_source.to_json(),
             "deepspeed_config": self.deepspeed_config,
             "history": [asdict(segment) for segment in self.history],
@@ -277,6 +282,35 @@ def check_resume_settings(run: RunDir, config: TrainConfig) -> list[str]:
     return changes
 
 
+def data_changes(run: RunDir, config: TrainConfig, fingerprints: list[str]) -> list[str]:
+    """Each ``--data`` whose content is not what the run recorded (a dataset
+    rebuilt in place), one ``data content: PATH: ...`` line each; none when the run
+    recorded no fingerprints or the paths themselves changed (a change listed as
+    ``data.paths``)."""
+    if not run.has_record():
+        return []
+    record = run.read_record()
+    saved_paths = [os.path.realpath(path) for path in record.config.get("data", {}).get("paths", [])]
+    if record.data_fingerprints is None or saved_paths != [os.path.realpath(p) for p in config.data.paths]:
+        return []
+    return [f"data content: {path}: not the dataset the run trained on (rebuilt in place?): the data order "
+            "would continue in other instances"
+            for path, old, new in zip(config.data.paths, record.data_fingerprints, fingerprints, strict=False)
+            if old != new]
+
+
+def check_data_unchanged(run: RunDir, config: TrainConfig, fingerprints: list[str]) -> list[str]:
+    """Refuse (:class:`RunRecordError`) to resume on datasets rebuilt since the run
+    recorded them, unless ``--allow-changes`` (the changes are returned, to be
+    recorded)."""
+    changes = data_changes(run, config, fingerprints)
+    if changes and not config.checkpoint.allow_changes:
+        raise RunRecordError(f"{run.path}: --resume on other data than the run's ({RUN_FILE}): {'; '.join(changes)}. "
+                             "Resume on the run's data, or add --allow-changes to continue on this (recorded in its "
+                             "history)")
+    return changes
+
+
 def record_job(run: RunDir, segment: JobSegment, new_record: RunRecord, config: TrainConfig) -> RunRecord:
     """Add this job to ``run.json``: ``new_record`` for a new run; a resumed run
     keeps its record, appends ``segment``, and (after ``--allow-changes``) takes
@@ -286,6 +320,8 @@ def record_job(run: RunDir, segment: JobSegment, new_record: RunRecord, config: 
         record.history.append(segment)
         if segment.changes:
             record.config = config.to_dict()
+        if segment.changes or record.data_fingerprints is None:  # the data this run trains on from here
+            record.data_fingerprints = new_record.data_fingerprints
     else:
         record = new_record
         record.history = [segment]

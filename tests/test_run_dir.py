@@ -15,6 +15,7 @@ from tacl_scale.run_dir import (
     RunRecord,
     RunRecordError,
     TokenizerSource,
+    data_changes,
     output_problem,
     record_job,
     settings_changes,
@@ -181,3 +182,27 @@ def test_a_resume_compares_the_directories_its_paths_name_not_their_spelling(
     other = {"model": "bert.json", "data": {"paths": ["other"]}}
     assert settings_changes(saved, _Config(other)) == [  # type: ignore[arg-type]
         f"data.paths: [{str(tmp_path / 'ds')!r}] -> [{str(tmp_path / 'other')!r}]"]
+
+
+def test_data_content_is_compared_only_where_the_run_recorded_it_for_the_same_paths(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    record = RunRecord.from_json(version_2())
+    record.config = {"data": {"paths": ["/d/a"]}}
+    record.data_fingerprints = ["f-a"]
+    run.write_record(record)
+
+    class Config(_Config):
+        data = type("Data", (), {"paths": ("/d/a",)})
+
+    same = Config({})
+    assert data_changes(run, same, ["f-a"]) == []  # type: ignore[arg-type]
+    assert data_changes(run, same, ["f-b"])[0].startswith("data content: /d/a: not the dataset")  # type: ignore[arg-type]
+    Config.data = type("Data", (), {"paths": ("/d/b",)})  # another --data: listed as data.paths, not here
+    assert data_changes(run, Config({}), ["f-b"]) == []  # type: ignore[arg-type]
+    record.data_fingerprints = None  # a run from before fingerprints: nothing to compare
+    run.write_record(record)
+    assert data_changes(run, same, ["f-b"]) == []  # type: ignore[arg-type]
+    record_job(run, JobSegment(2, 1, "cpu", False, False, []), RunRecord.from_json(
+        {**version_2(), "data_fingerprints": ["f-b"]}), same)  # type: ignore[arg-type]
+    assert run.read_record().data_fingerprints == ["f-b"]  # recorded from its first resume on

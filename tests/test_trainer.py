@@ -795,6 +795,35 @@ def test_the_models_tokenizer_is_compared_token_by_token_whatever_its_files(data
         check_data_and_model([ds], student, str(tmp_path / "swapped"))
 
 
+def test_resume_refuses_a_dataset_rebuilt_in_place_unless_allowed(join: Callable[[], Distributed], dataset: Path,
+                                                                  model_file: Path, tmp_path: Path) -> None:
+    """Rebuilt under the run with another seed, the dataset was trained on from the
+    checkpoint's sample on, silently: another dataset's instances in the same order."""
+    data = tmp_path / "ds"
+    shutil.copytree(dataset, data)
+    run = tmp_path / "run"
+    config = make_config(data, model_file, run, steps=4, export=False,
+                         checkpoint=CheckpointConfig(save_every=2, stop_after_steps=2))
+    run_job(config, join)
+    recorded = json.loads((run / "run.json").read_text())
+    assert recorded["data_fingerprints"] == [PretrainDataset(data).manifest.content_fingerprint()]
+    moved = tmp_path / "moved"
+    shutil.copytree(data, moved)  # a copy of the same dataset is the same data
+    assert PretrainDataset(moved).manifest.content_fingerprint() == recorded["data_fingerprints"][0]
+    build_dataset(data, "--input", str(ZH_TEXT), "--format", "text", "--language", "zh", "--tokenizer", str(ZH_VOCAB),
+                  "--min-doc-chars", "10", "--dupe-factor", "1", "--max-seq-len", "64", "--seed", "7", "--overwrite")
+    resume = replace(config, checkpoint=CheckpointConfig(save_every=2, resume=True))
+    with pytest.raises(TrainError, match=rf"--resume on other data than the run's \(run.json\): data content: {data}: "
+                                         r"not the dataset the run trained on \(rebuilt in place\?\).*allow-changes"):
+        Trainer.build(resume, join())
+    assert json.loads((run / "run.json").read_text()) == recorded  # the record is not rewritten
+    run_job(replace(resume, checkpoint=replace(resume.checkpoint, allow_changes=True)), join)
+    record = json.loads((run / "run.json").read_text())
+    assert record["data_fingerprints"] == [PretrainDataset(data).manifest.content_fingerprint()]
+    assert record["data_fingerprints"] != recorded["data_fingerprints"]
+    assert record["history"][1]["changes"][0].startswith(f"data content: {data}: ")
+
+
 def test_resume_refuses_other_settings_unless_allowed_and_records_them(join: Callable[[], Distributed], dataset: Path,
                                                                        model_file: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"

@@ -42,6 +42,7 @@ reads the JSON and knows what older versions lacked:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field, fields
@@ -326,6 +327,16 @@ class Manifest:
     def has_validation(self) -> bool:
         """Whether the dataset has a validation split with instances in it."""
         return self.validation is not None and self.validation.totals.instances > 0
+
+    def content_fingerprint(self) -> str:
+        """A hash of every shard file's name, size and checksum: the same for the
+        dataset copied or moved, another for a rebuild (another seed, corpus or
+        setting). A run records it, so that a resume notices a dataset rebuilt in
+        place under it: its data order would continue in other instances."""
+        shards = [*self.train.shards, *(self.validation.shards if self.validation else ())]
+        listing = [[shard.name, sorted([role, f.path, f.bytes, f.checksum] for role, f in shard.files.items())]
+                   for shard in shards]
+        return hashlib.sha256(json.dumps(listing).encode("utf-8")).hexdigest()[:32]
 
     def split(self, name: str, directory: str | os.PathLike = "dataset") -> SplitRecord:
         """The ``train`` or ``validation`` split; a :class:`DatasetError` naming
