@@ -32,6 +32,7 @@ what a mature tool does then. The next hostile test starts from this file.
 | a refused `tacl-train` flag under the launcher (every rank parses it) | one line from rank 0, none from the others (tests/test_cli.py); in the Slurm job, before it starts (tests/test_recipes.py) |
 | `--model` that is not a loadable BERT: no config.json or weights, a run directory, truncated weights, another shape, a RoBERTa/DistilBERT directory | one line naming it; it used to re-initialise every weight and train on (tests/test_model.py) |
 | `--output` that is (or is inside) a `--data` or `--model` directory, or holds a dataset or a model | refused before the lock file is written (tests/test_run_dir.py, tests/test_train.py) |
+| `--resume` on a dataset rebuilt in place (another `--seed`) | refused naming it; `--allow-changes` continues and records its new fingerprint (tests/test_trainer.py) |
 | `--resume --allow-changes` with another `--lr`, `--steps` or `--weight-decay` | in force from the first resumed update, not the checkpoint's (tests/test_trainer.py) |
 | `--resume` from a checkpoint past `--steps`; one dataset twice as `--data`; `--tacl-impl triton` on the CPU | refused in one line before anything runs (tests/test_trainer.py) |
 | `--num-shards 0`, `--short-seq-prob 2`, `--unit-mb 0`; `tacl-analyze --device tpu`, `--heatmap-layer` past the top | one line naming the flag (tests/test_cli.py, tests/test_analysis.py) |
