@@ -232,8 +232,9 @@ class DataConfig:
         seen: dict[str, str] = {}
         for path in self.paths:  # each instance would come twice an epoch
             key = os.path.realpath(path)
-            _require(key not in seen, f"--data {path} names the dataset of --data {seen.get(key)} again: give each "
-                     "dataset once (--data-weights gives one a larger share)")
+            again = "is given twice" if seen.get(key) == path else f"names the dataset of --data {seen.get(key)} again"
+            _require(key not in seen, f"--data {path} {again}: give each dataset once (--data-weights gives one a "
+                     "larger share)")
             seen[key] = path
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import BertConfig, BertForPreTraining, BertModel
 
@@ -50,13 +51,8 @@ TEACHER_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.f
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 # What from_pretrained raises for a directory it cannot load: an unreadable
-# config.json, a truncated weights file, weights that do not fit the config.
-# A config.json whose values have the wrong type fails transformers' strict
-# dataclass check (not a ValueError).
-try:
-    from huggingface_hub.errors import StrictDataclassError
-except ImportError:  # a huggingface_hub from before strict dataclasses
-    StrictDataclassError = ValueError  # type: ignore[assignment,misc]
+# config.json, a truncated weights file, weights that do not fit the config, a
+# config.json value of the wrong type (transformers' strict config check).
 LOAD_ERRORS = (OSError, ValueError, RuntimeError, SafetensorError, StrictDataclassError)
 
 
