@@ -51,6 +51,8 @@ def format_summary(manifest: Manifest, path: str) -> str:
            "(train with --objectives mirror, or --dynamic-masking for mlm/tacl)"]),
         f"  dupe factor {manifest.dupe_factor}, seed {manifest.seed}, {len(manifest.sources)} source file(s), "
         f"{sum(s.bytes for s in manifest.sources) / 1e6:.1f} MB",
+        # what a run records of its --data: equal fingerprints, the same instances
+        f"  content fingerprint {manifest.content_fingerprint()}",
     ]
     if t.length_histogram:
         peak = max(t.length_histogram.values())

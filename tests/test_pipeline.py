@@ -399,6 +399,7 @@ def test_inspect_cli_prints_summary_and_marked_instances(en_dataset: PretrainDat
     assert "instances" in res.stdout and "NSP random next" in res.stdout and "skipped:" in res.stdout
     assert res.stdout.count("[CLS]") == 2
     assert "→[MASK]]" in res.stdout, "masked tokens are marked [original→placed]"
+    assert f"  content fingerprint {en_dataset.manifest.content_fingerprint()}\n" in res.stdout  # as run.json has it
 
 
 def test_build_cli_help_and_run_build_api(tmp_path: Path) -> None:
