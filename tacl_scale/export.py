@@ -76,6 +76,7 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, 
     if not managed and (problem := export_target_problem(out)):
         raise ValueError(problem)
     partial, previous = out.with_name(f".{out.name}.partial"), out.with_name(f".{out.name}.previous")
+    _restore(previous, out)  # an export killed between its two renames left the old one there
     for leftover in (partial, previous):
         shutil.rmtree(leftover, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -94,9 +95,17 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, 
             os.replace(out, previous)
         os.replace(partial, out)
     finally:
+        _restore(previous, out)  # interrupted between the renames: the earlier export, not none
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(previous, ignore_errors=True)
     return out
+
+
+def _restore(previous: Path, out: Path) -> None:
+    """Put an earlier export set aside at ``previous`` back at ``out`` when no new
+    one took its place."""
+    if previous.is_dir() and not out.exists():
+        os.replace(previous, out)
 
 
 def master_weights(ckpt_dir: Path) -> dict[str, torch.Tensor]:

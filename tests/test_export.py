@@ -1,0 +1,73 @@
+"""tacl_scale.export.export_student: an export directory is whole or as it was.
+
+The exports of real runs (through the launcher, from checkpoints, while rotation
+removes them) are tested in tests/test_train.py and tests/test_export_rotation.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TINY_BERT
+from transformers import BertConfig, BertForPreTraining
+
+from tacl_scale.export import EXPORT_MARKER, export_student
+
+pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
+
+
+@pytest.fixture
+def tokenizer_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "tokenizer"
+    directory.mkdir()
+    (directory / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", encoding="utf-8")
+    return directory
+
+
+def student(seed: int) -> BertForPreTraining:
+    torch.manual_seed(seed)
+    return BertForPreTraining(BertConfig(**TINY_BERT))
+
+
+def test_an_export_interrupted_between_its_renames_keeps_the_earlier_one(tokenizer_dir: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The earlier export was set aside, the new one not yet in place, and the
+    cleanup removed both: Ctrl-C at that moment left no export at all."""
+    out = tmp_path / "export"
+    export_student(student(0), out, tokenizer_dir, "first")
+    replace = os.replace
+
+    def interrupted_before_the_new_one(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+        if Path(src).name == f".{out.name}.partial":
+            raise KeyboardInterrupt
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted_before_the_new_one)
+    with pytest.raises(KeyboardInterrupt):
+        export_student(student(1), out, tokenizer_dir, "second")
+    monkeypatch.setattr(os, "replace", replace)
+    assert json.loads((out / EXPORT_MARKER).read_text())["source"] == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "tokenizer"]  # nothing set aside is left
+
+
+def test_an_earlier_export_left_aside_by_a_kill_is_put_back_first(tokenizer_dir: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed between the renames, an export left ``.export.previous`` and no
+    ``export``; the next export deleted it as a leftover, and when that one failed
+    too (a full disk), no export was left."""
+    out = tmp_path / "export"
+    export_student(student(0), out, tokenizer_dir, "first")
+    os.replace(out, tmp_path / ".export.previous")
+    failing = student(1)
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(failing, "save_pretrained", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        export_student(failing, out, tokenizer_dir, "second")
+    assert json.loads((out / EXPORT_MARKER).read_text())["source"] == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "tokenizer"]
