@@ -23,7 +23,7 @@ from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Ma
 from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.files import output_directory_problem
 from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError
-from tacl_scale.preemption import CtrlC
+from tacl_scale.preemption import CtrlC, uninterrupted
 
 from .build_log import build_logging
 from .config import (
@@ -335,11 +335,16 @@ def swap_in(staging: Path, output: Path) -> None:
     ``output``: two renames, then the user's own files of the old directory are
     carried over and the rest of it removed."""
     old = output.parent / f".{output.name}.replaced-{os.getpid()}"
-    os.rename(output, old)
-    os.rename(staging, output)
-    for path in old.iterdir():
-        if path.name != MANIFEST_NAME and not is_build_file(path):  # a file of the user's
-            shutil.move(str(path), output / path.name)
+    with uninterrupted():  # Ctrl-C between the renames left no dataset in place, the user's files hidden
+        os.rename(output, old)
+        try:
+            os.rename(staging, output)
+        except OSError:
+            os.rename(old, output)  # the old dataset back, whole
+            raise
+        for path in old.iterdir():
+            if path.name != MANIFEST_NAME and not is_build_file(path):  # a file of the user's
+                shutil.move(str(path), output / path.name)
     shutil.rmtree(old, ignore_errors=True)
     log.info("replaced the dataset in %s", output)
 

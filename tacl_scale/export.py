@@ -38,6 +38,7 @@ from . import EXIT_ERROR
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify
 from .cli import make_parser
 from .files import os_error_line, output_directory_problem
+from .preemption import uninterrupted
 from .run_dir import CHECKPOINT_RECORD, RUN_FILE, RunDir, snapshot_tokenizer
 
 log = logging.getLogger("tacl_scale.export")
@@ -76,7 +77,7 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, 
     if not managed and (problem := export_target_problem(out)):
         raise ValueError(problem)
     partial, previous = out.with_name(f".{out.name}.partial"), out.with_name(f".{out.name}.previous")
-    _restore(previous, out)  # an export killed between its two renames left the old one there
+    _restore(previous, out)  # an export killed (SIGKILL) between its two renames left the old one there
     for leftover in (partial, previous):
         shutil.rmtree(leftover, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -91,11 +92,12 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, 
         os.umask(mask)
         for path in partial.iterdir():
             path.chmod(0o666 & ~mask)
-        if out.exists():
-            os.replace(out, previous)
-        os.replace(partial, out)
+        with uninterrupted():
+            if out.exists():
+                os.replace(out, previous)
+            os.replace(partial, out)
     finally:
-        _restore(previous, out)  # interrupted between the renames: the earlier export, not none
+        _restore(previous, out)  # the second rename failed: the earlier export, not none
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(previous, ignore_errors=True)
     return out

@@ -14,8 +14,11 @@ one line and exit status 130.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
@@ -88,3 +91,37 @@ class CtrlC:
     def __exit__(self, *exc_info: object) -> None:
         if self.active:
             signal.signal(signal.SIGINT, self.previous)
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Hold Ctrl-C and the scheduler's signals back for the block, a few renames
+    that must all happen (the old dataset or export set aside, the new one put in
+    its place): a signal between them left neither in place. A signal that comes
+    meanwhile is handled, by the handler it would have met, when the block ends.
+
+    The Python handlers are swapped, not the signal mask: a process-directed signal
+    goes to any thread that does not block it (Beam's, gRPC's), and CPython then
+    runs the handler in the main thread all the same. Only the main thread sets
+    handlers; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[tuple[int, Any]] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        if all(signum != seen for seen, _ in held):
+            held.append((signum, frame))
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, *SIGNALS)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum, frame in held:
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)  # Python's own SIGINT handler raises KeyboardInterrupt
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)  # what the signal would have done: end the process

@@ -333,3 +333,54 @@ def test_overwrite_replaces_a_dataset_only_once_the_new_one_is_complete(tmp_path
     assert replaced.manifest.language == "en" and replaced.manifest.build_config["output"]["directory"] == str(out)
     assert (out / "notes.txt").read_text() == "mine"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".ds.")]  # no staging or old copy left
+
+
+def test_swap_in_puts_the_old_dataset_back_when_the_new_one_cannot_take_its_place(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old dataset was renamed aside, the new one's rename failed, and the
+    output path held nothing, the user's files hidden in ``.ds.replaced-PID``."""
+    from data_prep.build import swap_in
+
+    output, staging = tmp_path / "ds", tmp_path / ".ds.overwrite"
+    for directory, text in ((output, "old"), (staging, "new")):
+        directory.mkdir()
+        (directory / "manifest.json").write_text(text)
+    (output / "notes.txt").write_text("mine")
+    rename = os.rename
+
+    def the_second_fails(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+        if Path(src) == staging:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", the_second_fails)
+    with pytest.raises(OSError):
+        swap_in(staging, output)
+    assert (output / "manifest.json").read_text() == "old" and (output / "notes.txt").read_text() == "mine"
+    monkeypatch.setattr(os, "rename", rename)
+    swap_in(staging, output)
+    assert (output / "manifest.json").read_text() == "new" and (output / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+def test_ctrl_c_and_the_schedulers_signals_wait_for_the_end_of_an_uninterrupted_block() -> None:
+    """What must happen together (the renames of a swap) happens together; the
+    signal's handler then runs as it would have."""
+    from tacl_scale.preemption import uninterrupted
+
+    done = []
+    with pytest.raises(KeyboardInterrupt), uninterrupted():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # a signal not held back would interrupt here
+        done.append("both renames")
+    assert done == ["both renames"]
+    received = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: received.append(signum))
+    try:
+        with uninterrupted():
+            os.kill(os.getpid(), signal.SIGUSR1)
+            time.sleep(0.05)
+            assert received == []
+        assert received == [signal.SIGUSR1]
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
