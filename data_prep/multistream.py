@@ -20,6 +20,7 @@ from pathlib import Path
 from tacl_scale import EXIT_ERROR
 from tacl_scale.cli import make_parser
 from tacl_scale.files import os_error_line, output_file_problem
+from tacl_scale.preemption import uninterrupted
 
 from .sources import InputError, _open_binary, index_beside
 
@@ -79,8 +80,9 @@ def write_multistream(source: str, target: str, pages_per_stream: int = 100) -> 
     dump_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         _write(source, partial[dump_path], partial[index], pages_per_stream)
-        for path, tmp in partial.items():
-            os.replace(tmp, path)
+        with uninterrupted():  # a new dump beside an old index: the build would read it at the old offsets
+            for path, tmp in partial.items():
+                os.replace(tmp, path)
     finally:
         for tmp in partial.values():
             tmp.unlink(missing_ok=True)
