@@ -28,7 +28,7 @@ from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 from .config import CleaningConfig, InputConfig, validation_fraction_problem
 from .documents import extract_sentences, is_validation
 from .sentences import SentenceConfig, SentenceSplitter
-from .sources import FORMATS, InputError, expand_inputs, plan_work_units, read_records
+from .sources import FORMATS, InputError, expand_inputs, output_among_inputs, plan_work_units, read_records
 
 
 def corpus_sentences(command: argparse.Namespace) -> Iterator[tuple[str, str]]:
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--count must be >= 1")
     if not 1 <= args.min_words <= args.max_words:
         p.error(f"--min-words and --max-words must satisfy 1 <= min <= max, not {args.min_words} and {args.max_words}")
-    if problem := output_file_problem(args.output, args.overwrite):
+    if problem := output_file_problem(args.output, args.overwrite) or output_among_inputs(args.output, args.input):
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_ERROR
     try:

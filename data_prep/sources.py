@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import fnmatch
 import glob
 import gzip
 import json
@@ -18,7 +19,7 @@ import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import BinaryIO
 
 FORMATS = ("wiki-xml", "text", "lines", "wikiextractor-json")
@@ -101,6 +102,32 @@ def expand_inputs(patterns: list[str]) -> list[str]:
             raise InputError(f"{path}: a multistream dump's index, not a dump: give the dump, "
                              f"{path.removesuffix(INDEX_SUFFIX)}{MULTISTREAM_SUFFIX}")
     return sorted(paths)
+
+
+def glob_matches(pattern: str, path: str) -> bool:
+    """Whether ``glob.glob(pattern, recursive=True)`` would list ``path`` were it
+    there (both absolute): ``*``, ``?`` and ``[...]`` within a name, ``**`` any
+    number of directories."""
+    def match(names: list[str], parts: list[str]) -> bool:
+        if not names:
+            return not parts
+        if names[0] == "**":
+            return any(match(names[1:], parts[i:]) for i in range(len(parts) + 1))
+        return bool(parts) and fnmatch.fnmatchcase(parts[0], names[0]) and match(names[1:], parts[1:])
+
+    return match(PurePath(pattern).parts[1:], PurePath(path).parts[1:])
+
+
+def output_among_inputs(output: str, patterns: list[str]) -> str | None:
+    """Why ``output`` may not be written where it is, in words, or None: an
+    ``--input`` glob matches it (``--input 'corpus/*' --output corpus/vocab.txt``),
+    so the next run would read it as a corpus."""
+    target = os.path.abspath(output)
+    for pattern in patterns:
+        if glob_matches(os.path.abspath(os.path.expanduser(pattern)), target):
+            return (f"{output}: --input {pattern!r} matches it too, so a next run would read it as a corpus: "
+                    "write it outside the glob, or narrow the glob")
+    return None
 
 
 def read_multistream_index(index_path: str) -> list[int]:

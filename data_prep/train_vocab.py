@@ -28,7 +28,15 @@ from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 
 from .documents import extract_sentences
 from .sentences import SentenceConfig, SentenceSplitter
-from .sources import FORMATS, InputError, WorkUnit, expand_inputs, plan_work_units, read_records
+from .sources import (
+    FORMATS,
+    InputError,
+    WorkUnit,
+    expand_inputs,
+    output_among_inputs,
+    plan_work_units,
+    read_records,
+)
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CONTINUATION = "##"
@@ -146,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.vocab_size <= len(SPECIAL_TOKENS):
         p.error(f"--vocab-size must be more than the {len(SPECIAL_TOKENS)} special tokens, not {args.vocab_size}")
-    if problem := output_file_problem(args.output, args.overwrite):
+    if problem := output_file_problem(args.output, args.overwrite) or output_among_inputs(args.output, args.input):
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_ERROR
     try:

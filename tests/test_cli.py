@@ -154,6 +154,30 @@ def test_an_existing_output_file_is_replaced_only_with_overwrite(name: str, tmp_
     assert out.read_bytes() != b"the user's own file"
 
 
+@pytest.mark.parametrize("name", ["train_vocab", "sentence_list"])
+def test_an_output_the_input_glob_matches_is_refused(name: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``--input 'corpus/*' --output corpus/vocab.txt`` worked once; the rerun read the
+    vocabulary as a dump and failed with "not XML"."""
+    from conftest import EN_DUMP
+
+    from data_prep.sentence_list import main as sentence_list
+    from data_prep.train_vocab import main as train_vocab
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "en.xml.bz2").write_bytes(EN_DUMP.read_bytes())
+    main = {"train_vocab": train_vocab, "sentence_list": sentence_list}[name]
+    extra = ["--count", "5"] if name == "sentence_list" else []
+    out = corpus / "out.txt"
+    for given in (str(corpus / "*"), str(corpus / "**" / "*")):
+        assert main(["--input", given, "--output", str(out), *extra]) == EXIT_ERROR
+        assert capsys.readouterr().err == (f"error: {out}: --input {given!r} matches it too, so a next run would read "
+                                           "it as a corpus: write it outside the glob, or narrow the glob\n")
+        assert not out.exists()
+    assert main(["--input", str(corpus / "*.xml.bz2"), "--output", str(out), *extra]) == 0
+
+
 def test_a_multistream_refuses_to_replace_an_index_already_beside_its_target(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from conftest import EN_DUMP

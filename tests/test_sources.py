@@ -72,6 +72,24 @@ def test_expand_inputs_empty_glob_names_pattern(tmp_path: Path) -> None:
         expand_inputs([str(tmp_path / "a.txt"), pattern])
 
 
+def test_glob_matches_says_what_glob_lists(tmp_path: Path) -> None:
+    """Checked against glob itself on a tree: it decides whether an --input glob
+    would take a command's --output for a corpus file."""
+    import glob
+
+    from data_prep.sources import glob_matches
+
+    files = ["a.txt", "b.xml.bz2", "d/c.txt", "d/e/f.txt", "d/e/g.xml", "x1/h.txt", "x22/h.txt"]
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    for pattern in ("*", "*.txt", "**/*", "**/*.txt", "d/**/*.xml", "d/*", "x?/h.txt", "x[0-9]*/*.txt", "**",
+                    "d/**", "d/e/*.xml", "nothing/*"):
+        absolute = str(tmp_path / pattern)
+        listed = {os.path.relpath(p, tmp_path) for p in glob.glob(absolute, recursive=True) if os.path.isfile(p)}
+        assert {name for name in files if glob_matches(absolute, str(tmp_path / name))} == listed, pattern
+
+
 def test_a_multistream_index_beside_its_dump_is_not_an_input(tmp_path: Path) -> None:
     """``--input 'dumps/*'`` took the index for a dump and failed in the pipeline
     with "not XML"; alone, the index is refused naming the dump to give instead."""
