@@ -107,13 +107,16 @@ def expand_inputs(patterns: list[str]) -> list[str]:
 def glob_matches(pattern: str, path: str) -> bool:
     """Whether ``glob.glob(pattern, recursive=True)`` would list ``path`` were it
     there (both absolute): ``*``, ``?`` and ``[...]`` within a name, ``**`` any
-    number of directories."""
+    number of directories; a name starting with a dot only where the pattern's does.
+    """
     def match(names: list[str], parts: list[str]) -> bool:
         if not names:
             return not parts
-        if names[0] == "**":
-            return any(match(names[1:], parts[i:]) for i in range(len(parts) + 1))
-        return bool(parts) and fnmatch.fnmatchcase(parts[0], names[0]) and match(names[1:], parts[1:])
+        if names[0] == "**":  # glob's ** does not descend into hidden directories either
+            return any(match(names[1:], parts[i:]) for i in range(len(parts) + 1)
+                       if not any(part.startswith(".") for part in parts[:i]))
+        return (bool(parts) and (names[0].startswith(".") or not parts[0].startswith("."))
+                and fnmatch.fnmatchcase(parts[0], names[0]) and match(names[1:], parts[1:]))
 
     return match(PurePath(pattern).parts[1:], PurePath(path).parts[1:])
 

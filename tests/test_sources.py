@@ -79,12 +79,13 @@ def test_glob_matches_says_what_glob_lists(tmp_path: Path) -> None:
 
     from data_prep.sources import glob_matches
 
-    files = ["a.txt", "b.xml.bz2", "d/c.txt", "d/e/f.txt", "d/e/g.xml", "x1/h.txt", "x22/h.txt"]
+    files = ["a.txt", "b.xml.bz2", "d/c.txt", "d/e/f.txt", "d/e/g.xml", "x1/h.txt", "x22/h.txt", ".hidden.txt",
+             ".h/i.txt", "d/.j.txt"]
     for name in files:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")
     for pattern in ("*", "*.txt", "**/*", "**/*.txt", "d/**/*.xml", "d/*", "x?/h.txt", "x[0-9]*/*.txt", "**",
-                    "d/**", "d/e/*.xml", "nothing/*"):
+                    "d/**", "d/e/*.xml", "nothing/*", ".*", ".h/*", "d/.*.txt"):
         absolute = str(tmp_path / pattern)
         listed = {os.path.relpath(p, tmp_path) for p in glob.glob(absolute, recursive=True) if os.path.isfile(p)}
         assert {name for name in files if glob_matches(absolute, str(tmp_path / name))} == listed, pattern
