@@ -38,7 +38,7 @@ from .config import (
 from .instances import InstanceConfig
 from .sentences import SentenceConfig
 from .shards import EmptyDatasetError, TokenizerFacts
-from .sources import FORMATS, InputError, expand_inputs, plan_work_units
+from .sources import FORMATS, InputError, expand_inputs, output_among_inputs, plan_work_units
 from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
 from .workspace import (
     TMP_DIR_NAME,
@@ -227,7 +227,8 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     reuses the work units an interrupted build of the same settings completed. The
     output directory is locked for the build's duration."""
     beam_args = list(beam_args or [])
-    if problem := output_directory_problem(config.output.directory, "a dataset directory"):
+    if problem := (output_directory_problem(config.output.directory, "a dataset directory")
+                   or output_among_inputs(config.output.directory, list(config.input.patterns), directory=True)):
         raise BuildError(problem)
     try:
         paths = expand_inputs(list(config.input.patterns))

@@ -121,15 +121,17 @@ def glob_matches(pattern: str, path: str) -> bool:
     return match(PurePath(pattern).parts[1:], PurePath(path).parts[1:])
 
 
-def output_among_inputs(output: str, patterns: list[str]) -> str | None:
+def output_among_inputs(output: str, patterns: list[str], directory: bool = False) -> str | None:
     """Why ``output`` may not be written where it is, in words, or None: an
     ``--input`` glob matches it (``--input 'corpus/*' --output corpus/vocab.txt``),
-    so the next run would read it as a corpus."""
-    target = os.path.abspath(output)
+    or with ``directory`` the files written in it (``--input 'data/**/*' --output
+    data/ds``), so the next run would read them as a corpus."""
+    target = os.path.abspath(os.path.join(output, "manifest.json") if directory else output)
     for pattern in patterns:
         if glob_matches(os.path.abspath(os.path.expanduser(pattern)), target):
-            return (f"{output}: --input {pattern!r} matches it too, so a next run would read it as a corpus: "
-                    "write it outside the glob, or narrow the glob")
+            what, read = ("the files written in it", "them") if directory else ("it", "it")
+            return (f"{output}: --input {pattern!r} matches {what} too, so a next run would read {read} as a "
+                    "corpus: write it outside the glob, or narrow the glob")
     return None
 
 

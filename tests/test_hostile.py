@@ -215,6 +215,20 @@ def test_a_second_build_into_a_held_output_is_refused(tmp_path: Path) -> None:
     assert not (out / ".tacl-lock").exists()  # removed by its holder when done
 
 
+def test_a_build_into_a_directory_its_input_glob_reads_is_refused(tmp_path: Path) -> None:
+    """``--input 'data/**/*' --output data/ds`` built once; the rerun (--overwrite)
+    read the dataset's own shard files as dumps and failed in the pipeline."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "en.xml.bz2").write_bytes(EN_DUMP.read_bytes())
+    pattern = str(data / "**" / "*")
+    with pytest.raises(BuildError) as refused:
+        build(data / "ds", "--input", pattern, "--tokenizer", str(EN_VOCAB), "--overwrite")
+    assert str(refused.value) == (f"{data / 'ds'}: --input {pattern!r} matches the files written in it too, so a "
+                                  "next run would read them as a corpus: write it outside the glob, or narrow the glob")
+    assert sorted(p.name for p in data.iterdir()) == ["en.xml.bz2"]
+
+
 def test_a_build_that_makes_no_instance_leaves_no_empty_shards(tmp_path: Path) -> None:
     out = tmp_path / "ds"
     with pytest.raises(BuildError, match="no instance was built"):
