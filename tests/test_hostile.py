@@ -10,6 +10,8 @@ what a mature tool does then. The next hostile test starts from this file.
 | a build that makes no instance | fails in one line; no empty shard files are left, nor the output directory it made |
 | a 1 MB "sentence" (no sentence punctuation, a huge table line) | split into consecutive pieces that each fit an instance, none of its tokens lost, counted as `long_sentences_split` in the manifest and the summary; the same bytes on 1 or 2 worker processes |
 | `--validation-fraction 0.1` on an input too small to hold any document out | the build warns (log, manifest `warnings`, summary), naming the fraction, the number of documents and the fix (tests/test_validation_split.py) |
+| an `--output` that the command's own `--input` glob matches (`'data/**/*'` with `data/ds`; `'corpus/*'` with `corpus/vocab.txt`) | refused before anything runs: the rerun read its own output as a dump (here; tests/test_cli.py) |
+| Ctrl-C or an error between the two renames that swap a new dataset or export into place | held back until both are done; a failed second rename puts the old one back (here; tests/test_export.py) |
 | `--overwrite` with a corrupt input among good ones | fails; the old dataset is whole and readable; a good `--overwrite` then replaces it, keeping the user's own files |
 | Ctrl-C during a build (to its process group, as a terminal sends it; also while Beam defines a dataclass by `exec`) | one line, "interrupted; rerun ... with --resume", exit status 130 (not death by SIGINT), no traceback |
 | a lost, empty or stale `checkpoints/latest` | `--resume` takes the newest checkpoint that verifies (tests/test_checkpoint.py) |
