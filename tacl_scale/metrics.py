@@ -35,9 +35,11 @@ def drop_after(path: Path, step: int) -> None:
 
 
 class MetricsLogger:
-    def __init__(self, run: RunDir, enabled: bool, total_steps: int, log_every: int, first_step: int) -> None:
+    def __init__(self, run: RunDir, enabled: bool, total_steps: int, log_every: int, first_step: int,
+                 job_end: int | None = None) -> None:
         self.enabled = enabled
         self.total_steps = total_steps
+        self.job_end = total_steps if job_end is None else job_end  # --stop-after-steps ends a job before the run
         self.log_every = max(1, log_every)
         self.first_step = first_step
         self.started = time.monotonic()
@@ -56,7 +58,7 @@ class MetricsLogger:
 
     def log_step(self, step: int, values: dict[str, float], record_only: dict[str, Any] | None = None) -> None:
         """The metrics of applied step ``step``: JSONL, ``train/*`` scalars, and the
-        progress line every ``log_every`` steps and at the last one. ``record_only``
+        progress line every ``log_every`` steps, at the job's last and the run's. ``record_only``
         values (audit fields such as the sample digest) go to the JSONL alone."""
         if not self.enabled:
             return
@@ -65,7 +67,7 @@ class MetricsLogger:
         self._write(record)
         for key, value in values.items():
             self._writer.add_scalar(f"train/{key}", value, step)
-        if step % self.log_every == 0 or step == self.total_steps:
+        if step % self.log_every == 0 or step in (self.total_steps, self.job_end):
             rate = (step - self.first_step) / max(time.monotonic() - self.started, 1e-9)
             eta = (self.total_steps - step) / max(rate, 1e-9)
             shown = "  ".join(f"{k} {values[k]:.4f}" for k in PROGRESS_KEYS if k in values)

@@ -180,6 +180,11 @@ class Trainer:
         self.flush_metrics()
         if self.state.step == self.config.optim.steps and not preempted and self.config.export:
             self.export()
+        elif self.state.step < self.config.optim.steps and not preempted and self.dist.is_main:
+            # --stop-after-steps: the job is done, the run is not (a preempted job says so itself)
+            print(f"stopped at step {self.state.step} of {self.config.optim.steps} (--stop-after-steps "
+                  f"{self.config.checkpoint.stop_after_steps}), checkpointed: rerun with --resume to continue",
+                  flush=True)
         self.dist.barrier()
         return self.parts.metrics.history
 

@@ -800,6 +800,21 @@ def test_the_models_tokenizer_is_compared_token_by_token_whatever_its_files(data
         check_data_and_model([ds], student, str(tmp_path / "swapped"))
 
 
+def test_a_job_ended_by_stop_after_steps_says_where_it_stopped(join: Callable[[], Distributed], dataset: Path,
+                                                               model_file: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """It printed no progress line (the step was no multiple of --log-every) and
+    nothing else: a job that had trained and checkpointed looked like one that had not."""
+    config = replace(make_config(dataset, model_file, tmp_path / "run", steps=8, export=False,
+                                 checkpoint=CheckpointConfig(save_every=100, stop_after_steps=3)), log_every=100)
+    run_job(config, join)
+    out = capsys.readouterr().out
+    assert re.search(r"^step 3/8  loss ", out, re.M), out
+    assert out.endswith("stopped at step 3 of 8 (--stop-after-steps 3), checkpointed: rerun with --resume to "
+                        "continue\n"), out
+    assert (tmp_path / "run" / "checkpoints" / "step00000003").is_dir()
+
+
 def test_resume_refuses_a_dataset_rebuilt_in_place_unless_allowed(join: Callable[[], Distributed], dataset: Path,
                                                                   model_file: Path, tmp_path: Path) -> None:
     """Rebuilt under the run with another seed, the dataset was trained on from the
