@@ -39,7 +39,7 @@ from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, ve
 from .cli import make_parser
 from .files import os_error_line, output_directory_problem
 from .preemption import uninterrupted
-from .run_dir import CHECKPOINT_RECORD, RUN_FILE, RunDir, snapshot_tokenizer
+from .run_dir import CHECKPOINT_RECORD, CHECKPOINTS_DIR, LATEST, RUN_FILE, RunDir, snapshot_tokenizer
 
 log = logging.getLogger("tacl_scale.export")
 
@@ -166,7 +166,12 @@ def _resolve(ckpt: Path) -> tuple[Path, Path, ReadLock]:
     is released: a run directory's newest checkpoint whose files match their
     record (said when it is not the newest one; the newest again when one is
     rotated away before it is locked), or the named checkpoint, refused if it is
-    not there or does not verify."""
+    not there or does not verify. ``RUN/checkpoints`` and DeepSpeed's
+    ``RUN/checkpoints/latest`` name the run (its newest checkpoint)."""
+    if ckpt.name == CHECKPOINTS_DIR or (ckpt.name == LATEST and ckpt.is_file()):
+        run_dir = ckpt.parent if ckpt.name == CHECKPOINTS_DIR else ckpt.parent.parent
+        if RunDir(run_dir).has_record():
+            ckpt = run_dir
     if RunDir(ckpt).has_record():
         root = RunDir(ckpt).checkpoints
         lock, problems = lock_newest_verified(root)

@@ -188,6 +188,18 @@ def test_a_named_checkpoint_that_is_gone_is_one_error_line(run: Path, tmp_path: 
     assert not out.exists()
 
 
+def test_the_checkpoints_directory_and_its_latest_pointer_name_the_run(run: Path) -> None:
+    """``RUN/checkpoints`` and ``RUN/checkpoints/latest`` (DeepSpeed's pointer, what
+    its users pass) said "neither a run directory nor a checkpoint" and "no such
+    checkpoint"."""
+    root = run / CHECKPOINTS_DIR
+    save(root, 4, keep_last=2)
+    for given in (root, root / "latest"):
+        run_dir, ckpt_dir, lock = export._resolve(given)
+        lock.release()
+        assert (run_dir, ckpt_dir) == (run, root / "step00000004"), given
+
+
 def test_a_named_checkpoint_is_held_while_it_is_read(run: Path) -> None:
     root = run / CHECKPOINTS_DIR
     _, ckpt_dir, lock = export._resolve(root / "step00000002")
