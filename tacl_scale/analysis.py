@@ -52,7 +52,8 @@ def resolve_model(path: str, workdir: Path) -> Path:
     from .export import export_checkpoint
     from .run_dir import RunDir
 
-    if not (RunDir(candidate).has_record() or RunDir(candidate.parent.parent).has_record()):
+    # the run, its checkpoints/ (or checkpoints/latest) or one checkpoint: tacl-export resolves each
+    if not any(RunDir(directory).has_record() for directory in (candidate, candidate.parent, candidate.parent.parent)):
         raise ValueError(f"{path}: neither a Hugging Face model directory (no config.json) nor a training run "
                          "or checkpoint directory (no run.json)")
 

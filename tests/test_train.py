@@ -151,6 +151,23 @@ def test_export_cli_matches_the_final_export(full_run: Path, tmp_path: Path,
     assert "run.json" in capsys.readouterr().err
 
 
+def test_the_analysis_takes_a_run_its_checkpoints_or_one_checkpoint(full_run: Path, tmp_path: Path) -> None:
+    """Each is exported to a temporary directory first; ``RUN/checkpoints`` was
+    refused as neither a model nor a run."""
+    from tacl_scale.analysis import main as analysis
+
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("今天天气很好。\n我们一起去公园散步。\n", encoding="utf-8")
+    models = [full_run, full_run / "checkpoints", full_run / "checkpoints" / "step00000006"]
+    argv = ["selfsim", *(arg for model in models for arg in ("--model", str(model))), "--sentences", str(sentences),
+            "--out", str(tmp_path / "out")]
+    assert analysis(argv) == 0
+    report = json.loads((tmp_path / "out" / "selfsim.json").read_text())["models"]
+    assert len(report) == 3
+    first, *others = report.values()
+    assert all(other == first for other in others)  # the newest checkpoint, three ways
+
+
 def test_an_export_replaces_an_earlier_export_whole_and_nothing_else(full_run: Path, tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     import json
