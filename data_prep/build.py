@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tacl_scale import EXIT_ERROR
+from tacl_scale import EXIT_ERROR, EXIT_INTERRUPTED
 from tacl_scale.cli import make_parser
 from tacl_scale.data.indexed import IndexedFormatError
 from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Manifest
@@ -409,9 +409,6 @@ def _root_message(err: BaseException) -> str:
         return found[-1]
     text = str(err).strip()
     return text.splitlines()[-1] if text else type(err).__name__
-
-
-EXIT_INTERRUPTED = 130  # as a shell reports a process ended by SIGINT
 
 
 def main(argv: list[str] | None = None) -> int:

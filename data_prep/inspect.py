@@ -18,6 +18,7 @@ from tacl_scale.cli import make_parser
 from tacl_scale.data import DatasetError, Manifest, PretrainDataset
 from tacl_scale.data.integrity import all_shards, shard_bytes, unchecked_files, verify_dataset
 from tacl_scale.data.manifest import FORMAT_NAME
+from tacl_scale.preemption import ctrl_c_ends
 from tacl_scale.vocab import first_difference, vocabulary
 
 from .config import SHARD_INPUT_BYTES
@@ -110,6 +111,7 @@ def verify(directory: str) -> int:
     return 0
 
 
+@ctrl_c_ends
 def main(argv: list[str] | None = None) -> int:
     p = make_parser("python -m data_prep.inspect", __doc__)
     p.add_argument("directory", help="dataset directory")

@@ -20,7 +20,7 @@ from pathlib import Path
 from tacl_scale import EXIT_ERROR
 from tacl_scale.cli import make_parser
 from tacl_scale.files import os_error_line, output_file_problem
-from tacl_scale.preemption import uninterrupted
+from tacl_scale.preemption import ctrl_c_ends, uninterrupted
 
 from .sources import InputError, _open_binary, index_beside
 
@@ -121,6 +121,7 @@ def _write(source: str, target: Path, index: Path, pages_per_stream: int) -> Non
         f.write("\n".join(index_lines) + "\n")
 
 
+@ctrl_c_ends
 def main(argv: list[str] | None = None) -> int:
     p = make_parser("python -m data_prep.multistream", __doc__)
     p.add_argument("source", help="MediaWiki dump (.xml, .xml.bz2, .xml.gz)")

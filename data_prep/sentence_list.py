@@ -24,6 +24,7 @@ from pathlib import Path
 from tacl_scale import EXIT_ERROR
 from tacl_scale.cli import make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
+from tacl_scale.preemption import ctrl_c_ends
 
 from .config import CleaningConfig, InputConfig, validation_fraction_problem
 from .documents import extract_sentences, is_validation
@@ -71,6 +72,7 @@ def sample(sentences: Iterator[tuple[str, str]], count: int, seed: int, min_word
 DOCUMENTS = {"all": "documents", "train": "training documents", "validation": "held-out documents"}
 
 
+@ctrl_c_ends
 def main(argv: list[str] | None = None) -> int:
     p = make_parser("python -m data_prep.sentence_list", __doc__)
     p.add_argument("--input", action="append", required=True, metavar="GLOB", help="as data_prep.build")

@@ -25,6 +25,7 @@ from pathlib import Path
 from tacl_scale import EXIT_ERROR
 from tacl_scale.cli import make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
+from tacl_scale.preemption import ctrl_c_ends
 
 from .documents import extract_sentences
 from .sentences import SentenceConfig, SentenceSplitter
@@ -141,6 +142,7 @@ def size_note(made: int, asked: int) -> str:
     return ""
 
 
+@ctrl_c_ends
 def main(argv: list[str] | None = None) -> int:
     p = make_parser("python -m data_prep.train_vocab", __doc__)
     p.add_argument("--input", action="append", required=True, metavar="GLOB",

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from . import EXIT_ERROR
 from .cli import HelpFormatter, make_parser
 from .files import os_error_line, output_directory_problem
+from .preemption import ctrl_c_ends
 from .similarity import LayerStats, sentence_self_similarity
 
 log = logging.getLogger("tacl_scale.analysis")
@@ -274,6 +275,7 @@ def format_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@ctrl_c_ends
 def main(argv: list[str] | None = None) -> int:
     p = make_parser("python -m tacl_scale.analysis", __doc__)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",

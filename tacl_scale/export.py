@@ -38,7 +38,7 @@ from . import EXIT_ERROR
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify
 from .cli import make_parser
 from .files import os_error_line, output_directory_problem
-from .preemption import uninterrupted
+from .preemption import ctrl_c_ends, uninterrupted
 from .run_dir import CHECKPOINT_RECORD, CHECKPOINTS_DIR, LATEST, RUN_FILE, RunDir, snapshot_tokenizer
 
 log = logging.getLogger("tacl_scale.export")
@@ -276,6 +276,7 @@ def export_weights(weights: dict[str, torch.Tensor], run_dir: Path, out: Path, s
     return export_student(student.float(), out, tokenizer_dir, source, managed)
 
 
+@ctrl_c_ends
 def main(argv: list[str] | None = None) -> int:
     p = make_parser("python -m tacl_scale.export", __doc__)
     p.add_argument("checkpoint", type=Path, help="run directory or checkpoint directory")

@@ -2,7 +2,7 @@
 limit) or SIGTERM (preemption, ``scancel``) asks training for a checkpoint at the
 next step boundary and a clean exit, after which the job script requeues the job.
 
-Standard library only, so that ``train.py`` installs the handler before it imports
+Standard library only (and the package's constants), so that ``train.py`` installs the handler before it imports
 torch (seconds during which a signal would otherwise end the rank silently). The
 Slurm job step signals every process, DataLoader workers included: they ignore
 these signals (:func:`ignore_in_worker`), so only the ranks act on them.
@@ -15,11 +15,15 @@ one line and exit status 130.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from . import EXIT_INTERRUPTED  # the package's __init__: constants only, no torch
 
 SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
@@ -125,3 +129,20 @@ def uninterrupted() -> Iterator[None]:
                 handler(signum, frame)  # Python's own SIGINT handler raises KeyboardInterrupt
             elif handler == signal.SIG_DFL:
                 os.kill(os.getpid(), signum)  # what the signal would have done: end the process
+
+
+def ctrl_c_ends(main: Callable[..., int]) -> Callable[..., int]:
+    """A command's ``main`` for which Ctrl-C is one line, "interrupted", and exit
+    status 130, not a traceback (the commands that write one file or directory:
+    what they leave is the old output, never half a new one). The data build and
+    training say more (what to resume) and handle it themselves."""
+    @functools.wraps(main)
+    def interruptible(*args: Any, **kwargs: Any) -> int:
+        with CtrlC() as ctrl_c:
+            try:
+                return main(*args, **kwargs)
+            except KeyboardInterrupt:
+                ctrl_c.ignore()  # a second Ctrl-C does not cut the line short
+                print("interrupted", file=sys.stderr)
+                return EXIT_INTERRUPTED
+    return interruptible

@@ -37,13 +37,12 @@ if __package__ in (None, ""):  # run as a script by the deepspeed launcher
 # Only the standard library and these two above the functions: main() installs the
 # preemption handler before torch is imported (seconds in which a signal would end
 # the rank without a word). Everything else is imported where it is used.
-from tacl_scale import EXIT_ERROR
+from tacl_scale import EXIT_ERROR, EXIT_INTERRUPTED
 from tacl_scale.preemption import CtrlC, StopRequest
 
 if TYPE_CHECKING:
     from tacl_scale.config import TrainConfig
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 PROG = "deepspeed tacl_scale/train.py"
 
 

@@ -178,6 +178,36 @@ def test_an_output_the_input_glob_matches_is_refused(name: str, tmp_path: Path,
     assert main(["--input", str(corpus / "*.xml.bz2"), "--output", str(out), *extra]) == 0
 
 
+@pytest.mark.parametrize("name", ["sample_corpus", "train_vocab", "sentence_list", "multistream"])
+def test_ctrl_c_is_one_line_and_exit_status_130_leaving_the_old_output(name: str, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """It was a KeyboardInterrupt traceback. The signal is real: sent to this
+    process while the command reads its input."""
+    import signal
+    import time
+
+    import data_prep.multistream
+    import data_prep.sample_corpus
+    from data_prep import sources
+
+    out = tmp_path / "out-multistream.xml.bz2"
+    out.write_bytes(b"the old output")
+
+    def ctrl_c(*args: object, **kwargs: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler raises first
+        raise AssertionError("Ctrl-C did not interrupt")
+
+    for module, function in ((sources, "_open_binary"), (data_prep.multistream, "_open_binary"),
+                             (data_prep.sample_corpus, "build_pages")):
+        monkeypatch.setattr(module, function, ctrl_c)
+    main, argv = _writers(tmp_path, out)[name]
+    assert main([*argv, "--overwrite"]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == "interrupted"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name] and out.read_bytes() == b"the old output"
+
+
 def test_a_multistream_refuses_to_replace_an_index_already_beside_its_target(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from conftest import EN_DUMP

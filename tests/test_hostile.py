@@ -13,6 +13,7 @@ what a mature tool does then. The next hostile test starts from this file.
 | an `--output` that the command's own `--input` glob matches (`'data/**/*'` with `data/ds`; `'corpus/*'` with `corpus/vocab.txt`) | refused before anything runs: the rerun read its own output as a dump (here; tests/test_cli.py) |
 | Ctrl-C or an error between the two renames that swap a new dataset or export into place | held back until both are done; a failed second rename puts the old one back (here; tests/test_export.py) |
 | `--overwrite` with a corrupt input among good ones | fails; the old dataset is whole and readable; a good `--overwrite` then replaces it, keeping the user's own files |
+| Ctrl-C in export, analysis, inspect or a data command that writes one file | "interrupted", exit status 130, the old output as it was (tests/test_cli.py) |
 | Ctrl-C during a build (to its process group, as a terminal sends it; also while Beam defines a dataclass by `exec`) | one line, "interrupted; rerun ... with --resume", exit status 130 (not death by SIGINT), no traceback |
 | a lost, empty or stale `checkpoints/latest` | `--resume` takes the newest checkpoint that verifies (tests/test_checkpoint.py) |
 | a checkpoint saved below newer ones | rotation keeps it (tests/test_checkpoint.py) |

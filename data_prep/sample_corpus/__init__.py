@@ -48,6 +48,7 @@ from data_prep.sample_corpus.xml_dump import render_dump
 from tacl_scale import EXIT_ERROR
 from tacl_scale.cli import make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
+from tacl_scale.preemption import ctrl_c_ends
 
 __all__ = [
     "LANGUAGES",
@@ -106,6 +107,7 @@ def write_sample_dump(
     return out
 
 
+@ctrl_c_ends
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: write a sample dump to OUT_PATH."""
     parser = make_parser("python -m data_prep.sample_corpus",
