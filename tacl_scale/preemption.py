@@ -2,14 +2,17 @@
 limit) or SIGTERM (preemption, ``scancel``) asks training for a checkpoint at the
 next step boundary and a clean exit, after which the job script requeues the job.
 
-Standard library only (and the package's constants), so that ``train.py`` installs the handler before it imports
-torch (seconds during which a signal would otherwise end the rank silently). The
+Standard library only (and the package's constants), so that ``train.py`` installs
+the handler before it imports torch (seconds during which a signal would otherwise
+end the rank silently). The
 Slurm job step signals every process, DataLoader workers included: they ignore
 these signals (:func:`ignore_in_worker`), so only the ranks act on them.
 
 Ctrl-C is not a request to checkpoint but the end of the command: :class:`CtrlC`
 makes it an :class:`Interrupted` that the data build and training turn into their
-one line and exit status 130.
+one line and exit status 130, and :func:`ctrl_c_ends` the other commands.
+:func:`uninterrupted` holds every one of these signals back for a few renames that
+must happen together.
 """
 
 from __future__ import annotations
