@@ -4,9 +4,9 @@ next step boundary and a clean exit, after which the job script requeues the job
 
 Standard library only (and the package's constants), so that ``train.py`` installs
 the handler before it imports torch (seconds during which a signal would otherwise
-end the rank silently). The
-Slurm job step signals every process, DataLoader workers included: they ignore
-these signals (:func:`ignore_in_worker`), so only the ranks act on them.
+end the rank silently). The Slurm job step signals every process, DataLoader
+workers included: they ignore these signals (:func:`ignore_in_worker`), so only the
+ranks act on them.
 
 Ctrl-C is not a request to checkpoint but the end of the command: :class:`CtrlC`
 makes it an :class:`Interrupted` that the data build and training turn into their
