@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import BinaryIO
 
+from tacl_scale.data.manifest import MANIFEST_NAME
+
 FORMATS = ("wiki-xml", "text", "lines", "wikiextractor-json")
 _CHUNK = 1 << 20
 
@@ -126,7 +128,7 @@ def output_among_inputs(output: str, patterns: list[str], directory: bool = Fals
     ``--input`` glob matches it (``--input 'corpus/*' --output corpus/vocab.txt``),
     or with ``directory`` the files written in it (``--input 'data/**/*' --output
     data/ds``), so the next run would read them as a corpus."""
-    target = os.path.abspath(os.path.join(output, "manifest.json") if directory else output)
+    target = os.path.abspath(os.path.join(output, MANIFEST_NAME) if directory else output)
     for pattern in patterns:
         if glob_matches(os.path.abspath(os.path.expanduser(pattern)), target):
             what, read = ("the files written in it", "them") if directory else ("it", "it")
