@@ -317,8 +317,9 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
             if is_build_file(path) and path.name not in (TMP_DIR_NAME, LOCK_NAME):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
         kept = " (the old dataset is unchanged)" if replacing else ""
-        raise BuildError(f"build failed, no dataset written{kept}: {_root_message(err)} "
-                         f"({_what_resume_keeps(directory, len(units))})") from err
+        left = _what_resume_keeps(directory, len(units))
+        raise BuildError(f"build failed, no dataset written{kept}: {_root_message(err)}"
+                         f"{f' ({left})' if left else ''}") from err
     if replacing:
         swap_in(manifest.parent, final)
         return final / MANIFEST_NAME
@@ -386,9 +387,16 @@ _OUR_ERRORS: tuple[type[Exception], ...] = (InputError, EmptyDatasetError, Token
 
 def _what_resume_keeps(directory: Path, units: int) -> str:
     """What a failed build leaves for ``--resume``, in words: its completed work
-    units, or none (a scheduler never reached, a first unit that failed)."""
-    done = len(Workspace(directory).completed_units())
+    units; or, none having completed (a scheduler never reached, a first unit that
+    failed), nothing: its workspace is removed, so the output directory the build
+    made goes with its lock. "" when the build had got past its units (an empty
+    dataset): there is nothing to say."""
+    workspace = Workspace(directory)
+    if not workspace.exists():
+        return ""
+    done = len(workspace.completed_units())
     if done == 0:
+        workspace.remove()
         return "no work unit had completed: once the cause is fixed, rerun the same command"
     return (f"{done} of its {units} work unit(s) completed and are kept: once the cause is fixed, "
             "rerun the same command with --resume")

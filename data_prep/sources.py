@@ -202,8 +202,11 @@ def sniff_format(path: str) -> str | None:
 def check_format(path: str, fmt: str) -> None:
     """Refuse an input whose content is plainly another format than ``fmt``: a
     MediaWiki dump read as ``text`` became a corpus of XML markup, without a word.
-    ``wiki-xml`` is not sniffed: its parser says what a file that is not XML is."""
+    ``wiki-xml`` is not sniffed: its parser says what a file that is not XML is,
+    but an empty file, which it called "not XML (no element found)", is named here."""
     if fmt == "wiki-xml":
+        if os.path.getsize(path) == 0:
+            raise InputError(f"{path}: an empty file, not a MediaWiki dump (a download cut short?)")
         return
     found = sniff_format(path)
     if found is not None and found != fmt:

@@ -668,3 +668,12 @@ def test_read_progress_tracks_stored_bytes(tmp_path: Path) -> None:
         for _ in read_wiki_pages(unit, progress):
             seen.append(progress.fraction)
         assert seen == sorted(seen) and seen[0] < 0.5 and seen[-1] == 1.0
+
+
+def test_an_empty_dump_is_refused_when_planned(tmp_path: Path) -> None:
+    """It failed inside the pipeline as "not XML (no element found: line 1, column 0)"."""
+    empty = tmp_path / "enwiki-pages-articles.xml"
+    empty.write_bytes(b"")
+    with pytest.raises(InputError) as refused:
+        plan_work_units([str(empty)], "wiki-xml")
+    assert str(refused.value) == f"{empty}: an empty file, not a MediaWiki dump (a download cut short?)"
