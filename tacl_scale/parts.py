@@ -208,7 +208,10 @@ def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_pa
     first = datasets[0].manifest.tokenizer
     for ds in datasets[1:]:
         if ds.manifest.tokenizer.sha256 != first.sha256:
-            raise TrainError(f"{ds.path}: tokenizer differs from {datasets[0].path}'s")
+            tok = ds.manifest.tokenizer
+            raise TrainError(f"{ds.path}: built with another tokenizer than {datasets[0].path} ({tok.file}, sha256 "
+                             f"{tok.sha256[:12]}…, against {first.file}, sha256 {first.sha256[:12]}…): the same ids "
+                             "would be other tokens; rebuild it with the other's --tokenizer")
     model_vocab = vocabulary(model_path) if Path(model_path).is_dir() else None
     if model_vocab is not None:
         location = first.location(datasets[0].path)

@@ -815,6 +815,28 @@ def test_a_job_ended_by_stop_after_steps_says_where_it_stopped(join: Callable[[]
     assert (tmp_path / "run" / "checkpoints" / "step00000003").is_dir()
 
 
+def test_two_datasets_of_different_tokenizers_are_refused_naming_both(dataset: Path, tmp_path: Path) -> None:
+    """A blend of datasets whose ids mean other tokens: it said only "tokenizer
+    differs"; the error now names both vocabularies and the fix."""
+    from transformers import BertConfig, BertForPreTraining
+
+    from tacl_scale.data import PretrainDataset
+    from tacl_scale.parts import check_data_and_model
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(ZH_VOCAB.read_text(encoding="utf-8") + "[EXTRA]\n", encoding="utf-8")
+    other = build_dataset(tmp_path / "other", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+                          "--tokenizer", str(vocab), "--min-doc-chars", "10", "--dupe-factor", "1", "--max-seq-len", "64")
+    first, second = PretrainDataset(dataset), PretrainDataset(other)
+    with pytest.raises(TrainError) as refused:
+        check_data_and_model([first, second], BertForPreTraining(BertConfig(**TINY_BERT)), "bert.json")
+    assert str(refused.value) == (
+        f"{other}: built with another tokenizer than {dataset} (vocab.txt, sha256 "
+        f"{second.manifest.tokenizer.sha256[:12]}…, against {first.manifest.tokenizer.file}, sha256 "
+        f"{first.manifest.tokenizer.sha256[:12]}…): "
+        "the same ids would be other tokens; rebuild it with the other's --tokenizer")
+
+
 def test_resume_refuses_a_dataset_rebuilt_in_place_unless_allowed(join: Callable[[], Distributed], dataset: Path,
                                                                   model_file: Path, tmp_path: Path) -> None:
     """Rebuilt under the run with another seed, the dataset was trained on from the
