@@ -41,6 +41,12 @@ def free_bytes(path: str | os.PathLike) -> int | None:
         return None
 
 
+def first_line(err: BaseException) -> str:
+    """An error's message cut to its first line (its class name when it has none):
+    what a one-line ``error:`` shows of a library's multi-line message."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
 def describe_write_error(err: BaseException, path: str | os.PathLike) -> str:
     """Why writing under ``path`` failed: an OSError's cause, or, for an error
     without an errno (``RuntimeError: basic_ios::clear: iostream error``), "the
@@ -50,7 +56,7 @@ def describe_write_error(err: BaseException, path: str | os.PathLike) -> str:
     free = free_bytes(path)
     if free is not None and free < NEARLY_FULL_BYTES:
         return f"the disk is full ({free / 2**20:.0f} MiB free)"
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return first_line(err)
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -38,6 +38,7 @@ from transformers import BertConfig, BertForPreTraining, BertModel
 from .attention import register as register_attention
 from .config import MirrorConfig, ObjectiveConfig
 from .encoder import CompiledEncoder, masked_lm_loss
+from .files import first_line
 from .kernels import tacl_loss, tacl_loss_packed
 from .mirror import Gather, both_views, info_nce, pool
 from .run_dir import RunDir
@@ -86,7 +87,7 @@ def _one_line(err: BaseException) -> str:
     ("Validation error for field 'X':" then the cause) all of it."""
     if isinstance(err, StrictDataclassError):
         return " ".join(str(err).split())
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return first_line(err)
 
 
 def load_student(path: str | Path) -> BertForPreTraining:

@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             from tacl_scale.cli import UsageError
             from tacl_scale.config import ConfigError
             from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
-            from tacl_scale.files import describe_os_error
+            from tacl_scale.files import describe_os_error, first_line
             from tacl_scale.trainer import RankError, Trainer, TrainError
 
             # Its "Loading weights" / "Writing model shards" bars, one per rank, are
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not _in_a_collective(err):
                     raise  # a defect: its traceback is the report
                 # Another rank stopped (it prints why); this one's collective lost it.
-                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                first = first_line(err)
                 print(f"error: {_rank_prefix(env)}another rank stopped, so this one stops too (its own error line "
                       f"says why; here: {first[:200]})", file=sys.stderr)
                 return EXIT_ERROR
