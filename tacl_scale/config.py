@@ -383,5 +383,11 @@ class TrainConfig:
         _require(self.eval_every is None or self.eval_every >= 0, f"--eval-every must be >= 0, got {self.eval_every}")
         _require(self.eval_instances >= 1, f"--eval-instances must be >= 1, got {self.eval_instances}")
 
+    def job_end(self, first_step: int) -> int:
+        """The step a job that starts at ``first_step`` ends at: ``--steps``, or
+        earlier with ``--stop-after-steps``."""
+        stop_after = self.checkpoint.stop_after_steps
+        return self.optim.steps if stop_after is None else min(self.optim.steps, first_step + stop_after)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

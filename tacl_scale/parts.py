@@ -342,9 +342,8 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         on_main(dist, lambda: record_this_job(run, config, dist, datasets[0], student, performance,
                                               engine.ds_config, state.step, changes or [], fingerprints))
         batches, eval_batches = build_data(config, datasets, dist, state, performance.unpad, eval_every)
-        stop_after = config.checkpoint.stop_after_steps
-        job_end = config.optim.steps if stop_after is None else min(config.optim.steps, state.step + stop_after)
-        metrics = MetricsLogger(run, dist.is_main, config.optim.steps, config.log_every, state.step, job_end)
+        metrics = MetricsLogger(run, dist.is_main, config.optim.steps, config.log_every, state.step,
+                                config.job_end(state.step))
     except BaseException:
         if lock is not None:
             lock.release()

@@ -147,10 +147,7 @@ class Trainer:
     @property
     def last_step(self) -> int:
         """The step this job ends at (``--stop-after-steps`` may end it early)."""
-        last = self.config.optim.steps
-        if self.config.checkpoint.stop_after_steps is not None:
-            last = min(last, self.first_step + self.config.checkpoint.stop_after_steps)
-        return last
+        return self.config.job_end(self.first_step)
 
     def train(self) -> list[dict[str, float]]:
         """Run to ``--steps`` applied updates (or this job's end); export the
