@@ -317,7 +317,11 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
             if is_build_file(path) and path.name not in (TMP_DIR_NAME, LOCK_NAME):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
         kept = " (the old dataset is unchanged)" if replacing else ""
-        left = _what_resume_keeps(directory, len(units))
+        workspace = Workspace(directory)
+        done = len(workspace.completed_units()) if workspace.exists() else None  # None: got past its units
+        if done == 0:  # nothing to resume: the output directory the build made goes with its lock
+            workspace.remove()
+        left = _resume_note(done, len(units))
         raise BuildError(f"build failed, no dataset written{kept}: {_root_message(err)}"
                          f"{f' ({left})' if left else ''}") from err
     if replacing:
@@ -385,18 +389,13 @@ _OUR_ERRORS: tuple[type[Exception], ...] = (InputError, EmptyDatasetError, Token
                                             IndexedFormatError, OutputError)
 
 
-def _what_resume_keeps(directory: Path, units: int) -> str:
-    """What a failed build leaves for ``--resume``, in words: its completed work
-    units; or, none having completed (a scheduler never reached, a first unit that
-    failed), nothing: its workspace is removed, so the output directory the build
-    made goes with its lock. "" when the build had got past its units (an empty
-    dataset): there is nothing to say."""
-    workspace = Workspace(directory)
-    if not workspace.exists():
+def _resume_note(done: int | None, units: int) -> str:
+    """What a failed build that completed ``done`` of its ``units`` work units
+    leaves for ``--resume``, in words; "" when it had got past its units (``done``
+    None: an empty dataset), where there is nothing to say."""
+    if done is None:
         return ""
-    done = len(workspace.completed_units())
-    if done == 0:
-        workspace.remove()
+    if done == 0:  # a scheduler never reached, a first unit that failed
         return "no work unit had completed: once the cause is fixed, rerun the same command"
     return (f"{done} of its {units} work unit(s) completed and are kept: once the cause is fixed, "
             "rerun the same command with --resume")
