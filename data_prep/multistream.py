@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("source", help="MediaWiki dump (.xml, .xml.bz2, .xml.gz)")
     p.add_argument("target", help="output, NAME-multistream.xml.bz2")
     p.add_argument("--pages-per-stream", type=int, default=100, help="pages in each bz2 stream (as Wikimedia's dumps)")
-    p.add_argument("--overwrite", action="store_true", help="replace the target and its index if they exist (else refused)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the target and its index if they exist (else refused)")
     args = p.parse_args(argv)
     try:
         outputs = (args.target, index_beside(args.target))
