@@ -7,6 +7,8 @@ unchanged (``--runner FlinkRunner --flink_master ...``, ``--direct_num_workers 4
 
 from __future__ import annotations
 
+import glob
+import json
 import logging
 import os
 import re
@@ -22,7 +24,7 @@ from tacl_scale.data.indexed import IndexedFormatError
 from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Manifest
 from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.files import output_directory_problem
-from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError
+from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError, is_locked
 from tacl_scale.preemption import CtrlC, uninterrupted
 
 from .build_log import build_logging
@@ -186,8 +188,6 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokeniz
     manifest = directory / MANIFEST_NAME
     workspace = Workspace(directory)
     digest, inputs = fingerprint(config.to_dict(), units), input_stats(units)
-    if resume and manifest.exists():
-        raise BuildError(f"{directory}: holds a finished dataset, there is nothing to resume")
     if resume and workspace.exists():
         problem = workspace.resumable(digest, inputs, tokenizer_sha256)
         if problem is not None:
@@ -254,6 +254,11 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
 
     if problem := scheduler_file_problem(beam_args):  # after the checks that need no waiting
         raise BuildError(problem)
+    try:
+        recover_swap(Path(config.output.directory))
+    except OSError as err:
+        raise BuildError(f"{config.output.directory}: cannot finish the replacement a killed build began: "
+                         f"{describe_os_error(err)}") from err
     lock = DirectoryLock(config.output.directory, "data_prep.build")
     try:
         lock.acquire()
@@ -263,9 +268,73 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
         raise BuildError(f"{config.output.directory}: cannot use it as the output directory: "
                          f"{describe_os_error(err)}") from err
     try:
+        if resume and (built := _finished_build(config, paths, tokenizer_sha256)) is not None:
+            return built
         return _build(config, beam_args, resume, units, paths, tokenizer, tokenizer_sha256)
     finally:
         lock.release()
+
+
+def _finished_build(config: BuildConfig, paths: list[str], tokenizer_sha256: str) -> Path | None:
+    """With ``--resume``: the manifest of the dataset in the output directory when
+    this build has already finished it (same settings, inputs and tokenizer: a
+    requeued job, a Ctrl-C after the last rename), so that there is nothing to do;
+    ``None`` when there is work (no dataset, or ``--overwrite`` of another one).
+    Raises :class:`BuildError` for a dataset of other settings without ``--overwrite``."""
+    directory = Path(config.output.directory)
+    if not (directory / MANIFEST_NAME).exists():
+        return None
+    try:
+        manifest = Manifest.load(directory)
+    except DatasetError as err:
+        raise BuildError(str(err)) from err
+    difference = _build_difference(manifest, config, paths, tokenizer_sha256)
+    if difference is None:
+        staging = staging_directory(directory)
+        if staging.exists():  # an interrupted --overwrite of the same settings: it would build the same bytes
+            shutil.rmtree(staging)
+        log.info("%s: already holds the dataset of these settings, inputs and tokenizer; nothing to resume",
+                 directory)
+        return directory / MANIFEST_NAME
+    if config.output.overwrite:
+        return None
+    raise BuildError(f"{directory}: holds a finished dataset ({difference}): there is nothing to resume; "
+                     "pass --overwrite to replace it")
+
+
+def _build_difference(manifest: Manifest, config: BuildConfig, paths: list[str],
+                      tokenizer_sha256: str) -> str | None:
+    """``None`` when ``manifest`` records a build of ``config`` from ``paths`` (their
+    sizes) and the tokenizer of ``tokenizer_sha256``, else the first difference."""
+    ours = json.loads(json.dumps(config.to_dict()))
+    recorded = json.loads(json.dumps(manifest.build_config))
+    for settings in (ours, recorded):
+        settings.get("output", {}).pop("overwrite", None)
+    for name, value in _flatten(ours).items():
+        if (then := _flatten(recorded).get(name)) != value:
+            return f"built with {name} {then!r}, this build's is {value!r}"
+    recorded_sizes = {s.path: s.bytes for s in manifest.sources}
+    for path in paths:
+        if path not in recorded_sizes:
+            return f"{path}: the input patterns match it now, they did not when the dataset was built"
+        if recorded_sizes[path] != os.path.getsize(path):
+            return f"{path}: its size changed since the dataset was built"
+    if gone := sorted(set(recorded_sizes) - set(paths)):
+        return f"{gone[0]}: an input of the dataset's build that the input patterns no longer match"
+    if manifest.tokenizer.sha256 != tokenizer_sha256:
+        return "built with another tokenizer file"
+    return None
+
+
+def _flatten(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` as ``{"a.b": 1}``."""
+    flat: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[Any], paths: list[str],
@@ -339,20 +408,58 @@ def staging_directory(output: Path) -> Path:
 def swap_in(staging: Path, output: Path) -> None:
     """Put the finished dataset in ``staging`` in the place of the old one in
     ``output``: two renames, then the user's own files of the old directory are
-    carried over and the rest of it removed."""
-    old = output.parent / f".{output.name}.replaced-{os.getpid()}"
-    with uninterrupted():  # Ctrl-C between the renames left no dataset in place, the user's files hidden
+    carried over and the rest of it removed. A build killed meanwhile (SIGKILL)
+    leaves what :func:`recover_swap` finishes."""
+    old = output.parent / f"{_replaced_prefix(output)}{os.getpid()}"
+    # Ctrl-C between the renames left no dataset in place, the user's files hidden; one
+    # held until the old copy is gone stops the build with nothing left hidden.
+    with uninterrupted():
         os.rename(output, old)
         try:
             os.rename(staging, output)
         except OSError:
             os.rename(old, output)  # the old dataset back, whole
             raise
-        for path in old.iterdir():
-            if path.name != MANIFEST_NAME and not is_build_file(path):  # a file of the user's
-                shutil.move(str(path), output / path.name)
-    shutil.rmtree(old, ignore_errors=True)
+        _retire(old, output)
     log.info("replaced the dataset in %s", output)
+
+
+def _replaced_prefix(output: Path) -> str:
+    """The name, but a process id, of the old dataset :func:`swap_in` sets aside."""
+    return f".{output.name}.replaced-"
+
+
+def _retire(old: Path, output: Path) -> None:
+    """Carry the user's own files of the replaced dataset ``old`` over to ``output``
+    (renames: each is there or here, never half), then remove the rest of ``old``."""
+    for path in old.iterdir():
+        if path.name != MANIFEST_NAME and not is_build_file(path):
+            shutil.move(str(path), output / path.name)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_swap(output: Path) -> None:
+    """Finish the :func:`swap_in` of a build killed in it (SIGKILL, a lost node), which
+    left the old dataset set aside and, between the two renames, no dataset at
+    ``output``: the finished new one is put in place (the old one if the new one is
+    gone), the user's files carried over and the old copy removed. A swap still
+    under way (its build holds the old copy's lock) is left alone."""
+    for old in sorted(output.parent.glob(f"{glob.escape(_replaced_prefix(output))}*")):
+        if not old.is_dir() or is_locked(old):
+            continue
+        staging = staging_directory(output)
+        if not output.exists() and not (staging / MANIFEST_NAME).is_file():
+            os.rename(old, output)
+            log.warning("%s: put back the dataset a build killed while replacing it had set aside in %s",
+                        output, old.name)
+            continue
+        if not output.exists():
+            os.rename(staging, output)
+            log.warning("%s: put in place the dataset a build killed while replacing the old one had finished",
+                        output)
+        _retire(old, output)
+        log.warning("%s: removed %s, the old dataset a killed build had replaced (your files in it are in %s)",
+                    output, old.name, output)
 
 
 def _runner(options: Any, shards: int) -> Any:

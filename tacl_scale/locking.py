@@ -82,3 +82,19 @@ class DirectoryLock:
 
     def __exit__(self, *_exc: object) -> None:
         self.release()
+
+
+def is_locked(directory: str | os.PathLike) -> bool:
+    """Whether a live process holds the :class:`DirectoryLock` of ``directory``
+    (one that died released it with its file descriptors)."""
+    try:
+        fd = os.open(Path(directory) / LOCK_NAME, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases a lock this took
+    return False

@@ -11,7 +11,9 @@ what a mature tool does then. The next hostile test starts from this file.
 | a 1 MB "sentence" (no sentence punctuation, a huge table line) | split into consecutive pieces that each fit an instance, none of its tokens lost, counted as `long_sentences_split` in the manifest and the summary; the same bytes on 1 or 2 worker processes |
 | `--validation-fraction 0.1` on an input too small to hold any document out | the build warns (log, manifest `warnings`, summary), naming the fraction, the number of documents and the fix (tests/test_validation_split.py) |
 | an `--output` that the command's own `--input` glob matches (`'data/**/*'` with `data/ds`; `'corpus/*'` with `corpus/vocab.txt`) | refused before anything runs: the rerun read its own output as a dump (here; tests/test_cli.py) |
-| Ctrl-C or an error between the two renames that swap a new dataset or export into place | held back until both are done; a failed second rename puts the old one back (here; tests/test_export.py) |
+| Ctrl-C or an error between the two renames that swap a new dataset or export into place | held back until both are done and the old copy is removed; a failed second rename puts the old one back (here; tests/test_export.py) |
+| SIGKILL between the two renames of a build's swap (no dataset in place, the old one hidden) | the next build of that output finishes the swap (or puts the old one back), keeping the user's files; with `--resume` and the same settings it has nothing left to do |
+| `--resume` of a build that had finished (a requeued job) | nothing to do, exit 0; refused naming the setting when the dataset was built otherwise |
 | `--overwrite` with a corrupt input among good ones | fails; the old dataset is whole and readable; a good `--overwrite` then replaces it, keeping the user's own files |
 | Ctrl-C in export, analysis, inspect or a data command that writes one file | "interrupted", exit status 130, the old output as it was (tests/test_cli.py) |
 | Ctrl-C during a build (to its process group, as a terminal sends it; also while Beam defines a dataclass by `exec`) | one line, "interrupted; rerun ... with --resume", exit status 130 (not death by SIGINT), no traceback |
@@ -379,6 +381,114 @@ def test_swap_in_puts_the_old_dataset_back_when_the_new_one_cannot_take_its_plac
     swap_in(staging, output)
     assert (output / "manifest.json").read_text() == "new" and (output / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+def test_a_ctrl_c_held_through_the_swap_leaves_no_old_copy_hidden(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The held Ctrl-C ended the build after the renames, before the old dataset set
+    aside in ``.ds.replaced-PID`` was removed: a hidden copy as large as the dataset."""
+    from data_prep.build import swap_in
+
+    output, staging = tmp_path / "ds", tmp_path / ".ds.overwrite"
+    for directory, text in ((output, "old"), (staging, "new")):
+        directory.mkdir()
+        (directory / "manifest.json").write_text(text)
+    (output / "notes.txt").write_text("mine")
+    rename = os.rename
+
+    def ctrl_c_during_the_first(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+        rename(src, dst)
+        if Path(src) == output and Path(dst).name.startswith(".ds.replaced-"):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+
+    monkeypatch.setattr(os, "rename", ctrl_c_during_the_first)
+    with pytest.raises(KeyboardInterrupt):
+        swap_in(staging, output)
+    assert (output / "manifest.json").read_text() == "new" and (output / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+def test_the_next_build_finishes_the_swap_of_a_build_killed_in_it(tmp_path: Path) -> None:
+    """SIGKILL between the two renames left no dataset at ``ds``, the old one (and the
+    user's files) hidden in ``.ds.replaced-PID`` and the new one in ``.ds.overwrite``;
+    rerunning the command started a third dataset from scratch and hid both for good."""
+    from tacl_scale.data import PretrainDataset
+
+    out = tmp_path / "ds"
+    build(out, *zh_args(ZH_VOCAB, ZH_TEXT))
+    (out / "notes.txt").write_text("mine")
+    args = ["--output", str(out), *zh_args(ZH_VOCAB, ZH_TEXT), "--seed", "7", "--overwrite"]
+    killed_in_the_swap = f"""
+import os, signal, sys
+import data_prep.build as build
+rename = os.rename
+def rename_then_die(src, dst):
+    rename(src, dst)
+    if os.path.basename(dst).startswith(".ds.replaced-"):
+        os.kill(os.getpid(), signal.SIGKILL)
+os.rename = rename_then_die
+sys.exit(build.main({args!r}))
+"""
+    res = subprocess.run([sys.executable, "-c", killed_in_the_swap], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == -signal.SIGKILL, res.stderr[-2000:]
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".ds."))
+
+    # The same command again, with --resume: the new dataset put in place, nothing rebuilt.
+    res = subprocess.run([sys.executable, "-m", "data_prep.build", *args, "--resume"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "put in place the dataset a build killed while replacing the old one had finished" in res.stderr
+    assert "nothing to resume" in res.stderr and " work unit(s) -> " not in res.stderr
+    assert PretrainDataset(out).manifest.seed == 7 and (out / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "ds.build.log"]  # the runner log, beside it
+
+
+def test_recover_swap_puts_the_old_dataset_back_without_a_new_one_and_leaves_a_live_swap_alone(
+        tmp_path: Path) -> None:
+    from data_prep.build import recover_swap
+
+    output, old = tmp_path / "ds", tmp_path / ".ds.replaced-123"
+    old.mkdir()
+    (old / "manifest.json").write_text("old")
+    (old / "notes.txt").write_text("mine")
+    with DirectoryLock(old, "data_prep.build"):  # its build is between the renames now
+        recover_swap(output)
+        assert not output.exists() and (old / "manifest.json").is_file()
+    recover_swap(output)  # no new dataset finished: the old one goes back
+    assert (output / "manifest.json").read_text() == "old" and (output / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+    leftover = tmp_path / ".ds.replaced-456"  # killed after the second rename: only the old copy is left
+    leftover.mkdir()
+    (leftover / "manifest.json").write_text("older")
+    (leftover / "also-mine.txt").write_text("mine too")
+    recover_swap(output)
+    assert (output / "manifest.json").read_text() == "old" and (output / "also-mine.txt").read_text() == "mine too"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+def test_resume_of_a_finished_build_is_nothing_to_do_unless_its_settings_differ(tmp_path: Path) -> None:
+    """A requeued job (or a rerun after Ctrl-C in the last rename) with ``--resume``
+    failed on the dataset it had finished."""
+    from tacl_scale.data import PretrainDataset
+
+    out, corpus = tmp_path / "ds", tmp_path / "zh.txt"
+    shutil.copy(ZH_TEXT, corpus)
+    manifest = build(out, *zh_args(ZH_VOCAB, corpus))
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert build(out, *zh_args(ZH_VOCAB, corpus), resume=True) == manifest
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    with pytest.raises(BuildError, match=r"built with seed 12345, this build's is 7.*nothing to resume.*--overwrite"):
+        build(out, *zh_args(ZH_VOCAB, corpus), "--seed", "7", resume=True)
+    with corpus.open("a", encoding="utf-8") as more:
+        more.write("\n又一篇文章。\n")
+    with pytest.raises(BuildError, match=f"{corpus}: its size changed since the dataset was built"):
+        build(out, *zh_args(ZH_VOCAB, corpus), resume=True)
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    build(out, *zh_args(ZH_VOCAB, corpus), "--seed", "7", "--overwrite", resume=True)
+    assert PretrainDataset(out).manifest.seed == 7
 
 
 def test_ctrl_c_and_the_schedulers_signals_wait_for_the_end_of_an_uninterrupted_block() -> None:
