@@ -81,8 +81,12 @@ def write_multistream(source: str, target: str, pages_per_stream: int = 100) -> 
     try:
         _write(source, partial[dump_path], partial[index], pages_per_stream)
         with uninterrupted():  # a new dump beside an old index: the build would read it at the old offsets
-            for path, tmp in partial.items():
-                os.replace(tmp, path)
+            os.replace(partial[dump_path], dump_path)
+            try:
+                os.replace(partial[index], index)
+            except OSError:
+                index.unlink(missing_ok=True)  # the dump read whole, as one unit, rather than at the old offsets
+                raise
     finally:
         for tmp in partial.values():
             tmp.unlink(missing_ok=True)

@@ -305,6 +305,32 @@ def test_a_multistream_of_a_truncated_dump_keeps_the_files_already_there(tmp_pat
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p != cut} == before  # no temporary file left
 
 
+def test_a_multistream_whose_index_cannot_be_renamed_leaves_no_old_index_beside_the_new_dump(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The new dump beside the old index: a build read it at the old offsets."""
+    import errno
+
+    from conftest import EN_DUMP
+
+    from data_prep import multistream
+    from data_prep.sources import find_index
+
+    target = tmp_path / "x-multistream.xml.bz2"
+    assert multistream.main([str(EN_DUMP), str(target), "--pages-per-stream", "10"]) == 0
+    index = Path(find_index(str(target)))
+    replace = os.replace
+
+    def the_index_fails(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+        if Path(dst) == index:
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(dst))
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", the_index_fails)
+    assert multistream.main([str(EN_DUMP), str(target), "--pages-per-stream", "3", "--overwrite"]) == EXIT_ERROR
+    assert str(index) in capsys.readouterr().err
+    assert find_index(str(target)) is None and sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+
+
 def test_inspect_refuses_instances_the_dataset_does_not_hold(zh_dataset: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     from data_prep.inspect import main as inspect
