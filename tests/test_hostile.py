@@ -355,17 +355,24 @@ def test_overwrite_replaces_a_dataset_only_once_the_new_one_is_complete(tmp_path
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".ds.")]  # no staging or old copy left
 
 
+def old_and_new_dataset(tmp_path: Path) -> tuple[Path, Path]:
+    """Stand-ins for a dataset ``ds`` (with a file of the user's) and the one an
+    ``--overwrite`` build finished beside it: (output, staging)."""
+    output, staging = tmp_path / "ds", tmp_path / ".ds.overwrite"
+    for directory, text in ((output, "old"), (staging, "new")):
+        directory.mkdir()
+        (directory / "manifest.json").write_text(text)
+    (output / "notes.txt").write_text("mine")
+    return output, staging
+
+
 def test_swap_in_puts_the_old_dataset_back_when_the_new_one_cannot_take_its_place(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The old dataset was renamed aside, the new one's rename failed, and the
     output path held nothing, the user's files hidden in ``.ds.replaced-PID``."""
     from data_prep.build import swap_in
 
-    output, staging = tmp_path / "ds", tmp_path / ".ds.overwrite"
-    for directory, text in ((output, "old"), (staging, "new")):
-        directory.mkdir()
-        (directory / "manifest.json").write_text(text)
-    (output / "notes.txt").write_text("mine")
+    output, staging = old_and_new_dataset(tmp_path)
     rename = os.rename
 
     def the_second_fails(src: str | os.PathLike, dst: str | os.PathLike) -> None:
@@ -389,11 +396,7 @@ def test_a_ctrl_c_held_through_the_swap_leaves_no_old_copy_hidden(
     aside in ``.ds.replaced-PID`` was removed: a hidden copy as large as the dataset."""
     from data_prep.build import swap_in
 
-    output, staging = tmp_path / "ds", tmp_path / ".ds.overwrite"
-    for directory, text in ((output, "old"), (staging, "new")):
-        directory.mkdir()
-        (directory / "manifest.json").write_text(text)
-    (output / "notes.txt").write_text("mine")
+    output, staging = old_and_new_dataset(tmp_path)
     rename = os.rename
 
     def ctrl_c_during_the_first(src: str | os.PathLike, dst: str | os.PathLike) -> None:
