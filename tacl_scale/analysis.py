@@ -50,11 +50,9 @@ def resolve_model(path: str, workdir: Path) -> Path:
     candidate = Path(path)
     if (candidate / "config.json").is_file():
         return candidate
-    from .export import export_checkpoint
-    from .run_dir import RunDir
+    from .export import export_checkpoint, run_of_checkpoint
 
-    # the run, its checkpoints/ (or checkpoints/latest) or one checkpoint: tacl-export resolves each
-    if not any(RunDir(directory).has_record() for directory in (candidate, candidate.parent, candidate.parent.parent)):
+    if run_of_checkpoint(candidate) is None:
         raise ValueError(f"{path}: neither a Hugging Face model directory (no config.json) nor a training run "
                          "or checkpoint directory (no run.json)")
 

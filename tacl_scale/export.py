@@ -168,24 +168,36 @@ def _resolve(ckpt: Path) -> tuple[Path, Path, ReadLock]:
     rotated away before it is locked), or the named checkpoint, refused if it is
     not there or does not verify. ``RUN/checkpoints`` and DeepSpeed's
     ``RUN/checkpoints/latest`` name the run (its newest checkpoint)."""
-    if ckpt.name == CHECKPOINTS_DIR or (ckpt.name == LATEST and ckpt.is_file()):
-        run_dir = ckpt.parent if ckpt.name == CHECKPOINTS_DIR else ckpt.parent.parent
-        if RunDir(run_dir).has_record():
-            ckpt = run_dir
-    if RunDir(ckpt).has_record():
-        root = RunDir(ckpt).checkpoints
-        lock, problems = lock_newest_verified(root)
-        if lock is None:
-            detail = f": {problems[0]}" if problems else ""
-            raise ValueError(f"{ckpt}: no complete checkpoint under {root}{detail}")
-        if problems:
-            log.warning("%s: exporting %s, an older checkpoint than the newest, which does not verify: %s",
-                        ckpt, lock.directory.name, problems[0])
-        log.info("exporting %s", lock.directory)
-        return ckpt, lock.directory, lock
-    run_dir = ckpt.parent.parent
-    if not RunDir(run_dir).has_record():
+    run_dir = run_of_checkpoint(ckpt)
+    if run_dir is None:
         raise ValueError(f"{ckpt}: neither a run directory nor a checkpoint inside one ({RUN_FILE} not found)")
+    if run_dir == ckpt.parent.parent and not (ckpt.name == LATEST and ckpt.is_file()):
+        return run_dir, *_lock_named(ckpt)
+    root = RunDir(run_dir).checkpoints
+    lock, problems = lock_newest_verified(root)
+    if lock is None:
+        detail = f": {problems[0]}" if problems else ""
+        raise ValueError(f"{run_dir}: no complete checkpoint under {root}{detail}")
+    if problems:
+        log.warning("%s: exporting %s, an older checkpoint than the newest, which does not verify: %s",
+                    run_dir, lock.directory.name, problems[0])
+    log.info("exporting %s", lock.directory)
+    return run_dir, lock.directory, lock
+
+
+def run_of_checkpoint(path: Path) -> Path | None:
+    """The run directory a CKPT argument names: the run itself, its ``checkpoints/``,
+    DeepSpeed's ``checkpoints/latest`` (its newest checkpoint) or one checkpoint of
+    it; ``None`` when it names none."""
+    if RunDir(path).has_record():
+        return path
+    run_dir = path.parent if path.name == CHECKPOINTS_DIR else path.parent.parent
+    return run_dir if RunDir(run_dir).has_record() else None
+
+
+def _lock_named(ckpt: Path) -> tuple[Path, ReadLock]:
+    """(``ckpt``, its read lock, held) of a checkpoint named by its directory,
+    refused if it is not there or does not verify."""
     lock = ReadLock(ckpt)
     try:
         lock.acquire()
@@ -205,7 +217,7 @@ def _resolve(ckpt: Path) -> tuple[Path, Path, ReadLock]:
     except BaseException:
         lock.release()
         raise
-    return run_dir, ckpt, lock
+    return ckpt, lock
 
 
 def export_checkpoint(ckpt: Path, out: Path) -> Path:
