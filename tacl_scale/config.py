@@ -375,6 +375,7 @@ class TrainConfig:
     # when a --data directory has a validation split, else off; 0: off.
     eval_every: int | None = None
     eval_instances: int = 256  # validation instances evaluated, spread over the split(s)
+    recipe: str | None = None  # --recipe's name: a path it filled that is missing is said to be its
 
     def __post_init__(self) -> None:
         _require(self.log_every >= 1, f"--log-every must be >= 1, got {self.log_every}")

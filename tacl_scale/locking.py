@@ -32,9 +32,14 @@ class DirectoryLock:
         self.purpose = purpose
         self._fd: int | None = None
         self._made_directory = False
+        self._made_parents: list[Path] = []  # innermost first: removed with the directory, when empty
 
     def acquire(self) -> DirectoryLock:
         """Take the lock or raise :class:`LockedError` naming its holder."""
+        missing = self.directory.parent
+        while not missing.exists():
+            self._made_parents.append(missing)
+            missing = missing.parent
         self.directory.parent.mkdir(parents=True, exist_ok=True)
         while True:
             try:
@@ -42,6 +47,9 @@ class DirectoryLock:
                 self._made_directory = True
             except FileExistsError:
                 pass
+            except FileNotFoundError:  # a parent another holder had made went with its directory
+                self.directory.parent.mkdir(parents=True, exist_ok=True)
+                continue
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             except FileNotFoundError:  # a refused holder removed the directory it had made: make it again
@@ -72,7 +80,8 @@ class DirectoryLock:
             self.path.unlink(missing_ok=True)
             if self._made_directory:
                 with contextlib.suppress(OSError):  # not empty (the job wrote there), or gone
-                    self.directory.rmdir()
+                    for directory in (self.directory, *self._made_parents):
+                        directory.rmdir()
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

@@ -103,7 +103,7 @@ def load_student(path: str | Path) -> BertForPreTraining:
             settings = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(settings, dict):
                 raise ValueError("not a JSON object")
-            if problem := misspelt_setting(settings):
+            if problem := bert_settings_problem(settings):
                 raise ValueError(problem)
             config = BertConfig(**settings)
         except (OSError, ValueError, TypeError, StrictDataclassError) as err:
@@ -153,17 +153,29 @@ def load_student(path: str | Path) -> BertForPreTraining:
     return model
 
 
-def misspelt_setting(settings: dict[str, Any]) -> str | None:
-    """A key of a BertConfig JSON that is no setting of BertConfig's but nearly
-    spells one, in words, or None. BertConfig keeps unknown keys as attributes and
-    builds the default for the setting meant: ``"hidden_sizee": 64`` made BERT-base.
-    Other unknown keys (a checkpoint's ``gradient_checkpointing``) pass."""
+def bert_settings_problem(settings: dict[str, Any]) -> str | None:
+    """Why a BertConfig JSON's object does not describe the BERT meant, in words, or
+    None. BertConfig keeps unknown keys as attributes and builds the default for
+    every setting not given: a JSON of something else (a dataset's manifest.json, a
+    DeepSpeed config) made BERT-base, and a key that nearly spells a setting
+    (``"hidden_sizee": 64``) made that setting BERT-base's. Other unknown keys (a
+    checkpoint's ``gradient_checkpointing``) pass."""
     known = BertConfig().to_dict()
+    if (model_type := settings.get("model_type", "bert")) != "bert":
+        return f"a {model_type} config (its model_type), not BERT's"
     for key in settings:
         if key not in known and (near := difflib.get_close_matches(key, list(known), n=1, cutoff=0.85)):
             return (f"{key!r} is not a BertConfig setting; did you mean {near[0]!r}? (as written, it is ignored and "
                     f"{near[0]} is {known[near[0]]!r})")
+    if not _ARCHITECTURE.intersection(settings):
+        return (f"none of its keys is a setting of BERT's shape ({', '.join(sorted(_ARCHITECTURE))}): it would be "
+                "BERT-base, every setting the default")
     return None
+
+
+# The settings of a BertConfig that decide the network's shape.
+_ARCHITECTURE = frozenset({"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                           "intermediate_size", "max_position_embeddings", "type_vocab_size"})
 
 
 def _model_type(directory: Path) -> str | None:

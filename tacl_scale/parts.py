@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -310,7 +311,7 @@ class RunParts:
 def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     """Build a run's parts in dependency order (see the module docstring)."""
     run = RunDir(config.output)
-    if problem := output_problem(run.path, config.data.paths, config.model):
+    if problem := missing_input(config) or output_problem(run.path, config.data.paths, config.model):
         raise TrainError(problem)
     if run.has_record() and not config.checkpoint.resume:
         raise TrainError(f"{run.path}: holds another run ({RUN_FILE}); pass --resume to continue it "
@@ -367,6 +368,26 @@ def on_main(dist: Distributed, step: Callable[[], T]) -> T | None:
     if error is not None:
         raise TrainError(error)
     return result
+
+
+def missing_input(config: TrainConfig) -> str | None:
+    """The first ``--data`` or ``--model`` that is not there, said before the run
+    directory is made; one that ``--recipe`` filled is said to be the recipe's (a
+    Slurm job of a recipe run where its paths do not exist)."""
+    from .recipes import recipe
+
+    filled = recipe(config.recipe).flag_values() if config.recipe else {}
+    from_recipe = {os.path.abspath(str(path)): flag for flag, path in
+                   (("--data", (filled.get("data") or [None])[0]), ("--model", filled.get("model"))) if path}
+    inputs = [*(("--data", path) for path in config.data.paths), ("--model", config.model)]
+    for flag, path in inputs:
+        if os.path.exists(path):
+            continue
+        if from_recipe.get(path) == flag:
+            return (f"{path}: not found: the {flag} of --recipe {config.recipe} (its paths are relative to the "
+                    f"directory the job runs in); put it there or give {flag}")
+        return f"{path}: not found ({flag})"
+    return None
 
 
 def resolve_performance(config: TrainConfig, dist: Distributed, precision: str) -> ResolvedPerformance:

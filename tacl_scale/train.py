@@ -207,6 +207,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         export=not args.no_export,
         eval_every=args.eval_every,
         eval_instances=args.eval_instances,
+        recipe=args.recipe,
     )
 
 

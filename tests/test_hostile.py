@@ -36,6 +36,8 @@ what a mature tool does then. The next hostile test starts from this file.
 | `tacl-inspect-dataset --start` past the last instance, or negative `-n`/`--start` | one line with the dataset's last index (it printed nothing, or counted from the end) (tests/test_cli.py) |
 | a refused `tacl-train` flag under the launcher (every rank parses it) | one line from rank 0, none from the others (tests/test_cli.py); in the Slurm job, before it starts (tests/test_recipes.py) |
 | `--model` that is not a loadable BERT: no config.json or weights, a run directory, truncated weights, another shape, a RoBERTa/DistilBERT directory | one line naming it; it used to re-initialise every weight and train on (tests/test_model.py) |
+| `--model` a JSON file of something else (a DeepSpeed config, a manifest.json) or of another `model_type` | one line naming it; it trained BERT-base from random weights (tests/test_model.py) |
+| `--recipe` run where its `--data` or `--model` is not | one line naming the path as the recipe's and the flag to give; no `runs/` left (tests/test_recipes.py) |
 | `--output` that is (or is inside) a `--data` or `--model` directory, or holds a dataset or a model | refused before the lock file is written (tests/test_run_dir.py, tests/test_train.py) |
 | `--resume` on a dataset rebuilt in place (another `--seed`) | refused naming it; `--allow-changes` continues and records its new fingerprint (tests/test_trainer.py) |
 | `--resume --allow-changes` with another `--lr`, `--steps` or `--weight-decay` | in force from the first resumed update, not the checkpoint's (tests/test_trainer.py) |

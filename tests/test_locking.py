@@ -18,11 +18,16 @@ def test_a_second_holder_is_refused_naming_the_first(tmp_path: Path) -> None:
 
 def test_a_directory_the_lock_made_goes_with_it_unless_the_holder_wrote_there(tmp_path: Path) -> None:
     """A job refused after taking the lock (a model too short for the data) left its
-    new --output behind, empty."""
+    new --output behind, empty, and the parents it had made for it (a recipe's
+    ``runs/``)."""
     refused = tmp_path / "runs" / "refused"
     with DirectoryLock(refused, "training"):
         assert (refused / LOCK_NAME).is_file()
-    assert not refused.exists() and (tmp_path / "runs").is_dir()
+    assert sorted(tmp_path.iterdir()) == []
+    (tmp_path / "runs").mkdir()
+    with DirectoryLock(refused, "training"):
+        pass
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "runs"]  # a parent that was there stays
 
     worked = tmp_path / "runs" / "worked"
     with DirectoryLock(worked, "training"):

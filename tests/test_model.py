@@ -88,6 +88,12 @@ def _spoil(model: Path, how: str) -> Path:
     elif how == "a config that is a list":
         model = model.parent / "list.json"
         model.write_text("[1]")
+    elif how == "a JSON of something else":  # a DeepSpeed config: trained BERT-base from random weights
+        model = model.parent / "zero2.json"
+        model.write_text(json.dumps({"train_batch_size": 256, "bf16": {"enabled": True}}))
+    elif how == "a config of another model type":
+        model = model.parent / "gpt2.json"
+        model.write_text(json.dumps({**TINY, "model_type": "gpt2"}))
     return model
 
 
@@ -109,6 +115,8 @@ def _spoil(model: Path, how: str) -> Path:
                                   "'hidden_size'? (as written, it is ignored and hidden_size is 768)"),
     ("an unknown activation", "unknown hidden_act 'swish2'"),
     ("a config that is a list", "not a BertConfig JSON: not a JSON object"),
+    ("a JSON of something else", "not a BertConfig JSON: none of its keys is a setting of BERT's shape (hidden_size, "),
+    ("a config of another model type", "not a BertConfig JSON: a gpt2 config (its model_type), not BERT's"),
 ])
 def test_a_bad_model_is_one_error_naming_it(how: str, said: str, config_file: Path, tmp_path: Path) -> None:
     """Without config.json, from_pretrained built BERT-base and re-initialised every

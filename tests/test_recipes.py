@@ -155,3 +155,22 @@ def test_the_slurm_job_refuses_bad_flags_in_train_pys_words_before_it_starts(fla
     lines = done.stderr.splitlines()
     assert lines[0].startswith(said) and "Traceback" not in done.stderr, done.stderr
     assert lines[1].startswith("error: the job stops before training: train.py refuses these flags (above)")
+
+
+def test_a_recipes_missing_paths_are_said_to_be_its_and_nothing_is_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``sbatch slurm/pretrain_base.sh`` from a directory without the recipe's data
+    said only "data/...: no such directory", and left the recipe's ``runs/`` behind."""
+    from conftest import main_in_this_process
+
+    monkeypatch.chdir(tmp_path)
+    code, stderr = main_in_this_process(["--recipe", "tacl-base-en"], capsys)
+    data = tmp_path / "data" / "enwiki-bert-uncased-256"
+    assert (code, stderr) == (2, f"error: {data}: not found: the --data of --recipe tacl-base-en (its paths are "
+                                 "relative to the directory the job runs in); put it there or give --data\n")
+    data.mkdir(parents=True)
+    code, stderr = main_in_this_process(["--recipe", "tacl-base-en"], capsys)
+    assert "models/bert-base-uncased: not found: the --model of --recipe tacl-base-en" in stderr
+    code, stderr = main_in_this_process(["--recipe", "tacl-base-en", "--model", "mine"], capsys)
+    assert stderr == f"error: {tmp_path / 'mine'}: not found (--model)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]

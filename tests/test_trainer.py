@@ -366,10 +366,13 @@ def test_one_owner_places_batches_and_reduces_on_its_device(join: Callable[[], D
 
 def test_bad_inputs_are_train_errors(join: Callable[[], Distributed], dataset: Path, tmp_path: Path) -> None:
     one_rank = join()
-    with pytest.raises(TrainError, match="neither a model directory"):
+    with pytest.raises(TrainError, match=r"missing: not found \(--model\)$"):
         Trainer.build(make_config(dataset, tmp_path / "missing", tmp_path / "run"), one_rank)
-    with pytest.raises(TrainError, match="nowhere: no such directory"):
+    with pytest.raises(TrainError, match=r"nowhere: not found \(--data\)$"):
         Trainer.build(make_config(tmp_path / "nowhere", tmp_path / "missing", tmp_path / "run2"), one_rank)
+    with pytest.raises(TrainError, match="manifest.json: not a BertConfig JSON: none of its keys"):
+        Trainer.build(make_config(dataset, dataset / "manifest.json", tmp_path / "run3"), one_rank)
+    assert not list(tmp_path.glob("run*"))
     assert ObjectiveConfig().objectives == ("tacl", "mlm", "nsp")
 
 
