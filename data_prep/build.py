@@ -24,7 +24,7 @@ from tacl_scale.data.indexed import IndexedFormatError
 from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Manifest
 from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.files import output_directory_problem
-from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError, is_locked
+from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError, holder
 from tacl_scale.preemption import CtrlC, uninterrupted
 
 from .build_log import build_logging
@@ -445,7 +445,7 @@ def recover_swap(output: Path) -> None:
     gone), the user's files carried over and the old copy removed. A swap still
     under way (its build holds the old copy's lock) is left alone."""
     for old in sorted(output.parent.glob(f"{glob.escape(_replaced_prefix(output))}*")):
-        if not old.is_dir() or is_locked(old):
+        if not old.is_dir() or holder(old) is not None:
             continue
         staging = staging_directory(output)
         if not output.exists() and not (staging / MANIFEST_NAME).is_file():

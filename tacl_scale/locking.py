@@ -93,17 +93,18 @@ class DirectoryLock:
         self.release()
 
 
-def is_locked(directory: str | os.PathLike) -> bool:
-    """Whether a live process holds the :class:`DirectoryLock` of ``directory``
-    (one that died released it with its file descriptors)."""
+def holder(directory: str | os.PathLike) -> str | None:
+    """Who holds the :class:`DirectoryLock` of ``directory`` (its line: purpose, pid,
+    host, since when), or None when no live process does (one that died released
+    it with its file descriptors)."""
     try:
         fd = os.open(Path(directory) / LOCK_NAME, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
+    except (FileNotFoundError, NotADirectoryError):
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        return True
+        return os.read(fd, 512).decode("utf-8", "replace").strip() or "another process"
     finally:
         os.close(fd)  # releases a lock this took
-    return False
+    return None

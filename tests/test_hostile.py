@@ -7,6 +7,7 @@ what a mature tool does then. The next hostile test starts from this file.
 | `--resume` after the vocabulary was changed in place | refused in one line: the tokenizer changed, start over |
 | `--resume` after an input was regenerated (new size or mtime) | refused in one line naming the input |
 | a second build into an output that a build holds | refused at once, naming the holder's pid |
+| training on (or inspecting) a dataset whose build is still running | one line naming the build's pid, host and start: in use by it, readable once it has finished (tests/test_manifest.py) |
 | a build that makes no instance | fails in one line; no empty shard files are left, nor the output directory it made |
 | a 1 MB "sentence" (no sentence punctuation, a huge table line) | split into consecutive pieces that each fit an instance, none of its tokens lost, counted as `long_sentences_split` in the manifest and the summary; the same bytes on 1 or 2 worker processes |
 | `--validation-fraction 0.1` on an input too small to hold any document out | the build warns (log, manifest `warnings`, summary), naming the fraction, the number of documents and the fix (tests/test_validation_split.py) |

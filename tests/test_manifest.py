@@ -6,6 +6,7 @@ inspects without the tokenizer it was built from."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable
@@ -203,3 +204,20 @@ def test_a_path_that_is_not_a_dataset_directory_says_what_it_is(dataset: Path, t
         with pytest.raises(DatasetError) as refused:
             Manifest.load(given)
         assert str(refused.value) == f"{given}: {said}"
+
+
+def test_a_dataset_still_being_built_is_said_to_be_in_use_by_its_build(tmp_path: Path) -> None:
+    """Training on a dataset whose build was still running said only that the build
+    "did not complete"."""
+    from tacl_scale.data.manifest import DatasetError
+    from tacl_scale.locking import DirectoryLock
+
+    building = tmp_path / "ds"
+    with DirectoryLock(building, "data_prep.build"), pytest.raises(DatasetError) as refused:
+        Manifest.load(building)
+    assert re.fullmatch(rf"{building}/{MANIFEST_NAME}: missing — {building} is in use by data_prep\.build pid "
+                        rf"{os.getpid()} on \S+ since [-\d]+ [:\d]+: a dataset can be read once its build has finished",
+                        str(refused.value)), refused.value
+    building.mkdir()
+    with pytest.raises(DatasetError, match="is not a finished dataset"):  # the build has ended (or died)
+        Manifest.load(building)

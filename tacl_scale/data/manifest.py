@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from ..files import atomic_write
+from ..locking import holder
 from .masking import MaskingConfig
 
 FORMAT_NAME = "tacl-scale-pretrain"
@@ -476,6 +477,9 @@ class Manifest:
                                f"give {Path(directory).parent}")
         if not Path(directory).is_dir():
             raise DatasetError(f"{directory}: a file, not a dataset directory")
+        if not path.is_file() and (busy := holder(directory)) is not None:
+            raise DatasetError(f"{path}: missing — {directory} is in use by {busy}: a dataset can be read once its "
+                               "build has finished")
         if not path.is_file():
             raise DatasetError(
                 f"{path}: missing — {directory} is not a finished dataset "
