@@ -544,6 +544,8 @@ def checkpoint_to_resume(run: RunDir, dist: Distributed) -> str | None:
         raise TrainError(f"--resume: no checkpoint under {ckpt_root} verifies; the newest fails with {problems[0]}")
     if tag is not None and problems and dist.is_main:
         log.warning("resuming from the older checkpoint %s", ckpt_root / tag)
+    if tag is None and dist.is_main:  # a job requeued before the run's first save, or a first job
+        log.info("--resume: no checkpoint in %s yet: starting the run from step 0", run.path)
     return tag
 
 

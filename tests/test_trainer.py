@@ -6,6 +6,7 @@ resolution, the device owner)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -362,6 +363,22 @@ def test_one_owner_places_batches_and_reduces_on_its_device(join: Callable[[], D
     assert batch["ids"].device == one_rank.device and batch["max_seqlen"] == 5
     assert one_rank.sum(torch.tensor([1.0, 2.0])).tolist() == [1.0, 2.0]
     assert one_rank.any(True) and not one_rank.any(False)
+
+
+def test_resume_without_a_checkpoint_says_it_starts_at_step_0(join: Callable[[], Distributed], dataset: Path,
+                                                              model_file: Path, tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """The Slurm jobs always pass --resume: a first job (or one requeued before the
+    first save) started from step 0 without a word."""
+    config = make_config(dataset, model_file, tmp_path / "run", steps=2, export=False,
+                         checkpoint=CheckpointConfig(save_every=100, resume=True, stop_after_steps=1))
+    with caplog.at_level(logging.INFO, logger="tacl_scale"):
+        run_job(config, join)
+    assert f"--resume: no checkpoint in {tmp_path / 'run'} yet: starting the run from step 0" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="tacl_scale"):
+        run_job(config, join)
+    assert "no checkpoint in" not in caplog.text and "resumed from " in caplog.text
 
 
 def test_bad_inputs_are_train_errors(join: Callable[[], Distributed], dataset: Path, tmp_path: Path) -> None:
