@@ -99,9 +99,14 @@ def analyse_model(
     sample_ids: list[torch.Tensor] = []
     generator = torch.Generator().manual_seed(seed)
     per_batch = max(1, isotropy_tokens * batch_size // max(len(sentences), 1))
+    positions = model.config.max_position_embeddings
+    too_long = sum(len(ids) > positions for ids in tokenizer(sentences)["input_ids"])
+    if too_long:
+        log.warning("%s: %d of the %d sentences are longer than its %d positions: only their first %d tokens are "
+                    "compared", name, too_long, len(sentences), positions, positions)
     for start in tqdm(range(0, len(sentences), batch_size), desc=name, unit="batch", leave=False, disable=None):
         chunk = sentences[start : start + batch_size]
-        enc = tokenizer(chunk, padding=True, truncation=True, max_length=model.config.max_position_embeddings,
+        enc = tokenizer(chunk, padding=True, truncation=True, max_length=positions,
                         return_tensors="pt", return_special_tokens_mask=True)
         mask = enc["attention_mask"].bool()
         if exclude_special:
@@ -200,6 +205,9 @@ def read_sentences(path: Path, limit: int | None) -> list[str]:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         raise ValueError(f"{path}: no sentences")
+    if len(lines) < 2:  # Eq. 3's spread and isotropy were nan, printed as figures
+        raise ValueError(f"{path}: one sentence: the analysis compares sentences (isotropy: tokens of different "
+                         "ones); give at least 2, one a line")
     return lines[:limit] if limit else lines
 
 
@@ -235,6 +243,9 @@ def selfsim(args: argparse.Namespace) -> dict[str, Any]:
                                  f"{layers - 1}")
             results[name] = analyse_model(tokenizer, model, name, sentences, args.batch_size, device,
                                           args.exclude_special)
+            if results[name][0]["n_sentences"] == 0:
+                raise ValueError(f"{args.sentences}: no sentence has two {'real ' if args.exclude_special else ''}"
+                                 f"tokens for {path}'s tokenizer: self-similarity compares a sentence's tokens")
             if args.heatmap_sentence:
                 layer = args.heatmap_layer if args.heatmap_layer is not None else len(results[name]) - 1
                 heatmap(tokenizer, model, args.heatmap_sentence, layer, device, out / f"heatmap_{name}.png",
@@ -292,9 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--heatmap-sentence", default=None, help="also draw this sentence's cosine matrix")
     s.add_argument("--heatmap-layer", type=int, default=None, help="layer of the heat map (default: top)")
     args = p.parse_args(argv)
-    for flag, value in (("--batch-size", args.batch_size), ("--max-sentences", args.max_sentences)):
-        if value is not None and value < 1:
-            p.error(f"{flag} must be >= 1, got {value}")
+    for flag, value, least in (("--batch-size", args.batch_size, 1), ("--max-sentences", args.max_sentences, 2)):
+        if value is not None and value < least:
+            p.error(f"{flag} must be >= {least}, got {value}")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     from transformers.utils import logging as transformers_logging
 

@@ -4,6 +4,7 @@ evaluation."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -97,10 +98,31 @@ def test_cli_writes_json_csv_and_readable_pngs(tiny_model: Path, tmp_path: Path)
     assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(empty), "--out", str(excluded)]) == 2
 
 
+def test_sentences_that_give_no_figure_are_refused_and_cut_ones_said(
+        tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    """One sentence printed "0.6288±0.0000 ... nan" (no spread, no isotropy);
+    sentences of one token gave nan; a sentence past the model's positions was cut
+    without a word."""
+    cases = [("The river flows north.\n", "one sentence: the analysis compares sentences"),
+             ("river\nnorth\n", "no sentence has two real tokens for ")]
+    for text, says in cases:
+        sentences = tmp_path / "s.txt"
+        sentences.write_text(text)
+        assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(sentences), "--out",
+                     str(tmp_path / "out"), "--exclude-special"]) == 2
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and errors[0].startswith(f"error: {sentences}: {says}"), errors
+    sentences.write_text("river " * 600 + "\nIt rained.\n")
+    with caplog.at_level(logging.WARNING, logger="tacl_scale.analysis"):
+        assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(sentences), "--out",
+                     str(tmp_path / "long")]) == 0
+    assert "tiny: 1 of the 2 sentences are longer than its 512 positions: only their first 512 tokens" in caplog.text
+
+
 def test_bad_sentence_files_and_outputs_are_one_error_line_naming_them(tiny_model: Path, tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     sentences = tmp_path / "s.txt"
-    sentences.write_text("The river flows north.\n")
+    sentences.write_text("The river flows north.\nIt rained.\n")
     binary = tmp_path / "corpus.xml.bz2"
     binary.write_bytes(b"BZh91AY&SY\xb4\x00")
     cases = [(binary, tmp_path / "out", f"{binary}: not UTF-8 text"),
@@ -111,7 +133,7 @@ def test_bad_sentence_files_and_outputs_are_one_error_line_naming_them(tiny_mode
         assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(given), "--out", str(out)]) == 2
         errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
         assert len(errors) == 1 and errors[0].startswith(f"error: {says}"), errors
-    assert not (tmp_path / "out").exists() and sentences.read_text() == "The river flows north.\n"
+    assert not (tmp_path / "out").exists() and sentences.read_text() == "The river flows north.\nIt rained.\n"
 
 
 def test_a_bad_model_is_one_error_line_naming_it(tiny_model: Path, tmp_path: Path,
@@ -119,7 +141,7 @@ def test_a_bad_model_is_one_error_line_naming_it(tiny_model: Path, tmp_path: Pat
     """A folder that is neither a model nor a run was reported as a bad run directory,
     and a model that would not load was a traceback."""
     sentences = tmp_path / "s.txt"
-    sentences.write_text("The river flows north.\n")
+    sentences.write_text("The river flows north.\nIt rained.\n")
     truncated = tmp_path / "truncated"
     truncated.mkdir()
     for file in tiny_model.iterdir():
@@ -139,7 +161,8 @@ def test_a_bad_model_is_one_error_line_naming_it(tiny_model: Path, tmp_path: Pat
     (["--device", "tpu"], "error: --device tpu: not a device (cpu, cuda, cuda:1, ...)"),  # was a traceback
     (["--heatmap-sentence", "It rained.", "--heatmap-layer", "3"], "has layers 0 (the embeddings) to 2"),  # IndexError
     (["--batch-size", "0"], "error: --batch-size must be >= 1, got 0"),  # was "range() arg 3 must not be zero"
-    (["--max-sentences", "-3"], "error: --max-sentences must be >= 1, got -3"),  # was all but the last 3
+    (["--max-sentences", "-3"], "error: --max-sentences must be >= 2, got -3"),  # was all but the last 3
+    (["--max-sentences", "1"], "error: --max-sentences must be >= 2, got 1"),  # isotropy was nan
 ])
 def test_bad_analysis_options_are_one_error_line(flags: list[str], said: str, tiny_model: Path, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
