@@ -228,7 +228,10 @@ def analysis_device(asked: str | None) -> torch.device:
 def selfsim(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     sentences = read_sentences(Path(args.sentences), args.max_sentences)
-    if problem := output_directory_problem(out, "a directory for the report (--out)"):
+    from .export import container_problem
+
+    if problem := (output_directory_problem(out, "a directory for the report (--out)")
+                   or container_problem(out, runs_and_datasets=False)):
         raise ValueError(problem)
     device = analysis_device(args.device)
     out.mkdir(parents=True, exist_ok=True)

@@ -54,11 +54,33 @@ def export_target_problem(out: Path) -> str | None:
     new, an empty directory, or an earlier export (marked by :data:`EXPORT_MARKER`).
     Anything else, such as the directory of the model a run started from, a run
     directory or a dataset, is refused rather than overwritten."""
-    if problem := output_directory_problem(out, "a directory for the export"):
+    if problem := output_directory_problem(out, "a directory for the export") or container_problem(out):
         return problem
     if out.exists() and any(out.iterdir()) and not (out / EXPORT_MARKER).is_file():
         return (f"{out}: a directory that holds files and is not an earlier export (it has no {EXPORT_MARKER}); "
                 "export to a new directory, so that nothing in it is overwritten")
+    return None
+
+
+def container_problem(out: Path, runs_and_datasets: bool = True) -> str | None:
+    """Why ``out`` may not be made inside a directory that holds it, or None: inside
+    an export (replaced whole by the next one) and, with ``runs_and_datasets``, a
+    training run (whose checkpoints and export training rotates and replaces; its
+    own ``export`` is allowed) or a dataset."""
+    from .data.manifest import MANIFEST_NAME
+
+    absolute = Path(os.path.abspath(out))
+    for above in absolute.parents:
+        if (above / EXPORT_MARKER).is_file():
+            return (f"{out}: inside the export {above}, which the next export there replaces whole: choose a place "
+                    "outside it")
+        if not runs_and_datasets:
+            continue
+        if RunDir(above).has_record() and absolute != above / "export":
+            return (f"{out}: inside the training run {above}, whose checkpoints and export training rotates and "
+                    f"replaces: choose a place outside it ({above / 'export'} is the run's own export)")
+        if (above / MANIFEST_NAME).is_file() and any(above.glob("shard-*.idx")):
+            return f"{out}: inside the dataset {above}: choose a place outside it"
     return None
 
 

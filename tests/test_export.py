@@ -72,3 +72,27 @@ def test_an_earlier_export_left_aside_by_a_kill_is_put_back_first(tokenizer_dir:
         export_student(failing, out, tokenizer_dir, "second")
     assert json.loads((out / EXPORT_MARKER).read_text())["source"] == "first"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "tokenizer"]
+
+
+def test_an_export_inside_a_run_a_dataset_or_an_export_is_refused(tmp_path: Path) -> None:
+    """``tacl-export RUN RUN/export/mine`` wrote there, and the run's next export
+    replaced RUN/export whole, the user's export with it."""
+    from tacl_scale.export import container_problem, export_target_problem
+    from tacl_scale.run_dir import RUN_FILE
+
+    run, dataset, export = tmp_path / "run", tmp_path / "ds", tmp_path / "exported"
+    for directory, marker in ((run, RUN_FILE), (dataset, "manifest.json"), (export, EXPORT_MARKER)):
+        directory.mkdir()
+        (directory / marker).write_text("{}")
+    (dataset / "shard-00000.idx").write_bytes(b"")
+    said = {run / "export" / "mine": f"inside the training run {run}, whose checkpoints and export training",
+            run / "checkpoints" / "x": f"inside the training run {run}",
+            run / "mine": f"inside the training run {run}",
+            dataset / "x": f"inside the dataset {dataset}: choose a place outside it",
+            export / "x" / "y": f"inside the export {export}, which the next export there replaces whole"}
+    for out, says in said.items():
+        assert (export_target_problem(out) or "").startswith(f"{out}: {says}"), out
+    for allowed in (run / "export", tmp_path / "new", export):
+        assert export_target_problem(allowed) is None, allowed
+    assert container_problem(run / "analysis", runs_and_datasets=False) is None  # a report beside the run's files
+    assert container_problem(export / "analysis", runs_and_datasets=False) is not None

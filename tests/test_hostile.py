@@ -32,7 +32,7 @@ what a mature tool does then. The next hostile test starts from this file.
 | a second job on a live run directory | refused at once, naming the holder (tests/test_trainer.py) |
 | a job resumed after a kill | each step logged once (tests/test_trainer.py, tests/test_train.py) |
 | an export while training rotates checkpoints (`--keep-last 1`) | the export holds its checkpoint; rotation keeps it for later (tests/test_export_rotation.py) |
-| an export into the model the run started from, the run directory or a file | refused in one line, nothing in it touched; an earlier export is replaced whole, no stale weight shard left (tests/test_train.py) |
+| an export into the model the run started from, the run directory (or a place inside it but its `export/`), a dataset, another export or a file | refused in one line, nothing in it touched; an earlier export is replaced whole, no stale weight shard left (tests/test_train.py) |
 | a data command's output that is a directory, under a file, or a file already there (without `--overwrite`); a multistream of a truncated dump | one line naming it; files already there stay as they were (tests/test_cli.py) |
 | `tacl-inspect-dataset --start` past the last instance, or negative `-n`/`--start` | one line with the dataset's last index (it printed nothing, or counted from the end) (tests/test_cli.py) |
 | a refused `tacl-train` flag under the launcher (every rank parses it) | one line from rank 0, none from the others (tests/test_cli.py); in the Slurm job, before it starts (tests/test_recipes.py) |

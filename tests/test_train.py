@@ -184,14 +184,14 @@ def test_an_export_replaces_an_earlier_export_whole_and_nothing_else(full_run: P
     assert not (out / "model-00002-of-00002.safetensors").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no partial or previous directory left
 
-    # The model a run started from, the run directory itself, a file: refused, untouched.
+    # The model a run started from, the run directory itself or a place inside it, a file: refused, untouched.
     started_from = tmp_path / "bert-base-uncased"
     started_from.mkdir()
     (started_from / "config.json").write_text("{}", encoding="utf-8")
     a_file = tmp_path / "file"
     a_file.write_text("kept", encoding="utf-8")
     before = sorted(p.relative_to(full_run) for p in full_run.rglob("*"))
-    for target in (started_from, full_run, a_file):
+    for target in (started_from, full_run, a_file, full_run / "export" / "mine", full_run / "checkpoints" / "x"):
         capsys.readouterr()
         assert export_main([str(full_run), str(target)]) == 2, target
         errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
