@@ -510,7 +510,13 @@ def _resume_note(done: int | None, units: int) -> str:
 
 def _root_message(err: BaseException) -> str:
     """Beam wraps worker errors (in multi-processing mode, as text); surface our own
-    error, whose message names the file and the problem."""
+    error, whose message names the file and the problem (without the step Beam
+    appends to it, `` [while running 'PrepareDocuments']``)."""
+    return re.sub(r"\s*\[while running '[^']*'\]", "", _our_message(err))
+
+
+def _our_message(err: BaseException) -> str:
+    """The message of our own error within ``err``, else its last line."""
     seen: BaseException | None = err
     while seen is not None:
         if isinstance(seen, _OUR_ERRORS):

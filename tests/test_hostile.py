@@ -105,6 +105,19 @@ def failed_build(tmp_path: Path) -> tuple[Path, list[str], Path, Path]:
     return out, args, vocab, good
 
 
+def test_a_failed_builds_message_is_ours_without_the_beam_step_appended(tmp_path: Path) -> None:
+    """Beam appended "[while running 'PrepareDocuments']" to the message, between
+    the problem and what to do about it."""
+    plain = tmp_path / "plain.txt"
+    plain.write_text("A document about rivers. It has sentences.\n" * 20)
+    with pytest.raises(BuildError) as failed:
+        build(tmp_path / "ds", "--input", str(plain), "--tokenizer", str(EN_VOCAB), "--max-seq-len", "64")
+    assert str(failed.value) == (
+        f"build failed, no dataset written: {plain}: not XML (syntax error: line 1, column 0); --format wiki-xml "
+        "reads MediaWiki dumps: plain text is --format text or lines, WikiExtractor's output --format "
+        "wikiextractor-json (no work unit had completed: once the cause is fixed, rerun the same command)")
+
+
 def test_a_failed_build_keeps_its_completed_units_and_leaves_no_dataset_files(failed_build) -> None:
     out, _, _, _ = failed_build
     assert (out / "_tmp").is_dir() and list((out / "_tmp").glob("part-*.done.json"))
