@@ -44,12 +44,14 @@ import sys
 from tacl_scale.cli import UsageError
 from tacl_scale.config import ConfigError
 from tacl_scale.data.shuffle import BatchLayout, BatchShapeError
-from tacl_scale.run_dir import PREEMPTED_MARKER
+from tacl_scale.run_dir import PREEMPTED_MARKER, missing_input
 from tacl_scale.train import parse_args
 try:
     world, config = int(sys.argv[1]), parse_args(sys.argv[2:])
 except (UsageError, ConfigError) as err:  # a bad flag, an unreadable --ds config: train.py's own line
     sys.exit(f"error: {err}")
+if problem := missing_input(config):  # a recipe's data or model not where the job runs
+    sys.exit(f"error: {problem}")
 optim = config.optim
 try:  # an "auto" micro-batch is chosen by train.py among the sizes that fit; 1 always does
     layout = BatchLayout(optim.batch_size, optim.micro_batch_size or 1, world)

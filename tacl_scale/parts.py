@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -71,6 +70,7 @@ from .run_dir import (
     RunRecord,
     check_data_unchanged,
     check_resume_settings,
+    missing_input,
     output_problem,
     record_job,
     snapshot_inputs,
@@ -368,26 +368,6 @@ def on_main(dist: Distributed, step: Callable[[], T]) -> T | None:
     if error is not None:
         raise TrainError(error)
     return result
-
-
-def missing_input(config: TrainConfig) -> str | None:
-    """The first ``--data`` or ``--model`` that is not there, said before the run
-    directory is made; one that ``--recipe`` filled is said to be the recipe's (a
-    Slurm job of a recipe run where its paths do not exist)."""
-    from .recipes import recipe
-
-    filled = recipe(config.recipe).flag_values() if config.recipe else {}
-    from_recipe = {os.path.abspath(str(path)): flag for flag, path in
-                   (("--data", (filled.get("data") or [None])[0]), ("--model", filled.get("model"))) if path}
-    inputs = [*(("--data", path) for path in config.data.paths), ("--model", config.model)]
-    for flag, path in inputs:
-        if os.path.exists(path):
-            continue
-        if from_recipe.get(path) == flag:
-            return (f"{path}: not found: the {flag} of --recipe {config.recipe} (its paths are relative to the "
-                    f"directory the job runs in); put it there or give {flag}")
-        return f"{path}: not found ({flag})"
-    return None
 
 
 def resolve_performance(config: TrainConfig, dist: Distributed, precision: str) -> ResolvedPerformance:

@@ -70,6 +70,26 @@ RESUME_FREE = ("optim.micro_batch_size", "optim.max_skipped_in_a_row")  # may ch
 ADDED_SETTINGS = {"objective.reference_compat": False}
 
 
+def missing_input(config: TrainConfig) -> str | None:
+    """The first ``--data`` or ``--model`` that is not there, said before the run
+    directory is made; one that ``--recipe`` filled is said to be the recipe's (a
+    Slurm job of a recipe run where its paths do not exist)."""
+    from .recipes import recipe
+
+    filled = recipe(config.recipe).flag_values() if config.recipe else {}
+    from_recipe = {os.path.abspath(str(path)): flag for flag, path in
+                   (("--data", (filled.get("data") or [None])[0]), ("--model", filled.get("model"))) if path}
+    inputs = [*(("--data", path) for path in config.data.paths), ("--model", config.model)]
+    for flag, path in inputs:
+        if os.path.exists(path):
+            continue
+        if from_recipe.get(path) == flag:
+            return (f"{path}: not found: the {flag} of --recipe {config.recipe} (its paths are relative to the "
+                    f"directory the job runs in); put it there or give {flag}")
+        return f"{path}: not found ({flag})"
+    return None
+
+
 def output_problem(output: Path, data: Sequence[str], model: str) -> str | None:
     """Why ``output`` cannot be a run directory, or None: it is (or is inside) one of
     the run's input directories, or, holding no run, it holds a dataset or a model.

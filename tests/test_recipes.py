@@ -137,6 +137,7 @@ def test_train_says_an_old_config_once(tmp_path: Path, caplog: pytest.LogCapture
 @pytest.mark.parametrize(("flags", "said"), [
     (["--objectives", "foo"], "error: --objectives must be a non-empty subset of tacl,mlm,nsp,mirror, got foo"),
     (["--ds", "missing.json"], "error: missing.json: unreadable DeepSpeed config"),
+    (["--data", "{tmp}/missing", "--output", "{tmp}/run"], "error: {tmp}/missing: not found (--data)"),
 ])
 def test_the_slurm_job_refuses_bad_flags_in_train_pys_words_before_it_starts(flags: list[str], said: str,
                                                                              tmp_path: Path) -> None:
@@ -149,12 +150,14 @@ def test_the_slurm_job_refuses_bad_flags_in_train_pys_words_before_it_starts(fla
     env = dict(os.environ, TACL_HOME=str(ROOT), VENV=str(Path(sys.executable).parent.parent))
     for key in ("SLURM_NTASKS", "SLURM_JOB_ID"):
         env.pop(key, None)
+    flags = [flag.format(tmp=tmp_path) for flag in flags]
     done = subprocess.run(["bash", str(ROOT / "slurm" / "pretrain_base.sh"), *flags], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.splitlines()
-    assert lines[0].startswith(said) and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith(said.format(tmp=tmp_path)) and "Traceback" not in done.stderr, done.stderr
     assert lines[1].startswith("error: the job stops before training: train.py refuses these flags (above)")
+    assert not list(tmp_path.iterdir())  # no run directory made for the job's log
 
 
 def test_a_recipes_missing_paths_are_said_to_be_its_and_nothing_is_made(
