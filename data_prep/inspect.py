@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tacl_scale import EXIT_ERROR
-from tacl_scale.cli import make_parser
+from tacl_scale.cli import error_exit, make_parser
 from tacl_scale.data import DatasetError, Manifest, PretrainDataset
 from tacl_scale.data.integrity import all_shards, shard_bytes, unchecked_files, verify_dataset
 from tacl_scale.data.manifest import FORMAT_NAME
@@ -94,8 +94,7 @@ def verify(directory: str) -> int:
     try:
         manifest = Manifest.load(directory)
     except DatasetError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(str(err))
     started = time.monotonic()
     problems = verify_dataset(directory, manifest)
     for problem in problems:
@@ -131,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dataset = PretrainDataset(args.directory)
     except DatasetError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(str(err))
     if args.num_instances and args.start >= len(dataset):
         print(f"error: {args.directory}: --start {args.start} is past its last instance, {len(dataset) - 1} "
               f"(it holds {len(dataset):,})", file=sys.stderr)

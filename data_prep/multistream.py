@@ -17,8 +17,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from tacl_scale import EXIT_ERROR
-from tacl_scale.cli import make_parser
+from tacl_scale.cli import error_exit, make_parser
 from tacl_scale.files import os_error_line, output_file_problem
 from tacl_scale.preemption import ctrl_c_ends, uninterrupted
 
@@ -137,20 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         outputs = (args.target, index_beside(args.target))
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(str(err))
     for path in outputs:
         if problem := output_file_problem(path, args.overwrite):
-            print(f"error: {problem}", file=sys.stderr)
-            return EXIT_ERROR
+            return error_exit(problem)
     try:
         dump, index = write_multistream(args.source, args.target, args.pages_per_stream)
     except (InputError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(str(err))
     except OSError as err:
-        print(f"error: {os_error_line(err, args.target)}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(os_error_line(err, args.target))
     print(f"wrote {dump} and {index}")
     return 0
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tacl_scale import EXIT_ERROR
-from tacl_scale.cli import make_parser
+from tacl_scale.cli import error_exit, make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 from tacl_scale.preemption import ctrl_c_ends
 
@@ -100,13 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.min_words <= args.max_words:
         p.error(f"--min-words and --max-words must satisfy 1 <= min <= max, not {args.min_words} and {args.max_words}")
     if problem := output_file_problem(args.output, args.overwrite) or output_among_inputs(args.output, args.input):
-        print(f"error: {problem}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(problem)
     try:
         chosen = sample(corpus_sentences(args), args.count, args.seed, args.min_words, args.max_words, args.language)
     except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(str(err))
     if not chosen:
         print(f"error: {', '.join(args.input)}: no sentence of {args.min_words}-{args.max_words} words in the "
               f"{DOCUMENTS[args.split]}", file=sys.stderr)
@@ -116,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out, "\n".join(chosen) + "\n")
     except OSError as err:
-        print(f"error: {cannot_write(out, err)}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(cannot_write(out, err))
     short = f" (of the {args.count} asked)" if len(chosen) < args.count else ""
     print(f"{out}: {len(chosen)} sentences{short} from the {DOCUMENTS[args.split]}")
     return 0

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
-from tacl_scale import EXIT_ERROR
-from tacl_scale.cli import make_parser
+from tacl_scale.cli import error_exit, make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 from tacl_scale.preemption import ctrl_c_ends
 
@@ -157,8 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.vocab_size <= len(SPECIAL_TOKENS):
         p.error(f"--vocab-size must be more than the {len(SPECIAL_TOKENS)} special tokens, not {args.vocab_size}")
     if problem := output_file_problem(args.output, args.overwrite) or output_among_inputs(args.output, args.input):
-        print(f"error: {problem}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(problem)
     try:
         path = train_wordpiece(
             iter_sentences(args.input, args.format, args.language),
@@ -168,11 +166,9 @@ def main(argv: list[str] | None = None) -> int:
             source=", ".join(args.input),
         )
     except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(str(err))
     except OSError as err:
-        print(f"error: {cannot_write(args.output, err)}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(cannot_write(args.output, err))
     lines = path.read_text(encoding="utf-8").count("\n")
     print(f"wrote {path} ({lines} tokens{size_note(lines, args.vocab_size)})")
     return 0

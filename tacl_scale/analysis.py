@@ -28,8 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import EXIT_ERROR
-from .cli import HelpFormatter, make_parser
+from .cli import HelpFormatter, error_exit, make_parser
 from .files import os_error_line, output_directory_problem
 from .preemption import ctrl_c_ends
 from .similarity import LayerStats, sentence_self_similarity
@@ -316,11 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = selfsim(args)
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(str(err))
     except OSError as err:
-        print(f"error: {os_error_line(err, args.out)}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(os_error_line(err, args.out))
     print(format_table(report))
     print(f"wrote {Path(args.out) / 'selfsim.json'}, selfsim.csv, selfsim_by_layer.png"
           + (", heatmap_*.png" if args.heatmap_sentence else ""))

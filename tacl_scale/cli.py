@@ -16,11 +16,18 @@ import re
 import sys
 from typing import Any, NoReturn
 
-from tacl_scale import __version__
+from tacl_scale import EXIT_ERROR, __version__
 
 # :class:`~pkg.mod.Name`, :mod:`pkg.mod`, :func:`label <target>` (Sphinx roles)
 _ROLE = re.compile(r":[a-z]+:`(~?)([^`<]*?)\s*(?:<[^>`]*>)?`")
 _LITERAL = re.compile(r"``(.+?)``", re.S)
+
+
+def error_exit(message: str) -> int:
+    """Say ``error: MESSAGE`` on stderr and return the exit status of a command that
+    failed or refused its input (:data:`tacl_scale.EXIT_ERROR`)."""
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def plain_text(docstring: str) -> str:

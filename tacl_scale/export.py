@@ -34,9 +34,8 @@ import torch
 from transformers import BertConfig, BertForPreTraining
 from transformers.utils import logging as transformers_logging
 
-from . import EXIT_ERROR
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify
-from .cli import make_parser
+from .cli import error_exit, make_parser
 from .files import os_error_line, output_directory_problem
 from .preemption import ctrl_c_ends, uninterrupted
 from .run_dir import CHECKPOINT_RECORD, CHECKPOINTS_DIR, LATEST, RUN_FILE, RunDir, snapshot_tokenizer
@@ -322,11 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out = export_checkpoint(args.checkpoint, args.output)
     except (ValueError, KeyError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(str(err))
     except OSError as err:
-        print(f"error: {os_error_line(err, args.output)}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(os_error_line(err, args.output))
     print(f"exported {out}")
     return 0
 

@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
             from transformers.utils import logging as transformers_logging
 
-            from tacl_scale.cli import UsageError
+            from tacl_scale.cli import UsageError, error_exit
             from tacl_scale.config import ConfigError
             from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
             from tacl_scale.files import describe_os_error, first_line
@@ -288,11 +288,9 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         dist.close()
             except DistributedError as err:
-                print(f"error: rank {env.rank}: {err}", file=sys.stderr)
-                return EXIT_ERROR
+                return error_exit(f"rank {env.rank}: {err}")
             except RankError as err:
-                print(f"error: {_rank_prefix(env)}{err}", file=sys.stderr)
-                return EXIT_ERROR
+                return error_exit(f"{_rank_prefix(env)}{err}")
             except UsageError as err:
                 if env.rank == 0:
                     print(f"error: {err} ({PROG} --help lists the options)", file=sys.stderr)
@@ -303,8 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                 return EXIT_ERROR
             except OSError as err:  # writing the run directory (a full disk, a permission)
                 where = err.filename or (config.output if config is not None else "the run directory")
-                print(f"error: {_rank_prefix(env)}{where}: {describe_os_error(err)}", file=sys.stderr)
-                return EXIT_ERROR
+                return error_exit(f"{_rank_prefix(env)}{where}: {describe_os_error(err)}")
             except RuntimeError as err:
                 if _compile_failed(err):
                     # A defect too (ours or torch's, often of one GPU or version), so the

@@ -241,7 +241,7 @@ def test_a_directory_output_that_is_or_is_under_a_file_is_one_error_line(under: 
     a_file.write_text("kept", encoding="utf-8")
     out = a_file / "out" if under else a_file
     sentences = tmp_path / "sentences.txt"
-    sentences.write_text("a sentence\n", encoding="utf-8")
+    sentences.write_text("a sentence\nand another\n", encoding="utf-8")
     commands = {
         "build": (build, ["--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--output", str(out)],
                   "a dataset directory"),
@@ -272,7 +272,7 @@ def test_an_os_error_is_the_file_and_its_cause_not_pythons_errno_line(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), shard)
 
     sentences = tmp_path / "s.txt"
-    sentences.write_text("a sentence\n", encoding="utf-8")
+    sentences.write_text("a sentence\nand another\n", encoding="utf-8")
     module, function, argv = {
         "export": (export, "export_checkpoint", [str(tmp_path), str(tmp_path / "out")]),
         "analysis": (analysis, "selfsim", ["selfsim", "--model", "m", "--sentences", str(sentences),

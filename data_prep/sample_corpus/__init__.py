@@ -45,8 +45,7 @@ import sys
 from data_prep.sample_corpus.generator import MAX_ARTICLES, Generator, language_data
 from data_prep.sample_corpus.pages import OTHER_NAMESPACE_PAGES, build_pages, num_redirects
 from data_prep.sample_corpus.xml_dump import render_dump
-from tacl_scale import EXIT_ERROR
-from tacl_scale.cli import make_parser
+from tacl_scale.cli import error_exit, make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 from tacl_scale.preemption import ctrl_c_ends
 
@@ -122,13 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--articles must be between 0 and {MAX_ARTICLES}, not {args.articles} "
                      "(for a larger corpus, write several dumps with different --seed values)")
     if problem := output_file_problem(args.out_path, args.overwrite):
-        print(f"error: {problem}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(problem)
     try:
         out = write_sample_dump(args.out_path, args.articles, args.seed, args.language)
     except OSError as err:
-        print(f"error: {cannot_write(args.out_path, err)}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(cannot_write(args.out_path, err))
     print(f"wrote {out} ({out.stat().st_size} bytes)", file=sys.stderr)
     return 0
 
