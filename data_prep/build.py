@@ -310,8 +310,9 @@ def _build_difference(manifest: Manifest, config: BuildConfig, paths: list[str],
     recorded = json.loads(json.dumps(manifest.build_config))
     for settings in (ours, recorded):
         settings.get("output", {}).pop("overwrite", None)
+    recorded_flat = _flatten(recorded)
     for name, value in _flatten(ours).items():
-        if (then := _flatten(recorded).get(name)) != value:
+        if (then := recorded_flat.get(name)) != value:
             return f"built with {name} {then!r}, this build's is {value!r}"
     recorded_sizes = {s.path: s.bytes for s in manifest.sources}
     for path in paths:

@@ -716,7 +716,8 @@ def test_refusals_of_the_job_shape_come_before_anything_is_written(join: Callabl
 def test_a_model_with_fewer_positions_than_the_data_is_refused_leaving_no_run_directory(
         join: Callable[[], Distributed], dataset: Path, model_file: Path, tmp_path: Path) -> None:
     """Refused once the model is built, after the run's lock made --output: the
-    directory the lock made, empty, goes with the lock (it was left behind)."""
+    directory the lock made, empty, goes with the lock (it was left behind), and so
+    does the parent it made for it."""
     from tacl_scale.data import Manifest
 
     short = tmp_path / "short.json"
@@ -727,7 +728,7 @@ def test_a_model_with_fewer_positions_than_the_data_is_refused_leaving_no_run_di
     with pytest.raises(TrainError, match=rf"sequences up to \d+ tokens, the model has "
                                          rf"{settings['max_position_embeddings']} positions \({short}\)"):
         Trainer.build(make_config(dataset, short, run), join())
-    assert not run.exists() and (tmp_path / "runs").is_dir()
+    assert not run.exists() and not (tmp_path / "runs").exists()
 
 
 def test_a_tacl_kernel_the_device_cannot_run_is_refused_before_a_step(
