@@ -213,12 +213,14 @@ def _engine_settings_problem(settings: dict[str, Any]) -> str | None:
 
 @dataclass(frozen=True)
 class DataConfig:
-    paths: tuple[str, ...]
+    """The datasets a run trains on and how its batches are made of them."""
+
+    paths: tuple[str, ...]  # dataset directories (data_prep.build's output)
     weights: tuple[float, ...] | None = None  # share of each dataset; None: their sizes
-    pad_to_multiple_of: int = PAD_TO_MULTIPLE_OF
-    pad_to_max_length: bool = False
-    num_workers: int = 2
-    dynamic_masking: bool = False
+    pad_to_multiple_of: int = PAD_TO_MULTIPLE_OF  # padded batches' length rounds up to a multiple of this
+    pad_to_max_length: bool = False  # pad every batch to the dataset's maximum length (the released code's way)
+    num_workers: int = 2  # DataLoader worker processes per rank
+    dynamic_masking: bool = False  # mask each instance anew every time it is drawn, not the build's static masks
     # Check every shard file's checksum before training; None: when the datasets hold
     # at most tacl_scale.data.integrity.VERIFY_BY_DEFAULT_BYTES (20 GB).
     verify: bool | None = None
@@ -288,9 +290,11 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class CheckpointConfig:
-    save_every: int = 1000
-    keep_last: int = 3
-    resume: bool = False
+    """When a run saves, what it keeps, and how a job continues one."""
+
+    save_every: int = 1000  # steps between checkpoints (and one at the end of every job)
+    keep_last: int = 3  # checkpoints kept, the newest; 0: all
+    resume: bool = False  # continue the run in --output from its newest checkpoint that verifies
     stop_after_steps: int | None = None  # end this job early, with a checkpoint
     # Resume with other data, objectives, model or optimizer settings than the run's
     # (refused without it; recorded in run.json's history with it).
@@ -360,9 +364,13 @@ class PerformanceConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    model: str
-    output: str
-    engine: EngineConfig
+    """Everything a training job does, parsed once from the command line (and the
+    recipe, and the --ds config) by ``train.py`` and passed down; ``run.json``
+    records it. Paths are absolute."""
+
+    model: str  # a HF BERT directory to continue, or a BertConfig JSON to start from random weights
+    output: str  # the run directory (tacl_scale.run_dir)
+    engine: EngineConfig  # the DeepSpeed config: ZeRO stage, precision, buckets
     data: DataConfig
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
