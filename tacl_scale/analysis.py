@@ -225,6 +225,8 @@ def analysis_device(asked: str | None) -> torch.device:
 
 
 def selfsim(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``selfsim`` command: every --model analysed over the sentences, the
+    report (JSON, CSV, plot, heat maps) written to --out and returned."""
     out = Path(args.out)
     sentences = read_sentences(Path(args.sentences), args.max_sentences)
     from .export import container_problem
@@ -277,6 +279,7 @@ def _unique_name(path: Path, taken: dict[str, Any]) -> str:
 
 
 def format_table(report: dict[str, Any]) -> str:
+    """The report as the table the command prints: one line per model and layer."""
     lines = []
     for name, layers in report["models"].items():
         lines.append(f"{name}: layer  eq3 (mean±std)   pair-weighted  isotropy")

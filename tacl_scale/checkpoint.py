@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 
 def tag_for(step: int) -> str:
+    """The checkpoint tag (its directory's name) of ``step``: ``step00000030``."""
     return f"step{step:08d}"
 
 
@@ -164,6 +165,8 @@ class ReadLock:
         self._fd: int | None = None
 
     def acquire(self) -> ReadLock:
+        """Take the shared lock, or raise :class:`CheckpointGone` if rotation removed
+        the checkpoint first."""
         gone = CheckpointGone(f"{self.directory}: no such checkpoint directory")
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o666)

@@ -95,6 +95,8 @@ class EngineConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> EngineConfig:
+        """The DeepSpeed config at ``path``, read and checked (:class:`ConfigError`
+        naming the file)."""
         try:
             settings = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as err:

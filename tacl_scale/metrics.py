@@ -35,6 +35,9 @@ def drop_after(path: Path, step: int) -> None:
 
 
 class MetricsLogger:
+    """A job's progress: the console line every --log-every steps, metrics.jsonl
+    and TensorBoard (rank 0 only: ``enabled``)."""
+
     def __init__(self, run: RunDir, enabled: bool, total_steps: int, log_every: int, first_step: int,
                  job_end: int | None = None) -> None:
         self.enabled = enabled

@@ -32,6 +32,8 @@ class LayerStats:
     pair_count: float = 0.0
 
     def add(self, sums: torch.Tensor, pairs: torch.Tensor) -> None:
+        """Add a batch of :func:`sentence_self_similarity`; sentences without a pair
+        (one token) are not counted."""
         keep = pairs > 0
         self.per_sentence.extend((sums[keep] / pairs[keep]).tolist())
         self.pair_sum += float(sums[keep].sum())

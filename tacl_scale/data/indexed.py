@@ -67,10 +67,12 @@ def smallest_token_dtype(vocab_size: int) -> np.dtype:
 
 
 def idx_path(prefix: str | os.PathLike) -> Path:
+    """The index file of the MMIDIDX pair named ``prefix``."""
     return Path(f"{os.fspath(prefix)}.idx")
 
 
 def bin_path(prefix: str | os.PathLike) -> Path:
+    """The data file of the MMIDIDX pair named ``prefix``."""
     return Path(f"{os.fspath(prefix)}.bin")
 
 

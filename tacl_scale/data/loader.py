@@ -233,6 +233,8 @@ class DynamicMasking:
                    tokenizer.special_ids.all(), masking.replacement_ids(tokenizer.vocab_size))
 
     def apply(self, item: dict[str, Any], epoch: int, instance: int) -> dict[str, Any]:
+        """``item`` masked anew, from a generator of (seed, epoch, instance): the same
+        masks on any number of ranks and after a resume."""
         rng = np.random.default_rng([self.seed, epoch, instance])
         original = item["original_ids"]
         maskable = ~np.isin(original, self.special_ids)

@@ -94,6 +94,7 @@ class DatasetError(ValueError):
 
 
 def shard_name(index: int, split: str = "train") -> str:
+    """The name of shard ``index`` of a split: ``shard-00003``, ``validation-00000``."""
     return f"shard-{index:05d}" if split == "train" else f"{split}-{index:05d}"
 
 
@@ -201,6 +202,7 @@ class Counts:
 
     @classmethod
     def total(cls, parts: list[Counts]) -> Counts:
+        """The counts of ``parts`` added up (their length histograms merged)."""
         histogram: dict[int, int] = {}
         for part in parts:
             for length, count in part.length_histogram.items():

@@ -45,6 +45,8 @@ class MaskingConfig:
 
 @dataclass(frozen=True)
 class MaskedTokens:
+    """The masked positions of one instance and the token placed at each."""
+
     positions: np.ndarray  # sorted, int64
     placed: np.ndarray  # the token put at each position, int64
 

@@ -57,6 +57,7 @@ class MirrorViews:
         return cls(seed, span_tokens, specials.mask, specials.all())
 
     def apply(self, item: dict[str, Any], epoch: int, instance: int) -> dict[str, Any]:
+        """``item`` with its two views, the span drawn from (seed, epoch, instance)."""
         original = np.asarray(item["original_ids"], dtype=np.int64)
         # Its own stream (the trailing 2), apart from dynamic masking's (seed, epoch, instance).
         rng = np.random.default_rng([self.seed, epoch, instance, 2])

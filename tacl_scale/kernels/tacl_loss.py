@@ -201,4 +201,5 @@ def tacl_loss_packed(
 
 
 def triton_available() -> bool:
+    """Whether Triton is installed (the fused kernel's prerequisite, not its device's)."""
     return importlib.util.find_spec("triton") is not None
