@@ -34,6 +34,7 @@ class ProjectRecords(logging.Filter):
     and the ones Beam relays from worker processes (shown as their message alone)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Keep ours; keep a relayed worker line, renamed to its message; drop the rest."""
         if record.name.startswith("data_prep"):
             return True
         relayed = _RELAYED.search(record.getMessage()) if record.name.startswith("apache_beam") else None

@@ -32,6 +32,8 @@ SKIP_KINDS = (
 
 @dataclass
 class TokenizedDocument:
+    """A cleaned document as its tokenized sentences: what the spill parts hold."""
+
     doc_id: str
     sentences: list[EncodedSentence]
     num_chars: int

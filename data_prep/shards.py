@@ -104,6 +104,7 @@ class SpillWriter:
                 idx_path(f"{self.prefix}.wstart"), self._docs_path]
 
     def add(self, shard: int, document: TokenizedDocument) -> None:
+        """Append ``document`` to the part, for shard ``shard``."""
         if not document.sentences:
             return  # nothing to pair; the document processor counts such skips
         self._ids.add_document([sentence.ids for sentence in document.sentences])
@@ -112,12 +113,14 @@ class SpillWriter:
         self.shards.add(shard)
 
     def close(self) -> str:
+        """Finish the part's files; return its prefix."""
         self._ids.close()
         self._starts.close()
         self._docs.close()
         return str(self.prefix)
 
     def abort(self) -> None:
+        """Remove what the part wrote (a failed unit leaves no file of it)."""
         self._ids.abort()
         self._starts.abort()
         self._docs.close()

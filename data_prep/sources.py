@@ -57,6 +57,8 @@ class WorkUnit:
 
 @dataclass
 class WikiPage:
+    """One ``<page>`` of a dump, its wikitext not yet cleaned."""
+
     doc_id: str
     title: str
     namespace: int

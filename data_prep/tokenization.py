@@ -54,6 +54,8 @@ class TokenizerConfig:
 
 @dataclass
 class EncodedSentence:
+    """One sentence as token ids, with where its words begin (whole-word masking)."""
+
     ids: np.ndarray  # int32 token ids, no special tokens
     word_starts: np.ndarray  # bool, True where a token begins a word
 

@@ -750,6 +750,7 @@ class Generator:
         return self.fill(self.d["pages"]["stub"])
 
     def disambiguation(self, base: str, entries: list[Subject]) -> str:
+        """The wikitext of a disambiguation page for ``base`` listing ``entries``."""
         pages = self.d["pages"]
         lines = [self.fill(pages["disambig_intro"], {"T": base}), ""]
         for subj in entries:
