@@ -11,6 +11,11 @@
 #                        (default: enwiki-sample.xml.bz2 and vocab/bert-base-uncased.txt
 #                        in the directory named by TACL_TEST_DATA, the real samples)
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
+if [[ "${1:-}" == -* || $# -gt 1 ]]; then
+  echo "error: usage: bash scripts/build_gpu_bundle.sh [BUNDLE_DIR] (--help says more)" >&2
+  exit 2
+fi
 cd "$(dirname "$0")/.."
 BUNDLE=${1:-.gpu_bundle}
 PY=${PY:-.venv/bin/python}

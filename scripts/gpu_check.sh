@@ -11,6 +11,7 @@
 # written after each one (benchmarks/gpu_check.py): a default run ends within 6
 # minutes, --quick within 3. Exits 2 without CUDA (--dry-run: the phases on the CPU).
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 RESULTS=${OUT:-runs/gpu_check}
 if [[ $# -gt 0 && "$1" != --* ]]; then RESULTS=$1; shift; fi

@@ -12,6 +12,11 @@
 #   PYTHON       the interpreter that holds the node's torch (default python3)
 #   GPU_BUNDLE   the bundle directory (default .gpu_bundle)
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
+if [[ "${1:-}" == -* || $# -gt 1 ]]; then
+  echo "error: usage: bash scripts/install_offline.sh [VENV] (--help says more)" >&2
+  exit 2
+fi
 cd "$(dirname "$0")/.."
 VENV=${1:-.venv-offline}
 PY=${PYTHON:-python3}

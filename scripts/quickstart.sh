@@ -7,8 +7,15 @@
 # its layer-wise self-similarity with the initial model's.
 #   bash scripts/quickstart.sh [--skip-setup] [OUT_DIR]      (default OUT_DIR runs/quickstart)
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
-if [[ "${1:-}" == "--skip-setup" ]]; then shift; else bash scripts/setup.sh; fi
+SETUP=1
+if [[ "${1:-}" == --skip-setup ]]; then SETUP=0; shift; fi
+if [[ "${1:-}" == -* || $# -gt 1 ]]; then  # a mistyped flag is not an output directory
+  echo "error: usage: bash scripts/quickstart.sh [--skip-setup] [OUT_DIR] (--help says more)" >&2
+  exit 2
+fi
+if (( SETUP )); then bash scripts/setup.sh; fi
 OUT=${1:-runs/quickstart}
 PY=${PY:-.venv/bin/python}
 export TOKENIZERS_PARALLELISM=false TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1

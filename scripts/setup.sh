@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Create a virtualenv and install tacl-scale with its test tools. Idempotent.
+#   bash scripts/setup.sh        (settings in the environment:)
 #   VENV         virtualenv directory (default .venv)
 #   TORCH_SPEC   torch requirement installed first (default torch==2.13.0, the CPU build;
 #                on a GPU machine pick the CUDA build you want)
 #   CONSTRAINTS  a pip constraints file applied to every install (scripts/test.sh
 #                --gpu-image passes scripts/gpu_image_versions.txt)
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}

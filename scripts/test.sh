@@ -22,6 +22,7 @@
 # The default, quick and GPU-image tiers change nothing outside the clone: what their tests
 # write goes under .cache/ (scripts/test_env.sh says what and where).
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 export TOKENIZERS_PARALLELISM=false
 source scripts/test_env.sh

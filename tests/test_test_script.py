@@ -27,7 +27,7 @@ def stand_in_clone(tmp_path: Path) -> tuple[Path, Path]:
     and stand-in interpreters in .venv and .venv-gpu-image; returns it and the log."""
     clone, log = tmp_path / "clone", tmp_path / "calls.log"
     (clone / "scripts").mkdir(parents=True)
-    for name in ("test.sh", "test_env.sh"):
+    for name in ("test.sh", "test_env.sh", "usage.sh"):
         shutil.copy(ROOT / "scripts" / name, clone / "scripts" / name)
     (clone / "scripts" / "setup.sh").write_text("exit 0\n", encoding="utf-8")
     for venv in (".venv", ".venv-gpu-image"):
@@ -120,3 +120,30 @@ def test_the_cluster_tier_removes_its_temporary_directory_unless_its_tests_fail(
         assert f"the cluster tier's temporary files are kept in {kept}" in result.stderr
     finally:
         shutil.rmtree(kept, ignore_errors=True)
+
+
+COMMANDS = ("quickstart.sh", "test.sh", "setup.sh", "gpu_check.sh", "build_gpu_bundle.sh", "install_offline.sh")
+
+
+def test_every_command_says_its_usage_for_help_and_does_nothing_else(tmp_path: Path) -> None:
+    """``bash scripts/quickstart.sh --help`` ran the set-up (minutes of pip) and then
+    the quickstart into a directory named ``--help``; test.sh and the GPU scripts
+    installed before their own parsers saw the flag."""
+    clone = tmp_path / "clone"
+    shutil.copytree(ROOT / "scripts", clone / "scripts")
+    commands = sorted(p.name for p in (clone / "scripts").glob("*.sh") if p.name not in ("test_env.sh", "usage.sh"))
+    assert commands == sorted(COMMANDS)  # a new command gets its usage too
+    before = sorted(clone.rglob("*"))
+    for name in COMMANDS:
+        for flag in ("--help", "-h"):
+            done = subprocess.run(["bash", f"scripts/{name}", flag], cwd=clone, capture_output=True, text=True,
+                                  timeout=60)
+            assert done.returncode == 0 and done.stderr == "", (name, done.stderr)
+            assert not done.stdout.startswith("#") and f"bash scripts/{name}" in done.stdout, (name, done.stdout)
+    # What is neither an option nor an argument is refused, not taken for a directory.
+    for name, args in (("quickstart.sh", ["--skip-setp"]), ("quickstart.sh", ["--skip-setup", "a", "b"]),
+                       ("build_gpu_bundle.sh", ["--bundle"]), ("install_offline.sh", ["--venv", "x"])):
+        done = subprocess.run(["bash", f"scripts/{name}", *args], cwd=clone, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 2 and done.stderr.startswith(f"error: usage: bash scripts/{name} "), done.stderr
+    assert sorted(clone.rglob("*")) == before
