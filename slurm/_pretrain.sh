@@ -3,7 +3,8 @@
 # allocation, one task per GPU (or per CPU rank), resuming from the run's latest
 # checkpoint, requeuing itself when train.py checkpoints on SIGUSR1/SIGTERM.
 #
-# Arguments are train.py flags; each one given replaces the recipe's value.
+# Arguments are train.py flags; each one given replaces the recipe's value (--help: this,
+# then train.py's flags; nothing starts).
 # Environment (all optional):
 #   TACL_HOME   checkout to run from (default: the directory sbatch was called in)
 #   VENV        virtualenv to activate (default $TACL_HOME/.venv); CONDA_ENV: a conda env instead
@@ -17,6 +18,13 @@
 set -euo pipefail
 # shellcheck disable=SC1091
 source "${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}/slurm/_env.sh"
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then  # the job's usage, then train.py's flags; nothing starts
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+    echo
+    exec python tacl_scale/train.py --help
+  fi
+done
 
 # --- environment, each piece overridable
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
@@ -41,6 +49,7 @@ ARGS=(--recipe "$RECIPE" "$@" --resume)
 WORLD=${SLURM_NTASKS:-1}
 read -r RUN_DIR BATCH MICRO ACCUMULATION MARKER < <(python - "$WORLD" "${ARGS[@]}" <<'PYCODE'
 import sys
+values, sys.stdout = sys.stdout, sys.stderr  # only the values line goes to `read`; anything else is said
 from tacl_scale.cli import UsageError
 from tacl_scale.config import ConfigError
 from tacl_scale.data.shuffle import BatchLayout, BatchShapeError
@@ -58,7 +67,7 @@ try:  # an "auto" micro-batch is chosen by train.py among the sizes that fit; 1 
 except BatchShapeError as err:
     sys.exit(f"error: {err} ({world} Slurm task(s))")
 print(config.output, optim.batch_size, optim.micro_batch_size or "auto",
-      layout.accumulation if optim.micro_batch_size else "auto", PREEMPTED_MARKER)
+      layout.accumulation if optim.micro_batch_size else "auto", PREEMPTED_MARKER, file=values)
 PYCODE
 ) || true
 if [[ -z "${MARKER:-}" ]]; then

@@ -6,7 +6,7 @@
 #   Several nodes: a Dask cluster over the allocation (scheduler on the first node, one
 #                  worker process per allotted CPU on every node) and Beam's DaskRunner
 #     sbatch --nodes=4 --cpus-per-task=32 slurm/prep_wiki.sh --input ... --output ...
-# Arguments are data_prep.build flags. With several nodes the --output directory must
+# Arguments are data_prep.build flags (--help: this, then those). With several nodes the --output directory must
 # be on a filesystem every node sees (checked before anything starts); the Dask
 # processes are stopped when the job ends, fails or is cancelled. Logs of the scheduler
 # and the workers go to dask-JOBID-*.log beside the output.
@@ -19,6 +19,13 @@
 set -euo pipefail
 # shellcheck disable=SC1091
 source "${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}/slurm/_env.sh"
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then  # the job's usage, then data_prep.build's flags; nothing starts
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+    echo
+    exec python -m data_prep.build --help
+  fi
+done
 WORKERS=${SLURM_CPUS_PER_TASK:-1}
 NODES=${SLURM_JOB_NUM_NODES:-1}
 JOB=${SLURM_JOB_ID:-local}

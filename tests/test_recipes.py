@@ -177,3 +177,26 @@ def test_a_recipes_missing_paths_are_said_to_be_its_and_nothing_is_made(
     code, stderr = main_in_this_process(["--recipe", "tacl-base-en", "--model", "mine"], capsys)
     assert stderr == f"error: {tmp_path / 'mine'}: not found (--model)\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+@pytest.mark.parametrize(("script", "first_line", "flags_of"), [
+    ("pretrain_large.sh", "Shared body of slurm/pretrain_{base,large}.sh", "usage: deepspeed tacl_scale/train.py"),
+    ("prep_wiki.sh", "The batch data preprocessing job (data_prep.build).", "usage: python -m data_prep.build"),
+])
+def test_a_slurm_jobs_help_is_its_usage_and_its_commands_flags_and_starts_nothing(
+        script: str, first_line: str, flags_of: str, tmp_path: Path) -> None:
+    """The training job's check of its flags read train.py's help as its values: it
+    made a run directory named ``usage:`` in the checkout and went on to launch."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TACL_HOME=str(ROOT), VENV=str(Path(sys.executable).parent.parent))
+    for key in ("SLURM_NTASKS", "SLURM_JOB_ID"):
+        env.pop(key, None)
+    before = sorted(p.name for p in ROOT.iterdir())
+    done = subprocess.run(["bash", str(ROOT / "slurm" / script), "--output", "x", "--help"], cwd=tmp_path,
+                          env={**env, "SLURM_JOB_NUM_NODES": "2"}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(first_line) and flags_of in done.stdout, done.stdout
+    assert sorted(p.name for p in ROOT.iterdir()) == before and not list(tmp_path.iterdir())
