@@ -44,6 +44,10 @@ what a mature tool does then. The next hostile test starts from this file.
 | `--resume --allow-changes` with another `--lr`, `--steps` or `--weight-decay` | in force from the first resumed update, not the checkpoint's (tests/test_trainer.py) |
 | `--resume` from a checkpoint past `--steps`; one dataset twice as `--data`; `--tacl-impl triton` on the CPU | refused in one line before anything runs (tests/test_trainer.py) |
 | `--num-shards 0`, `--short-seq-prob 2`, `--unit-mb 0`; `tacl-analyze --device tpu`, `--heatmap-layer` past the top | one line naming the flag (tests/test_cli.py, tests/test_analysis.py) |
+| `--help` (or a mistyped flag) to a script in `scripts/` or a Slurm job | its usage, nothing installed, built or started (a mistyped flag: one line, exit 2); the training job made a run directory named `usage:` and launched (tests/test_test_script.py, tests/test_recipes.py) |
+| `tacl-analyze` on one sentence, or on sentences of one token, or longer than the model's positions | refused in one line (the figures were nan); the cut sentences counted in the log (tests/test_analysis.py) |
+| the rename of a new multistream index fails after its dump's | no old index is left beside the new dump (tests/test_cli.py) |
+| a failed build | its message is ours alone, without the Beam step appended to it |
 | corrupt shards, an edited tokenizer copy, signals, a full disk and Ctrl-C inside training | tests/test_hostile_training.py |
 """
 
