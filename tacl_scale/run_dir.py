@@ -76,9 +76,9 @@ def missing_input(config: TrainConfig) -> str | None:
     Slurm job of a recipe run where its paths do not exist)."""
     from .recipes import recipe
 
-    filled = recipe(config.recipe).flag_values() if config.recipe else {}
-    from_recipe = {os.path.abspath(str(path)): flag for flag, path in
-                   (("--data", (filled.get("data") or [None])[0]), ("--model", filled.get("model"))) if path}
+    chosen = recipe(config.recipe) if config.recipe else None
+    from_recipe = {} if chosen is None else {
+        os.path.abspath(path): flag for flag, path in (("--data", chosen.data), ("--model", chosen.model)) if path}
     inputs = [*(("--data", path) for path in config.data.paths), ("--model", config.model)]
     for flag, path in inputs:
         if os.path.exists(path):
