@@ -59,13 +59,13 @@ try:
     world, config = int(sys.argv[1]), parse_args(sys.argv[2:])
 except (UsageError, ConfigError) as err:  # a bad flag, an unreadable --ds config: train.py's own line
     sys.exit(f"error: {err}")
-if problem := missing_input(config):  # a recipe's data or model not where the job runs
-    sys.exit(f"error: {problem}")
 optim = config.optim
 try:  # an "auto" micro-batch is chosen by train.py among the sizes that fit; 1 always does
     layout = BatchLayout(optim.batch_size, optim.micro_batch_size or 1, world)
 except BatchShapeError as err:
     sys.exit(f"error: {err} ({world} Slurm task(s))")
+if problem := missing_input(config):  # a recipe's data or model not where the job runs
+    sys.exit(f"error: {problem}")
 print(config.output, optim.batch_size, optim.micro_batch_size or "auto",
       layout.accumulation if optim.micro_batch_size else "auto", PREEMPTED_MARKER, file=values)
 PYCODE

@@ -311,12 +311,14 @@ class RunParts:
 def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     """Build a run's parts in dependency order (see the module docstring)."""
     run = RunDir(config.output)
-    if problem := missing_input(config) or output_problem(run.path, config.data.paths, config.model):
+    if problem := output_problem(run.path, config.data.paths, config.model):
         raise TrainError(problem)
     if run.has_record() and not config.checkpoint.resume:
         raise TrainError(f"{run.path}: holds another run ({RUN_FILE}); pass --resume to continue it "
                          "or choose another --output")
     deepspeed_config(config, dist.world_size, dist.device.type)  # its refusals come before anything is written
+    if problem := missing_input(config):  # after the refusals of the flags themselves, as the Slurm job's check
+        raise TrainError(problem)
     lock = on_main(dist, lambda: DirectoryLock(run.path, "training").acquire())
     try:
         changes = on_main(dist, lambda: check_resume_settings(run, config)) if config.checkpoint.resume else []
