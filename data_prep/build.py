@@ -8,7 +8,6 @@ unchanged (``--runner FlinkRunner --flink_master ...``, ``--direct_num_workers 4
 from __future__ import annotations
 
 import glob
-import json
 import logging
 import os
 import re
@@ -21,7 +20,7 @@ from typing import Any
 from tacl_scale import EXIT_ERROR, EXIT_INTERRUPTED
 from tacl_scale.cli import make_parser
 from tacl_scale.data.indexed import IndexedFormatError
-from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Manifest
+from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Manifest, flat_settings
 from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.files import output_directory_problem
 from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError, holder
@@ -306,13 +305,9 @@ def _build_difference(manifest: Manifest, config: BuildConfig, paths: list[str],
                       tokenizer_sha256: str) -> str | None:
     """``None`` when ``manifest`` records a build of ``config`` from ``paths`` (their
     sizes) and the tokenizer of ``tokenizer_sha256``, else the first difference."""
-    ours = json.loads(json.dumps(config.to_dict()))
-    recorded = json.loads(json.dumps(manifest.build_config))
-    for settings in (ours, recorded):
-        settings.get("output", {}).pop("overwrite", None)
-    recorded_flat = _flatten(recorded)
-    for name, value in _flatten(ours).items():
-        if (then := recorded_flat.get(name)) != value:
+    ours, recorded = flat_settings(config.to_dict()), flat_settings(manifest.build_config)
+    for name, value in ours.items():
+        if name != "output.overwrite" and (then := recorded.get(name)) != value:
             return f"built with {name} {then!r}, this build's is {value!r}"
     recorded_sizes = {s.path: s.bytes for s in manifest.sources}
     for path in paths:
@@ -325,17 +320,6 @@ def _build_difference(manifest: Manifest, config: BuildConfig, paths: list[str],
     if manifest.tokenizer.sha256 != tokenizer_sha256:
         return "built with another tokenizer file"
     return None
-
-
-def _flatten(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` as ``{"a.b": 1}``."""
-    flat: dict[str, Any] = {}
-    for key, value in settings.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[Any], paths: list[str],

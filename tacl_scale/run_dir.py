@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .data.manifest import MANIFEST_NAME, TOKENIZER_FILES
+from .data.manifest import MANIFEST_NAME, TOKENIZER_FILES, flat_settings
 from .files import atomic_write, output_directory_problem
 
 if TYPE_CHECKING:
@@ -257,20 +257,10 @@ class RunRecord:
 # -- before a job trains -------------------------------------------------------------------------------
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, inner in value.items():
-            out.update(_flatten(inner, f"{prefix}.{key}" if prefix else key))
-        return out
-    return {prefix: value}
-
-
 def settings_changes(saved: dict[str, Any], config: TrainConfig) -> list[str]:
     """What ``config`` changes of the run's recorded settings (``run.json``'s
     ``config``) among :data:`RESUME_SETTINGS`, one ``name: old -> new`` each."""
-    old = _flatten(json.loads(json.dumps(saved)))
-    new = _flatten(json.loads(json.dumps(config.to_dict())))
+    old, new = flat_settings(saved), flat_settings(config.to_dict())
     for settings in (old, new):  # one directory, however it was written (runs recorded relative paths)
         for key in PATH_SETTINGS:
             if isinstance(settings.get(key), str):

@@ -500,6 +500,24 @@ class Manifest:
         return atomic_write(Path(directory) / MANIFEST_NAME, text, fsync=True)
 
 
+def flat_settings(settings: Any) -> dict[str, Any]:
+    """A recorded settings object (a manifest's ``build_config``, run.json's
+    ``config``, a config's ``to_dict()``) as dotted names to JSON values
+    (``{"a": {"b": (1,)}}`` as ``{"a.b": [1]}``): how two records are compared
+    setting by setting."""
+    flat: dict[str, Any] = {}
+
+    def walk(value: Any, prefix: str) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(inner, f"{prefix}.{key}" if prefix else key)
+        else:
+            flat[prefix] = value
+
+    walk(json.loads(json.dumps(settings)), "")
+    return flat
+
+
 def load_manifest(directory: str | os.PathLike) -> Manifest:
     """:meth:`Manifest.load`."""
     return Manifest.load(directory)
