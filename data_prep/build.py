@@ -433,12 +433,12 @@ def recover_swap(output: Path) -> None:
         if not old.is_dir() or holder(old) is not None:
             continue
         staging = staging_directory(output)
-        if not output.exists() and not (staging / MANIFEST_NAME).is_file():
-            os.rename(old, output)
-            log.warning("%s: put back the dataset a build killed while replacing it had set aside in %s",
-                        output, old.name)
-            continue
         if not output.exists():
+            if not (staging / MANIFEST_NAME).is_file():
+                os.rename(old, output)
+                log.warning("%s: put back the dataset a build killed while replacing it had set aside in %s",
+                            output, old.name)
+                continue
             os.rename(staging, output)
             log.warning("%s: put in place the dataset a build killed while replacing the old one had finished",
                         output)

@@ -132,9 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetError as err:
         return error_exit(str(err))
     if args.num_instances and args.start >= len(dataset):
-        print(f"error: {args.directory}: --start {args.start} is past its last instance, {len(dataset) - 1} "
-              f"(it holds {len(dataset):,})", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(f"{args.directory}: --start {args.start} is past its last instance, {len(dataset) - 1} "
+                          f"(it holds {len(dataset):,})")
     manifest = dataset.manifest
     print(format_summary(manifest, args.directory))
     if args.num_instances <= 0 or len(dataset) == 0:

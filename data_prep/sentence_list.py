@@ -21,7 +21,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from tacl_scale import EXIT_ERROR
 from tacl_scale.cli import error_exit, make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 from tacl_scale.preemption import ctrl_c_ends
@@ -106,9 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         return error_exit(str(err))
     if not chosen:
-        print(f"error: {', '.join(args.input)}: no sentence of {args.min_words}-{args.max_words} words in the "
-              f"{DOCUMENTS[args.split]}", file=sys.stderr)
-        return EXIT_ERROR
+        return error_exit(f"{', '.join(args.input)}: no sentence of {args.min_words}-{args.max_words} words in "
+                          f"the {DOCUMENTS[args.split]}")
     out = Path(args.output)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -317,9 +317,8 @@ def main(argv: list[str] | None = None) -> int:
                     raise  # a defect: its traceback is the report
                 # Another rank stopped (it prints why); this one's collective lost it.
                 first = first_line(err)
-                print(f"error: {_rank_prefix(env)}another rank stopped, so this one stops too (its own error line "
-                      f"says why; here: {first[:200]})", file=sys.stderr)
-                return EXIT_ERROR
+                return error_exit(f"{_rank_prefix(env)}another rank stopped, so this one stops too (its own error "
+                                  f"line says why; here: {first[:200]})")
         except KeyboardInterrupt:
             ctrl_c.ignore()  # the run has stopped: its one line, uninterrupted
             if env is None or env.rank == 0:
