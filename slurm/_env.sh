@@ -12,3 +12,19 @@ elif [[ -f ${VENV:-$TACL_HOME/.venv}/bin/activate ]]; then
   source "${VENV:-$TACL_HOME/.venv}/bin/activate"
 fi
 export TOKENIZERS_PARALLELISM=${TOKENIZERS_PARALLELISM:-false}
+
+# With -h or --help among the job's ARGS: the job script's header comment (its usage),
+# then its command's own flags, and the job ends; nothing starts.
+#   help_if_asked "COMMAND" ARGS...      (COMMAND: the words that run it, e.g. "-m data_prep.build")
+help_if_asked() {
+  local command=$1 arg
+  shift
+  for arg in "$@"; do
+    if [[ $arg == -h || $arg == --help ]]; then
+      sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+      echo
+      # shellcheck disable=SC2086  # COMMAND's words, split on purpose
+      exec python $command --help
+    fi
+  done
+}

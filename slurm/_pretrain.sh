@@ -18,13 +18,7 @@
 set -euo pipefail
 # shellcheck disable=SC1091
 source "${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}/slurm/_env.sh"
-for arg in "$@"; do
-  if [[ $arg == -h || $arg == --help ]]; then  # the job's usage, then train.py's flags; nothing starts
-    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
-    echo
-    exec python tacl_scale/train.py --help
-  fi
-done
+help_if_asked "tacl_scale/train.py" "$@"
 
 # --- environment, each piece overridable
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}

@@ -19,13 +19,7 @@
 set -euo pipefail
 # shellcheck disable=SC1091
 source "${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}/slurm/_env.sh"
-for arg in "$@"; do
-  if [[ $arg == -h || $arg == --help ]]; then  # the job's usage, then data_prep.build's flags; nothing starts
-    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
-    echo
-    exec python -m data_prep.build --help
-  fi
-done
+help_if_asked "-m data_prep.build" "$@"
 WORKERS=${SLURM_CPUS_PER_TASK:-1}
 NODES=${SLURM_JOB_NUM_NODES:-1}
 JOB=${SLURM_JOB_ID:-local}
