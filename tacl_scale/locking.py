@@ -57,9 +57,9 @@ class DirectoryLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.read(fd, 512).decode("utf-8", "replace").strip() or "another process"
+                holding = _holder_line(fd)
                 os.close(fd)
-                raise LockedError(f"{self.directory}: in use by {holder}; wait for it to end (or stop it), then "
+                raise LockedError(f"{self.directory}: in use by {holding}; wait for it to end (or stop it), then "
                                   "run this again") from None
             try:
                 if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
@@ -104,7 +104,12 @@ def holder(directory: str | os.PathLike) -> str | None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        return os.read(fd, 512).decode("utf-8", "replace").strip() or "another process"
+        return _holder_line(fd)
     finally:
         os.close(fd)  # releases a lock this took
     return None
+
+
+def _holder_line(fd: int) -> str:
+    """What the holder wrote in the lock file open at ``fd``: purpose, pid, host, since when."""
+    return os.read(fd, 512).decode("utf-8", "replace").strip() or "another process"
