@@ -7,7 +7,6 @@ unchanged (``--runner FlinkRunner --flink_master ...``, ``--direct_num_workers 4
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import re
@@ -20,7 +19,15 @@ from typing import Any
 from tacl_scale import EXIT_ERROR, EXIT_INTERRUPTED
 from tacl_scale.cli import make_parser
 from tacl_scale.data.indexed import IndexedFormatError
-from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, FileRecord, Manifest, flat_settings
+from tacl_scale.data.manifest import (
+    MANIFEST_NAME,
+    DatasetError,
+    FileRecord,
+    Manifest,
+    flat_settings,
+    replaced_prefix,
+    set_aside_copies,
+)
 from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.files import output_directory_problem
 from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError, holder
@@ -395,7 +402,7 @@ def swap_in(staging: Path, output: Path) -> None:
     ``output``: two renames, then the user's own files of the old directory are
     carried over and the rest of it removed. A build killed meanwhile (SIGKILL)
     leaves what :func:`recover_swap` finishes."""
-    old = output.parent / f"{_replaced_prefix(output)}{os.getpid()}"
+    old = output.parent / f"{replaced_prefix(output)}{os.getpid()}"
     # Ctrl-C between the renames left no dataset in place, the user's files hidden; one
     # held until the old copy is gone stops the build with nothing left hidden.
     with uninterrupted():
@@ -407,11 +414,6 @@ def swap_in(staging: Path, output: Path) -> None:
             raise
         _retire(old, output)
     log.info("replaced the dataset in %s", output)
-
-
-def _replaced_prefix(output: Path) -> str:
-    """The name, but a process id, of the old dataset :func:`swap_in` sets aside."""
-    return f".{output.name}.replaced-"
 
 
 def _retire(old: Path, output: Path) -> None:
@@ -429,8 +431,8 @@ def recover_swap(output: Path) -> None:
     ``output``: the finished new one is put in place (the old one if the new one is
     gone), the user's files carried over and the old copy removed. A swap still
     under way (its build holds the old copy's lock) is left alone."""
-    for old in sorted(output.parent.glob(f"{glob.escape(_replaced_prefix(output))}*")):
-        if not old.is_dir() or holder(old) is not None:
+    for old in set_aside_copies(output):
+        if holder(old) is not None:
             continue
         staging = staging_directory(output)
         if not output.exists():

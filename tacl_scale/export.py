@@ -78,6 +78,9 @@ def container_problem(out: Path, runs_and_datasets: bool = True) -> str | None:
         if RunDir(above).has_record() and absolute != above / "export":
             return (f"{out}: inside the training run {above}, whose checkpoints and export training rotates and "
                     f"replaces: choose a place outside it ({above / 'export'} is the run's own export)")
+        # Shards as well as the manifest: every directory above is asked, and a stray
+        # manifest.json (a web project's, $HOME's) must not forbid everything under it.
+        # run_dir.output_problem asks of the one directory given and refuses on the manifest alone.
         if (above / MANIFEST_NAME).is_file() and any(above.glob("shard-*.idx")):
             return f"{out}: inside the dataset {above}: choose a place outside it"
     return None

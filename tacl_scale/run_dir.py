@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .data.manifest import MANIFEST_NAME, TOKENIZER_FILES, flat_settings
+from .data.manifest import MANIFEST_NAME, TOKENIZER_FILES, flat_settings, missing_dataset_hint
 from .files import atomic_write, output_directory_problem
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def missing_input(config: TrainConfig) -> str | None:
         if from_recipe.get(path) == flag:
             return (f"{path}: not found: the {flag} of --recipe {config.recipe} (its paths are relative to the "
                     f"directory the job runs in); put it there or give {flag}")
-        return f"{path}: not found ({flag})"
+        return f"{path}: not found ({flag}){missing_dataset_hint(path) if flag == '--data' else ''}"
     return None
 
 

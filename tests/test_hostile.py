@@ -56,6 +56,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -476,6 +477,17 @@ def test_recover_swap_puts_the_old_dataset_back_without_a_new_one_and_leaves_a_l
     old.mkdir()
     (old / "manifest.json").write_text("old")
     (old / "notes.txt").write_text("mine")
+    # What reads the dataset meanwhile says where it is and how to put it back.
+    from tacl_scale.config import DataConfig, EngineConfig, TrainConfig
+    from tacl_scale.data.manifest import DatasetError, Manifest
+    from tacl_scale.run_dir import missing_input
+
+    with pytest.raises(DatasetError, match=rf"no such directory — .*set the dataset aside in {re.escape(str(old))}: "
+                                           "rerun that build with --resume"):
+        Manifest.load(output)
+    said = missing_input(TrainConfig(model=str(tmp_path), output=str(tmp_path / "run"),
+                                     engine=EngineConfig("inline.json"), data=DataConfig((str(output),))))
+    assert said is not None and said.startswith(f"{output}: not found (--data) — ") and str(old) in said
     with DirectoryLock(old, "data_prep.build"):  # its build is between the renames now
         recover_swap(output)
         assert not output.exists() and (old / "manifest.json").is_file()

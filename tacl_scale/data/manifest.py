@@ -42,6 +42,7 @@ reads the JSON and knows what older versions lacked:
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -473,7 +474,7 @@ class Manifest:
         file and the problem when it is absent, unparsable or of another format."""
         path = Path(directory) / MANIFEST_NAME
         if not Path(directory).exists():
-            raise DatasetError(f"{directory}: no such directory")
+            raise DatasetError(f"{directory}: no such directory{missing_dataset_hint(directory)}")
         if Path(directory).name == MANIFEST_NAME:
             raise DatasetError(f"{directory}: a dataset is the directory that holds its {MANIFEST_NAME}: "
                                f"give {Path(directory).parent}")
@@ -498,6 +499,30 @@ class Manifest:
         manifest or a complete one."""
         text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
         return atomic_write(Path(directory) / MANIFEST_NAME, text, fsync=True)
+
+
+def replaced_prefix(directory: str | os.PathLike) -> str:
+    """The name, but a process id, of the hidden sibling in which a build run with
+    ``--overwrite`` sets the old dataset aside while it renames the new one into
+    place (``.NAME.replaced-PID``)."""
+    return f".{Path(directory).name}.replaced-"
+
+
+def set_aside_copies(directory: str | os.PathLike) -> list[Path]:
+    """The old datasets that builds killed while replacing ``directory`` (SIGKILL
+    between their two renames) left set aside beside it, in name order."""
+    path = Path(os.path.abspath(directory))
+    return sorted(old for old in path.parent.glob(f"{glob.escape(replaced_prefix(path))}*") if old.is_dir())
+
+
+def missing_dataset_hint(directory: str | os.PathLike) -> str:
+    """For a dataset directory that is not there: where a build killed while
+    replacing it left it, and how to put it back; empty when none did."""
+    copies = set_aside_copies(directory)
+    if not copies:
+        return ""
+    return (f" — a build killed while replacing it set the dataset aside in {copies[0]}: rerun that build with "
+            "--resume, which puts the dataset in place first")
 
 
 def flat_settings(settings: Any) -> dict[str, Any]:
