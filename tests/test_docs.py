@@ -65,3 +65,24 @@ def test_relative_links_point_into_the_repository() -> None:
             if not path.exists() or not path.is_relative_to(ROOT):
                 broken.append(f"{document.relative_to(ROOT)}: {target}")
     assert not broken, broken
+
+
+def test_the_design_code_layout_names_every_module() -> None:
+    """docs/design.md's code layout is where the next engineer finds a module's job:
+    every module, benchmark and script must have its line, under its own folder (two
+    ``config.py`` are two entries)."""
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    layout = text.split("## Code layout", 1)[1].split("```")[1]
+    # A folder's section: from its unindented line to the next one.
+    sections = dict(re.findall(r"^(\S+/)[ \t]+(.*?)(?=^\S|\Z)", layout, flags=re.S | re.M))
+    missing = []
+    for folder in ("data_prep/", "tacl_scale/", "benchmarks/", "scripts/", "slurm/", "experiments/"):
+        section = sections.get(folder, "")
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix not in (".py", ".sh", ".txt") or path.name in ("__init__.py", "__main__.py"):
+                continue
+            if "data" in path.relative_to(ROOT / folder).parts[:-1] and folder == "data_prep/":
+                continue  # the sample corpus's word lists, named as data/*.json
+            if not re.search(rf"(?<![\w.-]){re.escape(path.name)}(?![\w])", section):
+                missing.append(str(path.relative_to(ROOT)))
+    assert sections.keys() >= {"data_prep/", "tacl_scale/"} and not missing, missing
