@@ -45,6 +45,7 @@ __all__ = ["RankError", "StepResult", "Trainer", "TrainError", "TrainState"]
 
 log = logging.getLogger("tacl_scale.trainer")
 
+
 def micro_batch_seed(seed: int, micro_batch: int, stream: int = 0) -> int:
     """The RNG seed of one micro-batch's dropout masks, from the run's seed and the
     micro-batch's global index: ``stream`` 0 the student's, 1 the teacher's (under
