@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, ZH_TEXT, ZH_VOCAB, build_dataset
 
 from tacl_scale.data import PretrainDataset
-from tacl_scale.data.manifest import MANIFEST_NAME, Manifest, MaskingRecord
+from tacl_scale.data.manifest import MANIFEST_NAME, DatasetError, Manifest, MaskingRecord
 from tacl_scale.data.masking import MaskingConfig
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
@@ -140,6 +140,34 @@ def test_a_version_1_dataset_opens_with_the_documented_defaults(dataset: Path, t
         "pairs", True, (), None)
     assert manifest.masking.replacement_excluded_ids is None and manifest.masking.zh_segmenter is None
     assert not manifest.has_validation
+
+
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("instance_kind", "triples", "instance_kind 'triples' is not one of pairs, single-segment"),
+    ("tokenizer.kind", "bpe", "tokenizer.kind 'bpe' is not one of wordpiece, hf, sentencepiece"),
+    ("token_dtype", "float32", "token_dtype 'float32' is not one of uint8, uint16, int32"),
+    ("token_dtype", "uint8", "tokenizer.vocab_size 21128 does not fit token_dtype uint8"),
+    ("tokenizer.special_ids.mask", 21128, "tokenizer.special_ids [21128] are outside the vocabulary of 21128"),
+    ("max_seq_len", -5, "max_seq_len -5 is not in [3, 65536]"),
+    ("max_seq_len", 70000, "max_seq_len 70000 is not in [3, 65536]"),
+    ("dupe_factor", 0, "dupe_factor 0 is not >= 1"),
+    ("random_next_prob", 1.5, "random_next_prob 1.5 is not in [0, 1]"),
+    ("masking.masked_lm_prob", 7, "masking.masked_lm_prob 7.0 is not in [0, 1]"),
+    ("masking.keep_token_prob", 0.5, "masking.mask_token_prob + random_token_prob + keep_token_prob is 1.4, not 1"),
+    ("masking.max_predictions_per_seq", 65, "masking.max_predictions_per_seq 65 is not in [0, max_seq_len 64]"),
+])
+def test_a_value_no_build_writes_is_refused_naming_its_key(dataset: Path, key: str, value: object,
+                                                           said: str) -> None:
+    """A hand-edited or damaged manifest opened, and its value met later as a crash
+    in training (a max_seq_len of -5, an instance_kind no reader knows)."""
+    data = json.loads((dataset / MANIFEST_NAME).read_text())
+    *parents, last = key.split(".")
+    inner = data
+    for name in parents:
+        inner = inner[name]
+    inner[last] = value
+    with pytest.raises(DatasetError, match=re.escape(f"manifest.json: malformed manifest: {said}")):
+        Manifest.from_json(data)
 
 
 # -- a dataset moved anywhere -----------------------------------------------------------------------------------

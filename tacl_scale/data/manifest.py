@@ -67,6 +67,9 @@ TOKENIZER_DIR = "tokenizer"  # the dataset's copy of its tokenizer files (format
 # The files of a HF tokenizer directory that a dataset copies and an export carries.
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 INSTANCE_KINDS = ("pairs", "single-segment")
+TOKENIZER_KINDS = ("wordpiece", "hf", "sentencepiece")
+TOKEN_DTYPES = ("uint8", "uint16", "int32")  # indexed.smallest_token_dtype's choices
+MAX_SEQ_LEN_LIMIT = 65536  # masked positions are stored as uint16
 
 # Suffixes of the files of one shard, relative to its prefix.
 SHARD_FILE_SUFFIXES: dict[str, str] = {
@@ -415,9 +418,46 @@ class Manifest:
             if key not in data:
                 raise DatasetError(f"{path}: manifest lacks {key!r}")
         try:
-            return cls._parse(data, version)
+            manifest = cls._parse(data, version)
         except (KeyError, TypeError, ValueError) as err:
             raise DatasetError(f"{path}: malformed manifest ({type(err).__name__}: {err})") from err
+        if problem := manifest.value_problem():
+            raise DatasetError(f"{path}: malformed manifest: {problem}")
+        return manifest
+
+    def value_problem(self) -> str | None:
+        """The first recorded value no build writes (a hand-edited or damaged
+        manifest), in words naming its key, or None: what readers rely on (the
+        instance layout, the token and position types, the masking rules) is
+        checked here once, so a bad value is not met later as a crash in training."""
+        tok, masking = self.tokenizer, self.masking
+        if self.instance_kind not in INSTANCE_KINDS:
+            return f"instance_kind {self.instance_kind!r} is not one of {', '.join(INSTANCE_KINDS)}"
+        if tok.kind not in TOKENIZER_KINDS:
+            return f"tokenizer.kind {tok.kind!r} is not one of {', '.join(TOKENIZER_KINDS)}"
+        if self.token_dtype not in TOKEN_DTYPES:
+            return f"token_dtype {self.token_dtype!r} is not one of {', '.join(TOKEN_DTYPES)}"
+        if tok.vocab_size < 1 or np.iinfo(self.token_dtype).max < tok.vocab_size - 1:
+            return f"tokenizer.vocab_size {tok.vocab_size} does not fit token_dtype {self.token_dtype}"
+        if outside := [i for i in tok.special_ids.all() if not 0 <= i < tok.vocab_size]:
+            return f"tokenizer.special_ids {outside} are outside the vocabulary of {tok.vocab_size}"
+        if not 3 <= self.max_seq_len <= MAX_SEQ_LEN_LIMIT:
+            return f"max_seq_len {self.max_seq_len} is not in [3, {MAX_SEQ_LEN_LIMIT}]"
+        if self.dupe_factor < 1:
+            return f"dupe_factor {self.dupe_factor} is not >= 1"
+        probabilities = {"short_seq_prob": self.short_seq_prob, "random_next_prob": self.random_next_prob,
+                         **{f"masking.{name}": getattr(masking, name) for name in
+                            ("masked_lm_prob", "mask_token_prob", "random_token_prob", "keep_token_prob")}}
+        for name, value in probabilities.items():
+            if not 0.0 <= value <= 1.0:
+                return f"{name} {value} is not in [0, 1]"
+        if abs(masking.mask_token_prob + masking.random_token_prob + masking.keep_token_prob - 1.0) > 1e-5:
+            return ("masking.mask_token_prob + random_token_prob + keep_token_prob is "
+                    f"{masking.mask_token_prob + masking.random_token_prob + masking.keep_token_prob:g}, not 1")
+        if not 0 <= masking.max_predictions_per_seq <= self.max_seq_len:
+            return (f"masking.max_predictions_per_seq {masking.max_predictions_per_seq} is not in "
+                    f"[0, max_seq_len {self.max_seq_len}]")
+        return None
 
     @classmethod
     def _parse(cls, data: dict[str, Any], version: int) -> Manifest:
