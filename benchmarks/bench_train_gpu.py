@@ -54,9 +54,6 @@ TINY_BERT = {**BERT_BASE, "hidden_size": 64, "num_hidden_layers": 2, "num_attent
              "intermediate_size": 128}
 
 
-PEERS = ("hf-eager", "hf-compiled")
-
-
 @dataclass(frozen=True)
 class Setup:
     """One configuration of the sweep: a tacl-scale TaCL run (``ds_config``, micro-batch,
