@@ -7,7 +7,11 @@ unchanged (``--runner FlinkRunner --flink_master ...``, ``--direct_num_workers 4
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import difflib
 import logging
+import math
 import os
 import re
 import shutil
@@ -81,8 +85,9 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     """CLI → :class:`CommandLine` (unknown options are Beam pipeline options)."""
     p = make_parser("python -m data_prep.build", __doc__)
     io = p.add_argument_group("input and output")
-    io.add_argument("--input", action="append", required=True, metavar="GLOB",
-                    help="input files (glob, quote it); repeatable")
+    io.add_argument("--input", action="extend", nargs="+", required=True, metavar="GLOB",
+                    help="input files or globs (quoted, the command expands a glob itself; unquoted, the shell "
+                    "does: both work); repeatable")
     io.add_argument("--format", choices=FORMATS, default=InputConfig.format,
                     help="wiki-xml: MediaWiki dump (.xml, .xml.bz2, multistream); text: one "
                     "sentence a line, blank line between documents; lines: one string a line, each its own "
@@ -150,9 +155,13 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                          help="print the runner's and its workers' logs too (by default they go to "
                          "OUTPUT.build.log beside the output)")
     args, beam_args = p.parse_known_args(argv)
+    if problem := beam_args_problem(beam_args, p):
+        p.error(problem)
     if args.single_segment and args.dupe_factor not in (None, 1):
         p.error(f"--single-segment writes no masks or pairings, so --dupe-factor {args.dupe_factor} would write "
                 "identical copies: leave it at 1 (the trainer's epochs repeat the data)")
+    if not math.isfinite(args.unit_mb):  # no whole number of bytes (int() raised OverflowError)
+        p.error(f"--unit-mb must be > 0 (a unit of at least one byte), got {args.unit_mb}")
     dupe_factor = args.dupe_factor if args.dupe_factor is not None else (
         1 if args.single_segment else BuildConfig.dupe_factor)
 
@@ -182,6 +191,33 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     except ValueError as err:
         p.error(str(err))
     return CommandLine(config, beam_args, args.quiet, args.resume, args.verbose)
+
+
+def beam_args_problem(beam_args: list[str], parser: argparse.ArgumentParser) -> str | None:
+    """Why ``beam_args`` (what this command's ``parser`` left over) holds something
+    that is no Beam pipeline option either, in words naming it, or None. Beam drops
+    what it cannot parse with a warning in the runner log only, so a mistyped option
+    (``--num_shards 8``) built a dataset without it."""
+    from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+
+    if any("dask" in arg.lower() for arg in beam_args):
+        # Its DaskOptions join Beam's options only once imported; without Dask, the
+        # DaskRunner's own refusal says what to install.
+        with contextlib.suppress(ImportError):
+            import apache_beam.runners.dask.dask_runner  # noqa: F401
+    beams = _BeamArgumentParser(allow_abbrev=False)  # as PipelineOptions.get_all_options builds it
+    for options in {str(cls): cls for cls in PipelineOptions.__subclasses__()}.values():
+        options._add_argparse_args(beams)
+    _, unknown = beams.parse_known_args(beam_args)
+    if not unknown:
+        return None
+    name = unknown[0].split("=", 1)[0]
+    if not name.startswith("-"):
+        return f"{name!r}: an argument that follows no option taking it"
+    flags = [*parser._option_string_actions, *beams._option_string_actions]
+    close = difflib.get_close_matches(name, flags, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"{name}: neither an option of this command nor a Beam pipeline option{hint}"
 
 
 def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokenizer_sha256: str) -> None:

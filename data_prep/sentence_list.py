@@ -74,7 +74,7 @@ DOCUMENTS = {"all": "documents", "train": "training documents", "validation": "h
 @ctrl_c_ends
 def main(argv: list[str] | None = None) -> int:
     p = make_parser("python -m data_prep.sentence_list", __doc__)
-    p.add_argument("--input", action="append", required=True, metavar="GLOB", help="as data_prep.build")
+    p.add_argument("--input", action="extend", nargs="+", required=True, metavar="GLOB", help="as data_prep.build")
     p.add_argument("--format", choices=FORMATS, default=InputConfig.format,
                    help="the input's format, as data_prep.build")
     p.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language,

@@ -144,8 +144,8 @@ def size_note(made: int, asked: int) -> str:
 @ctrl_c_ends
 def main(argv: list[str] | None = None) -> int:
     p = make_parser("python -m data_prep.train_vocab", __doc__)
-    p.add_argument("--input", action="append", required=True, metavar="GLOB",
-                   help="corpus files (glob, quote it); repeatable, as data_prep.build")
+    p.add_argument("--input", action="extend", nargs="+", required=True, metavar="GLOB",
+                   help="corpus files or globs; repeatable, as data_prep.build")
     p.add_argument("--format", choices=FORMATS, default="wiki-xml", help="the input's format, as data_prep.build")
     p.add_argument("--language", choices=("en", "zh"), default="en", help="the text's language, as data_prep.build")
     p.add_argument("--vocab-size", type=int, default=8000, help="tokens in vocab.txt, the 5 special ones included")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,6 +15,12 @@ from .data.loader import PAD_TO_MULTIPLE_OF
 OBJECTIVES = ("tacl", "mlm", "nsp", "mirror")
 
 POOLINGS = ("cls", "mean")
+
+
+def _positive(value: float, or_zero: bool = False) -> bool:
+    """Whether ``value`` is a finite number above 0 (or 0 itself with ``or_zero``):
+    NaN fails every comparison and so passed checks written as ``value <= 0``."""
+    return math.isfinite(value) and (value > 0 or (or_zero and value == 0))
 
 
 @dataclass(frozen=True)
@@ -36,8 +43,8 @@ class MirrorConfig:
     span_tokens: int = 2
 
     def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise ValueError(f"--mirror-temperature must be > 0, got {self.temperature}")
+        if not _positive(self.temperature):
+            raise ValueError(f"--mirror-temperature must be a finite number > 0, got {self.temperature}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"mirror pooling {self.pooling!r} not in {POOLINGS}")
         if self.span_tokens < 0:
@@ -65,8 +72,8 @@ class ObjectiveConfig:
                              f"{','.join(self.objectives)}")
         if len(set(self.objectives)) != len(self.objectives):
             raise ValueError(f"--objectives {','.join(self.objectives)} name one twice")
-        if self.temperature <= 0:
-            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
+        if not _positive(self.temperature):
+            raise ValueError(f"--temperature must be a finite number > 0, got {self.temperature}")
 
 
 # Evaluation every this many steps when --eval-every is not given and a --data
@@ -268,13 +275,15 @@ class OptimConfig:
     def __post_init__(self) -> None:
         _require(self.schedule in LR_SCHEDULES, f"lr schedule {self.schedule!r} not in {LR_SCHEDULES}")
         _require(self.steps >= 1, f"--steps must be >= 1, got {self.steps}")
-        _require(self.lr > 0, f"--lr must be > 0, got {self.lr}")
-        _require(self.weight_decay >= 0, f"--weight-decay must be >= 0, got {self.weight_decay}")
+        _require(_positive(self.lr), f"--lr must be a finite number > 0, got {self.lr}")
+        _require(_positive(self.weight_decay, or_zero=True),
+                 f"--weight-decay must be a finite number >= 0, got {self.weight_decay}")
         _require(0 <= self.warmup_ratio <= 1, f"--warmup-ratio must be in [0, 1], got {self.warmup_ratio}")
         _require(all(0 <= b < 1 for b in self.betas) and len(self.betas) == 2,
                  f"AdamW betas must be two numbers in [0, 1), got {list(self.betas)}")
-        _require(self.eps > 0, f"AdamW eps must be > 0, got {self.eps}")
-        _require(self.grad_clip >= 0, f"--grad-clip must be >= 0, got {self.grad_clip}")
+        _require(_positive(self.eps), f"AdamW eps must be a finite number > 0, got {self.eps}")
+        _require(_positive(self.grad_clip, or_zero=True),
+                 f"--grad-clip must be a finite number >= 0, got {self.grad_clip}")
         _require(self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}")
         _require(self.micro_batch_size is None or self.micro_batch_size >= 1,
                  f"--micro-batch-size must be >= 1, got {self.micro_batch_size}")

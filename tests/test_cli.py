@@ -88,6 +88,8 @@ def test_ranks_but_the_first_log_their_warnings_only_naming_their_rank(rank: int
     (["--short-seq-prob", "2"], "--short-seq-prob must be in [0, 1], got 2.0"),  # was accepted
     (["--unit-mb", "0"], "--unit-mb must be > 0"),  # was accepted
     (["--unit-mb", "-1"], "--unit-mb must be > 0 (a unit of at least one byte), got -1\n"),  # said -1048576 bytes
+    (["--unit-mb", "inf"], "--unit-mb must be > 0 (a unit of at least one byte), got inf\n"),  # a traceback
+    (["--unit-mb", "nan"], "--unit-mb must be > 0 (a unit of at least one byte), got nan\n"),
     (["--min-doc-chars", "-1"], "--min-doc-chars must be >= 0, got -1"),  # was accepted
     (["--validation-fraction", "1"], "--validation-fraction must be in [0, 1), got 1.0"),
     (["--masked-lm-prob", "0"], "--masked-lm-prob 0.0 must be in (0, 1)"),
@@ -99,6 +101,68 @@ def test_build_refuses_a_number_out_of_range_naming_its_flag(flags: list[str], s
     with pytest.raises(SystemExit) as refused:
         parse_args(["--input", "in.xml", "--tokenizer", "vocab.txt", "--output", "out", *flags])
     assert refused.value.code == EXIT_ERROR and f"error: {said}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    # each built a dataset without it: Beam dropped it with a warning in the runner log
+    (["--num_shards", "4"], "--num_shards: neither an option of this command nor a Beam pipeline option "
+                            "(did you mean --num-shards?)"),
+    (["--random-next-prob", "0.3"], "--random-next-prob: neither an option of this command nor a Beam pipeline "
+                                    "option"),
+    (["--runner", "DirectRunner", "--direct_num_wokers", "2"], "--direct_num_wokers: neither an option of this "
+                                                              "command nor a Beam pipeline option (did you mean "
+                                                              "--direct_num_workers?)"),
+    (["stray.xml"], "'stray.xml': an argument that follows no option taking it"),
+])
+def test_build_refuses_what_is_neither_its_option_nor_beams(flags: list[str], said: str,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from data_prep.build import parse_args
+
+    with pytest.raises(SystemExit) as refused:
+        parse_args(["--input", "in.xml", "--tokenizer", "vocab.txt", "--output", "out", *flags])
+    assert refused.value.code == EXIT_ERROR and f"error: {said}\n" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("beam", [
+    ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"],
+    ["--runner", "FlinkRunner", "--flink_master", "localhost:8081", "--parallelism", "4"],
+    ["--runner=SparkRunner", "--spark_master_url=spark://h:7077"],
+    ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
+])
+def test_build_passes_beams_own_options_to_the_runner(beam: list[str]) -> None:
+    from data_prep.build import parse_args
+
+    parsed = parse_args(["--input", "in.xml", "--tokenizer", "vocab.txt", "--output", "out", *beam])
+    assert parsed.beam_args == beam
+
+
+def test_build_passes_the_dask_runners_options_where_dask_is_installed() -> None:
+    pytest.importorskip("dask.distributed", reason="the [dask] extra is not installed")
+    from data_prep.build import parse_args
+
+    beam = ["--runner", "DaskRunner", "--dask_client_address", "host:8786"]
+    assert parse_args(["--input", "in.xml", "--tokenizer", "v.txt", "--output", "o", *beam]).beam_args == beam
+
+
+def test_input_takes_the_files_an_unquoted_glob_expands_to(tmp_path: Path) -> None:
+    """``--input data/*.bz2`` unquoted: the shell passes every file; the build read
+    the first and Beam dropped the others (with a warning in the runner log), and
+    train_vocab and sentence_list refused the second as an unrecognized argument."""
+    from data_prep import sentence_list, train_vocab
+    from data_prep.build import parse_args
+
+    parsed = parse_args(["--input", "a.xml", "b.xml", "--tokenizer", "v.txt", "--output", "o", "--input", "c.xml"])
+    assert parsed.config.input.patterns == ("a.xml", "b.xml", "c.xml") and parsed.beam_args == []
+
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("".join(f"apples of kind {i} are red and sweet today.\n" for i in range(10)))
+    second.write_text("".join(f"zebras of kind {i} are black and white today.\n" for i in range(10)))
+    inputs = ["--input", str(first), str(second), "--format", "text"]
+    vocab, sentences = tmp_path / "vocab.txt", tmp_path / "sentences.txt"
+    assert train_vocab.main([*inputs, "--vocab-size", "200", "--output", str(vocab)]) == 0
+    assert {"apples", "zebras"} <= set(vocab.read_text().split())
+    assert sentence_list.main([*inputs, "--output", str(sentences)]) == 0
+    assert len(sentences.read_text().splitlines()) == 20
 
 
 def _writers(tmp_path: Path, output: Path) -> dict[str, tuple[Callable[[list[str]], int], list[str]]]:

@@ -18,6 +18,7 @@ import pytest
 import torch
 from conftest import TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset
 
+from tacl_scale.cli import UsageError
 from tacl_scale.config import (
     CheckpointConfig,
     ConfigError,
@@ -679,7 +680,13 @@ def test_the_command_line_takes_its_defaults_from_the_config_dataclasses(tmp_pat
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    (["--lr=-1e-3"], "--lr must be > 0"), (["--save-every", "0"], "--save-every must be >= 1"),
+    (["--lr=-1e-3"], "--lr must be a finite number > 0"), (["--save-every", "0"], "--save-every must be >= 1"),
+    # NaN fails every comparison, so "must be > 0" checks written as "<= 0 refuses" passed it (a NaN loss at step 1)
+    (["--lr", "inf"], "--lr must be a finite number > 0, got inf"),
+    (["--temperature", "nan"], "--temperature must be a finite number > 0, got nan"),
+    (["--mirror-temperature", "nan"], "--mirror-temperature must be a finite number > 0, got nan"),
+    (["--weight-decay", "nan"], "--weight-decay must be a finite number >= 0"),
+    (["--grad-clip", "inf"], "--grad-clip must be a finite number >= 0"),
     (["--steps", "-5"], "--steps must be >= 1"), (["--warmup-ratio", "-1"], r"--warmup-ratio must be in \[0, 1\]"),
     (["--micro-batch-size", "0"], "--micro-batch-size must be >= 1"), (["--keep-last", "-1"], "--keep-last"),
     (["--eval-instances", "0"], "--eval-instances"), (["--num-workers", "-1"], "--num-workers"),
@@ -696,7 +703,7 @@ def test_every_numeric_option_is_checked_when_parsed(tmp_path: Path, flags: list
     ds = tmp_path / "ds.json"
     ds.write_text(json.dumps(FP32))
     base = ["--ds", str(ds), "--data", "d", "--model", "m", "--output", str(tmp_path / "run")]
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises((ConfigError, UsageError), match=message):  # a dataclass's ValueError is a UsageError
         parse_args(base + flags)
 
 
