@@ -198,13 +198,23 @@ def beam_args_problem(beam_args: list[str], parser: argparse.ArgumentParser) -> 
     that is no Beam pipeline option either, in words naming it, or None. Beam drops
     what it cannot parse with a warning in the runner log only, so a mistyped option
     (``--num_shards 8``) built a dataset without it."""
-    from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+    if not beam_args:
+        return None
+    # Before the build's logging is set up: a module-level logging.warning() of Beam's
+    # (its BigQuery client's "apitools not found") would print on the console and give
+    # the root logger a console handler for good.
+    root, mute = logging.getLogger(), logging.NullHandler()
+    root.addHandler(mute)
+    try:
+        from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
-    if any("dask" in arg.lower() for arg in beam_args):
-        # Its DaskOptions join Beam's options only once imported; without Dask, the
-        # DaskRunner's own refusal says what to install.
-        with contextlib.suppress(ImportError):
-            import apache_beam.runners.dask.dask_runner  # noqa: F401
+        if any("dask" in arg.lower() for arg in beam_args):
+            # Its DaskOptions join Beam's options only once imported; without Dask, the
+            # DaskRunner's own refusal says what to install.
+            with contextlib.suppress(ImportError):
+                import apache_beam.runners.dask.dask_runner  # noqa: F401
+    finally:
+        root.removeHandler(mute)
     beams = _BeamArgumentParser(allow_abbrev=False)  # as PipelineOptions.get_all_options builds it
     for options in {str(cls): cls for cls in PipelineOptions.__subclasses__()}.values():
         options._add_argparse_args(beams)

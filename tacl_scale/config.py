@@ -238,8 +238,8 @@ class DataConfig:
         _require(self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}")
         _require(self.pad_to_multiple_of >= 1, f"pad_to_multiple_of must be >= 1, got {self.pad_to_multiple_of}")
         if self.weights is not None:
-            _require(len(self.weights) == len(self.paths) and all(w > 0 for w in self.weights),
-                     f"--data-weights must be one positive weight per --data, got {list(self.weights)}")
+            _require(len(self.weights) == len(self.paths) and all(_positive(w) for w in self.weights),
+                     f"--data-weights must be one finite positive weight per --data, got {list(self.weights)}")
         seen: dict[str, str] = {}
         for path in self.paths:  # each instance would come twice an epoch
             key = os.path.realpath(path)

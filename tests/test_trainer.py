@@ -687,6 +687,8 @@ def test_the_command_line_takes_its_defaults_from_the_config_dataclasses(tmp_pat
     (["--mirror-temperature", "nan"], "--mirror-temperature must be a finite number > 0, got nan"),
     (["--weight-decay", "nan"], "--weight-decay must be a finite number >= 0"),
     (["--grad-clip", "inf"], "--grad-clip must be a finite number >= 0"),
+    (["--data", "e", "--data-weights", "1", "inf"], r"--data-weights must be one finite positive weight per --data, "
+                                                    r"got \[1.0, inf\]"),
     (["--steps", "-5"], "--steps must be >= 1"), (["--warmup-ratio", "-1"], r"--warmup-ratio must be in \[0, 1\]"),
     (["--micro-batch-size", "0"], "--micro-batch-size must be >= 1"), (["--keep-last", "-1"], "--keep-last"),
     (["--eval-instances", "0"], "--eval-instances"), (["--num-workers", "-1"], "--num-workers"),
