@@ -18,6 +18,7 @@ half-built. :class:`~tacl_scale.trainer.Trainer` runs what this returns.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import time
@@ -308,6 +309,44 @@ class RunParts:
     config: TrainConfig  # the run's settings with what the device decided (the micro-batch)
 
 
+def settings_deepspeed_ignores(ds: dict[str, Any], path: str) -> list[str]:
+    """A line for each top-level key of the resolved DeepSpeed config ``ds`` (from
+    the file ``path``) that DeepSpeed's config parser never reads: DeepSpeed ignores
+    it without a word, so a misspelt ``train_batch_sise`` trained with the default.
+    Found by letting ``DeepSpeedConfig`` parse it while the keys it asks for are
+    recorded; none when it cannot parse it (its own refusal comes with the engine)."""
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    asked: set[str] = set()
+
+    class Recording(dict):  # the top level only: each section is parsed as a whole
+        def get(self, key: Any, default: Any = None) -> Any:
+            asked.add(key)
+            return super().get(key, default)
+
+        def __getitem__(self, key: Any) -> Any:
+            asked.add(key)
+            return super().__getitem__(key)
+
+        def __contains__(self, key: object) -> bool:
+            asked.add(str(key))
+            return super().__contains__(key)
+
+        def __copy__(self) -> Recording:  # the parser reads a copy
+            return self
+
+    try:
+        DeepSpeedConfig(Recording(json.loads(json.dumps(ds))))
+    except Exception:  # noqa: BLE001 - DeepSpeed says what is wrong when the engine is built
+        return []
+    lines = []
+    for key in sorted(set(ds) - asked):
+        close = difflib.get_close_matches(key, sorted(asked), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        lines.append(f"{path}: {key!r} is no setting of DeepSpeed's, which ignores it{hint}")
+    return lines
+
+
 def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     """Build a run's parts in dependency order (see the module docstring)."""
     run = RunDir(config.output)
@@ -316,7 +355,10 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     if run.has_record() and not config.checkpoint.resume:
         raise TrainError(f"{run.path}: holds another run ({RUN_FILE}); pass --resume to continue it "
                          "or choose another --output")
-    deepspeed_config(config, dist.world_size, dist.device.type)  # its refusals come before anything is written
+    ds = deepspeed_config(config, dist.world_size, dist.device.type)  # its refusals come before anything is written
+    if dist.is_main:
+        for problem in settings_deepspeed_ignores(ds, config.engine.path):
+            log.warning(problem)
     if problem := missing_input(config):  # after the refusals of the flags themselves, as the Slurm job's check
         raise TrainError(problem)
     lock = on_main(dist, lambda: DirectoryLock(run.path, "training").acquire())

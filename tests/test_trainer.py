@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset
+from conftest import ROOT, TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset
 
 from tacl_scale.cli import UsageError
 from tacl_scale.config import (
@@ -305,8 +305,6 @@ def test_a_setting_of_the_wrong_type_is_one_error_naming_it(settings: dict, said
 
 
 def test_the_shipped_configs_pass_the_type_check() -> None:
-    from conftest import ROOT
-
     for path in sorted((ROOT / "ds_configs").glob("*.json")):
         EngineConfig.from_file(path)
 
@@ -720,6 +718,32 @@ def test_refusals_of_the_job_shape_come_before_anything_is_written(join: Callabl
     a_file.write_text("x")
     with pytest.raises(TrainError, match=f"{a_file}: is a file, not a run directory"):
         Trainer.build(make_config(dataset, model_file, a_file), join())
+
+
+@pytest.mark.parametrize("name", ["zero2.json", "zero2_bf16.json", "zero1_bf16.json", "cpu.json"])
+def test_every_setting_of_the_shipped_deepspeed_configs_is_one_deepspeed_reads(name: str, tmp_path: Path) -> None:
+    """No false alarm from the check below, on this DeepSpeed (the GPU-image tier runs
+    it on the image's)."""
+    from tacl_scale.parts import settings_deepspeed_ignores
+
+    config = make_config(tmp_path / "d", tmp_path / "m", tmp_path / "run",
+                         engine=EngineConfig.from_file(ROOT / "ds_configs" / name))
+    for device, precision in (("cpu", "fp32"), ("cuda", "bf16"), ("cuda", "fp16")):
+        ds = deepspeed_config(config, 1, device, precision=precision)
+        assert settings_deepspeed_ignores(ds, name) == [], (device, precision)
+
+
+def test_a_deepspeed_setting_deepspeed_ignores_is_said_before_anything_runs(
+        join: Callable[[], Distributed], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """DeepSpeed ignores a top-level key it does not know without a word: a
+    misspelt ``train_batch_sise`` trained with another batch than the user wrote."""
+    settings = {**FP32, "train_batch_sise": 256, "tensorboard": {"enabled": False}}
+    config = make_config(tmp_path / "no-data", tmp_path / "no-model", tmp_path / "run", settings=settings)
+    with caplog.at_level(logging.WARNING, logger="tacl_scale"), pytest.raises(TrainError, match="not found"):
+        Trainer.build(config, join())  # refused for the missing --data right after the check
+    said = [r.getMessage() for r in caplog.records if "DeepSpeed's" in r.getMessage()]
+    assert said == ["inline.json: 'train_batch_sise' is no setting of DeepSpeed's, which ignores it; did you mean "
+                    "train_batch_size?"]
 
 
 def test_a_model_with_fewer_positions_than_the_data_is_refused_leaving_no_run_directory(
