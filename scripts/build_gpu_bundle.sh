@@ -12,10 +12,7 @@
 #                        in the directory named by TACL_TEST_DATA, the real samples)
 set -euo pipefail
 source "$(dirname "$0")/usage.sh"
-if [[ "${1:-}" == -* || $# -gt 1 ]]; then
-  echo "error: usage: bash scripts/build_gpu_bundle.sh [BUNDLE_DIR] (--help says more)" >&2
-  exit 2
-fi
+at_most_one_path "bash scripts/build_gpu_bundle.sh [BUNDLE_DIR]" "$@"
 cd "$(dirname "$0")/.."
 BUNDLE=${1:-.gpu_bundle}
 PY=${PY:-.venv/bin/python}

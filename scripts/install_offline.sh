@@ -13,10 +13,7 @@
 #   GPU_BUNDLE   the bundle directory (default .gpu_bundle)
 set -euo pipefail
 source "$(dirname "$0")/usage.sh"
-if [[ "${1:-}" == -* || $# -gt 1 ]]; then
-  echo "error: usage: bash scripts/install_offline.sh [VENV] (--help says more)" >&2
-  exit 2
-fi
+at_most_one_path "bash scripts/install_offline.sh [VENV]" "$@"
 cd "$(dirname "$0")/.."
 VENV=${1:-.venv-offline}
 PY=${PYTHON:-python3}

@@ -11,10 +11,7 @@ source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 SETUP=1
 if [[ "${1:-}" == --skip-setup ]]; then SETUP=0; shift; fi
-if [[ "${1:-}" == -* || $# -gt 1 ]]; then  # a mistyped flag is not an output directory
-  echo "error: usage: bash scripts/quickstart.sh [--skip-setup] [OUT_DIR] (--help says more)" >&2
-  exit 2
-fi
+at_most_one_path "bash scripts/quickstart.sh [--skip-setup] [OUT_DIR]" "$@"
 if (( SETUP )); then bash scripts/setup.sh; fi
 OUT=${1:-runs/quickstart}
 PY=${PY:-.venv/bin/python}

@@ -5,3 +5,12 @@ if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
   sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
   exit 0
 fi
+
+# at_most_one_path "USAGE" "$@": a command that takes one optional path refuses a
+# flag it does not know (a mistyped flag is not a directory name) or a second argument.
+at_most_one_path() {
+  if [[ "${2:-}" == -* || $# -gt 2 ]]; then
+    echo "error: usage: $1 (--help says more)" >&2
+    exit 2
+  fi
+}
