@@ -206,7 +206,7 @@ def beam_args_problem(beam_args: list[str], parser: argparse.ArgumentParser) -> 
     root, mute = logging.getLogger(), logging.NullHandler()
     root.addHandler(mute)
     try:
-        from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+        from apache_beam.options import pipeline_options
 
         if any("dask" in arg.lower() for arg in beam_args):
             # Its DaskOptions join Beam's options only once imported; without Dask, the
@@ -215,9 +215,12 @@ def beam_args_problem(beam_args: list[str], parser: argparse.ArgumentParser) -> 
                 import apache_beam.runners.dask.dask_runner  # noqa: F401
     finally:
         root.removeHandler(mute)
-    beams = _BeamArgumentParser(allow_abbrev=False)  # as PipelineOptions.get_all_options builds it
-    for options in {str(cls): cls for cls in PipelineOptions.__subclasses__()}.values():
-        options._add_argparse_args(beams)
+    try:  # Beam's parser of every option, as PipelineOptions.get_all_options builds it (private API)
+        beams = pipeline_options._BeamArgumentParser(allow_abbrev=False)
+        for options in {str(cls): cls for cls in pipeline_options.PipelineOptions.__subclasses__()}.values():
+            options._add_argparse_args(beams)
+    except AttributeError:  # another Beam: the options go unchecked, as Beam itself leaves them
+        return None
     _, unknown = beams.parse_known_args(beam_args)
     if not unknown:
         return None
