@@ -403,6 +403,34 @@ class TrainConfig:
         _require(self.eval_every is None or self.eval_every >= 0, f"--eval-every must be >= 0, got {self.eval_every}")
         _require(self.eval_instances >= 1, f"--eval-instances must be >= 1, got {self.eval_instances}")
 
+    def settings_without_effect(self) -> list[str]:
+        """A line for each setting moved from its default that the chosen objectives
+        never use (``--temperature`` without ``tacl``): accepted, since a recipe or a
+        script may set it for other runs, but said, since whoever gave it expects it
+        to act."""
+        objectives, objective = self.objective.objectives, self.objective
+        lines: list[str] = []
+
+        def unused(flag: str, value: object, needs: str) -> None:
+            lines.append(f"{flag}{'' if value is None else f' {value}'} has no effect: --objectives "
+                         f"{','.join(objectives)} has no {needs}")
+
+        if "tacl" not in objectives:
+            if objective.temperature != ObjectiveConfig.temperature:
+                unused("--temperature", objective.temperature, "tacl")
+            if objective.tacl_impl != ObjectiveConfig.tacl_impl:
+                unused("--tacl-impl", objective.tacl_impl, "tacl")
+            if self.performance.teacher_dtype is not None and not objective.reference_compat:
+                unused("--teacher-dtype", self.performance.teacher_dtype, "tacl (its teacher is the only one)")
+        if "mirror" not in objectives:
+            for flag, name in (("--mirror-temperature", "temperature"), ("--mirror-pooling", "pooling"),
+                               ("--mirror-span", "span_tokens")):
+                if getattr(objective.mirror, name) != getattr(MirrorConfig(), name):
+                    unused(flag, getattr(objective.mirror, name), "mirror")
+        if self.data.dynamic_masking and not {"tacl", "mlm"} & set(objectives):
+            unused("--dynamic-masking", None, "mlm or tacl (the objectives that read the masks)")
+        return lines
+
     def job_end(self, first_step: int) -> int:
         """The step a job that starts at ``first_step`` ends at: ``--steps``, or
         earlier with ``--stop-after-steps``."""

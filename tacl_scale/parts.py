@@ -357,7 +357,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
                          "or choose another --output")
     ds = deepspeed_config(config, dist.world_size, dist.device.type)  # its refusals come before anything is written
     if dist.is_main:
-        for problem in settings_deepspeed_ignores(ds, config.engine.path):
+        for problem in [*settings_deepspeed_ignores(ds, config.engine.path), *config.settings_without_effect()]:
             log.warning(problem)
     if problem := missing_input(config):  # after the refusals of the flags themselves, as the Slurm job's check
         raise TrainError(problem)

@@ -733,17 +733,46 @@ def test_every_setting_of_the_shipped_deepspeed_configs_is_one_deepspeed_reads(n
         assert settings_deepspeed_ignores(ds, name) == [], (device, precision)
 
 
-def test_a_deepspeed_setting_deepspeed_ignores_is_said_before_anything_runs(
+def test_settings_that_change_nothing_are_said_before_anything_runs(
         join: Callable[[], Distributed], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """DeepSpeed ignores a top-level key it does not know without a word: a
-    misspelt ``train_batch_sise`` trained with another batch than the user wrote."""
+    """DeepSpeed ignores a top-level key it does not know without a word (a
+    misspelt ``train_batch_sise`` trained with another batch than the user wrote),
+    and the trainer ignored a setting of an objective the run does not train."""
     settings = {**FP32, "train_batch_sise": 256, "tensorboard": {"enabled": False}}
-    config = make_config(tmp_path / "no-data", tmp_path / "no-model", tmp_path / "run", settings=settings)
+    config = make_config(tmp_path / "no-data", tmp_path / "no-model", tmp_path / "run", settings=settings,
+                         objective=ObjectiveConfig(("mlm", "nsp"), temperature=0.05))
     with caplog.at_level(logging.WARNING, logger="tacl_scale"), pytest.raises(TrainError, match="not found"):
-        Trainer.build(config, join())  # refused for the missing --data right after the check
-    said = [r.getMessage() for r in caplog.records if "DeepSpeed's" in r.getMessage()]
-    assert said == ["inline.json: 'train_batch_sise' is no setting of DeepSpeed's, which ignores it; did you mean "
-                    "train_batch_size?"]
+        Trainer.build(config, join())  # refused for the missing --data right after the checks
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "inline.json: 'train_batch_sise' is no setting of DeepSpeed's, which ignores it; did you mean "
+        "train_batch_size?",
+        "--temperature 0.05 has no effect: --objectives mlm,nsp has no tacl"]
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--objectives", "mlm,nsp", "--temperature", "0.05", "--tacl-impl", "torch", "--teacher-dtype", "fp16"],
+     ["--temperature 0.05 has no effect: --objectives mlm,nsp has no tacl",
+      "--tacl-impl torch has no effect: --objectives mlm,nsp has no tacl",
+      "--teacher-dtype fp16 has no effect: --objectives mlm,nsp has no tacl (its teacher is the only one)"]),
+    (["--mirror-temperature", "0.05", "--mirror-pooling", "mean", "--mirror-span", "0"],
+     ["--mirror-temperature 0.05 has no effect: --objectives tacl,mlm,nsp has no mirror",
+      "--mirror-pooling mean has no effect: --objectives tacl,mlm,nsp has no mirror",
+      "--mirror-span 0 has no effect: --objectives tacl,mlm,nsp has no mirror"]),
+    (["--objectives", "nsp,mirror", "--dynamic-masking"],
+     ["--dynamic-masking has no effect: --objectives nsp,mirror has no mlm or tacl (the objectives that read the "
+      "masks)"]),
+    # each used, or left at its default
+    (["--objectives", "mirror", "--mirror-span", "0", "--mirror-temperature", "0.05"], []),
+    (["--temperature", "0.05", "--teacher-dtype", "fp32", "--dynamic-masking"], []),
+    (["--objectives", "mlm,nsp", "--temperature", "0.01", "--reference-compat"], []),
+])
+def test_a_setting_of_an_objective_the_run_does_not_train_is_named(tmp_path: Path, flags: list[str],
+                                                                     said: list[str]) -> None:
+    from tacl_scale.train import parse_args
+
+    base = ["--ds", str(ROOT / "ds_configs" / "cpu.json"), "--data", "d", "--model", "m", "--output",
+            str(tmp_path / "run")]
+    assert parse_args(base + flags).settings_without_effect() == said
 
 
 def test_a_model_with_fewer_positions_than_the_data_is_refused_leaving_no_run_directory(
