@@ -423,9 +423,10 @@ class TrainConfig:
             if self.performance.teacher_dtype is not None and not objective.reference_compat:
                 unused("--teacher-dtype", self.performance.teacher_dtype, "tacl (its teacher is the only one)")
         if "mirror" not in objectives:
+            default = MirrorConfig()
             for flag, name in (("--mirror-temperature", "temperature"), ("--mirror-pooling", "pooling"),
                                ("--mirror-span", "span_tokens")):
-                if getattr(objective.mirror, name) != getattr(MirrorConfig(), name):
+                if getattr(objective.mirror, name) != getattr(default, name):
                     unused(flag, getattr(objective.mirror, name), "mirror")
         if self.data.dynamic_masking and not {"tacl", "mlm"} & set(objectives):
             unused("--dynamic-masking", None, "mlm or tacl (the objectives that read the masks)")

@@ -451,9 +451,9 @@ class Manifest:
         for name, value in probabilities.items():
             if not 0.0 <= value <= 1.0:
                 return f"{name} {value} is not in [0, 1]"
-        if abs(masking.mask_token_prob + masking.random_token_prob + masking.keep_token_prob - 1.0) > 1e-5:
-            return ("masking.mask_token_prob + random_token_prob + keep_token_prob is "
-                    f"{masking.mask_token_prob + masking.random_token_prob + masking.keep_token_prob:g}, not 1")
+        shares = masking.mask_token_prob + masking.random_token_prob + masking.keep_token_prob
+        if abs(shares - 1.0) > 1e-5:
+            return f"masking.mask_token_prob + random_token_prob + keep_token_prob is {shares:g}, not 1"
         if not 0 <= masking.max_predictions_per_seq <= self.max_seq_len:
             return (f"masking.max_predictions_per_seq {masking.max_predictions_per_seq} is not in "
                     f"[0, max_seq_len {self.max_seq_len}]")
