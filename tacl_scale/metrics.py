@@ -1,5 +1,5 @@
 """Rank 0's record of a training run: ``metrics.jsonl`` (one object per applied
-step, plus ``event`` objects such as skipped updates), TensorBoard scalars and the
+step, plus ``event`` objects: skipped updates, held-out evaluations), TensorBoard scalars and the
 progress line on stdout. On other ranks every method does nothing."""
 
 from __future__ import annotations
@@ -28,8 +28,13 @@ def drop_after(path: Path, step: int) -> None:
             entry = json.loads(line)
         except ValueError:
             continue  # a line cut by a kill
-        # An applied step up to the checkpoint's stays; an event after it happens again.
-        if entry["step"] <= step if "step" in entry else entry.get("after_step", 0) < step:
+        # An applied step or an evaluation up to the checkpoint's step stays; what was
+        # logged after it (a skipped update *after* step N included) happens again.
+        if "step" in entry or "at_step" in entry:
+            keep = entry.get("step", entry.get("at_step", 0)) <= step
+        else:
+            keep = entry.get("after_step", 0) < step
+        if keep:
             kept.append(line)
     atomic_write(path, "".join(f"{line}\n" for line in kept))
 
@@ -94,9 +99,12 @@ class MetricsLogger:
               f"({skipped_total} skipped so far)", flush=True)
 
     def log_scalars(self, prefix: str, step: int, values: dict[str, float]) -> None:
-        """Other scalars (held-out evaluation) under ``prefix/``."""
+        """Other scalars (held-out evaluation), measured at ``step``: TensorBoard's
+        ``prefix/*`` and a JSONL event ``{"event": prefix, "at_step": step, ...}``
+        (``at_step``, not ``step``: a reader's applied steps stay the records with ``step``)."""
         if not self.enabled:
             return
+        self._write({"event": prefix, "at_step": step, **values})
         for key, value in values.items():
             self._writer.add_scalar(f"{prefix}/{key}", value, step)
 

@@ -225,7 +225,7 @@ def test_a_preemption_signal_to_the_workers_too_checkpoints_and_resumes(zh_datas
     res = run_cli([*common(zh_dataset, tiny_bert_file, run, 200), "--num-workers", "2", "--resume", "--stop-after-steps", "2"])
     assert res.returncode == 0, res.stderr[-3000:]
     assert not (run / PREEMPTED_MARKER).exists()
-    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "step" in r]
     assert steps == list(range(1, step + 3))
 
 

@@ -292,7 +292,7 @@ def test_killed_run_resumes_with_the_same_losses(setup: dict[str, Path], full_ru
     straight, after = metrics(full_run), metrics(run)
     assert sorted(after) == [1, 2, 3, 4, 5, 6]
     # Steps logged after the checkpoint by the killed job are not logged twice.
-    logged = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    logged = [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "step" in r]
     assert logged == [1, 2, 3, 4, 5, 6]
     for step in range(1, 7):
         assert after[step]["loss"] == pytest.approx(straight[step]["loss"], rel=1e-6, abs=1e-7), step
@@ -356,6 +356,14 @@ def test_blended_data_and_dynamic_masking_train(setup: dict[str, Path], tmp_path
                 "eval_initial/selfsim_layer2", "train/loss", "train/lr", "train/grad_norm"):
         assert tag in tags, tag
     assert [e.step for e in events.Scalars("eval/selfsim_layer2")] == [1, 2]
+    # metrics.jsonl holds the same evaluations, as events beside the steps' records.
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evaluations = [r for r in records if r.get("event") == "eval"]
+    assert [r["at_step"] for r in evaluations] == [1, 2]
+    assert [r["selfsim_layer2"] for r in evaluations] == pytest.approx(
+        [e.value for e in events.Scalars("eval/selfsim_layer2")], rel=1e-6)
+    assert {"loss", "tacl", "mlm", "nsp"} <= evaluations[0].keys()
+    assert [r["at_step"] for r in records if r.get("event") == "eval_initial"] == [1]
 
 
 def test_the_documented_config_settles_auto_on_cpu(setup: dict[str, Path], tmp_path: Path) -> None:

@@ -844,19 +844,24 @@ def test_export_verifies_the_checkpoint_it_reads(join: Callable[[], Distributed]
 
 
 def test_a_resumed_job_logs_no_step_twice(tmp_path: Path) -> None:
-    """Steps (and skipped updates) logged after the checkpoint a job resumes from
-    are trained again: the earlier job's records of them are dropped."""
+    """Steps, evaluations and skipped updates logged after the checkpoint a job
+    resumes from are done again: the earlier job's records of them are dropped;
+    an evaluation at the checkpoint's step stays (the resumed job starts after it)."""
     from tacl_scale.metrics import MetricsLogger
     from tacl_scale.run_dir import RunDir
 
     lines = [{"step": k, "loss": float(k)} for k in (1, 2, 3)] + [
-        {"event": "skipped_update", "after_step": 3, "skipped_steps": 1}, {"step": 4, "loss": 4.0}]
+        {"event": "eval", "at_step": 3, "loss": 3.3}, {"event": "skipped_update", "after_step": 3, "skipped_steps": 1},
+        {"step": 4, "loss": 4.0}, {"event": "eval", "at_step": 4, "loss": 4.4}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"step": 5, "lo')
     logger = MetricsLogger(RunDir(tmp_path), True, total_steps=6, log_every=10, first_step=3)
     logger.log_step(4, {"loss": 4.5, "lr": 0.1, "samples_per_s": 1.0})
+    logger.log_scalars("eval", 4, {"loss": 4.6})
     logger.close()
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert [r.get("step") for r in records] == [1, 2, 3, 4] and records[-1]["loss"] == 4.5
+    assert [(r.get("step"), r.get("event"), r.get("at_step")) for r in records] == [
+        (1, None, None), (2, None, None), (3, None, None), (None, "eval", 3), (4, None, None), (None, "eval", 4)]
+    assert records[-2]["loss"] == 4.5 and records[-1]["loss"] == 4.6
 
 
 def test_the_models_tokenizer_is_compared_token_by_token_whatever_its_files(dataset: Path, tmp_path: Path) -> None:
