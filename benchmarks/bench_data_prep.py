@@ -622,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
     else:
         work = Path(tempfile.mkdtemp(prefix="bench_data_prep-"))
+    from data_prep.config import InputConfig
     from data_prep.sources import plan_work_units
 
     results: list[Result] = []
@@ -642,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
             smallest = smallest or (corpus, xml_bytes)
             units = len(plan_work_units(
                 [str(corpus)], "wiki-xml",
-                unit_bytes=int((unit_mb if unit_mb is not None else 32) * (1 << 20))))
+                unit_bytes=int(unit_mb * (1 << 20)) if unit_mb is not None else InputConfig.unit_bytes))
             print(f"[{scale}x] corpus {xml_bytes / MB:.1f} MB XML -> {corpus.stat().st_size / MB:.1f} "
                   f"MB multistream, {units} work unit(s) ({time.perf_counter() - t0:.1f} s)",
                   flush=True)

@@ -18,8 +18,9 @@ Only real tokens count as model FLOPs, so padding shows up as lower utilisation.
 Configurations run one after the other in this process; each Trainer is closed (its
 engine destroyed) before the next is built, so peak memory is each one's own, and
 each row is printed and appended to ``--out`` as soon as it is measured. A failed
-row keeps its error (its traceback on stderr); one whose compiled run failed is
-measured again with ``--no-compile`` next (:func:`sweep`).
+row keeps its error (its traceback on stderr); on CUDA, one whose compiled run failed
+(not for lack of memory) is measured again with ``--no-compile`` next, except the
+peers' and the CUDA-graph rows (:func:`sweep`).
 ``scripts/gpu_check.sh`` runs it on a GPU machine; ``--dry-run`` runs the same code
 on the CPU at a tiny shape (for checking the benchmark, not for figures).
 """

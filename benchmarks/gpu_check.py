@@ -14,9 +14,9 @@ run / ``--quick``):
 4. ``training`` (140 / 50): BERT-base TaCL training steps at length 256, global
    batch 256 (``bench_train_gpu.py``): the README's command as typed, Hugging
    Face's ``BertForPreTraining`` doing MLM + NSP alone on the same batches
-   (compiled, and eager at the end), ZeRO-1 and ZeRO-2 unpadded at micro-batches
-   256 and 32, ZeRO-2 padded at 256; a row per configuration as soon as it is
-   measured.
+   (compiled, and eager), ZeRO-1 and ZeRO-2 unpadded at micro-batches 256 and 32,
+   ZeRO-2 padded at 256, then ZeRO-1 and ZeRO-2 with ``--cuda-graphs`` at 32; a row
+   per configuration as soon as it is measured.
 
 ``gpu_check.sh`` runs the install first (60 s), so a default run ends within 6
 minutes and ``--quick`` within 3, whatever hangs. A phase that runs past its budget

@@ -77,7 +77,8 @@ def part_times(trainer, steps: int) -> dict[str, float]:
             batch = trainer.dist.move(cpu_batch)
             sync(device)
             marks.append(time.perf_counter())
-            hidden = teacher_states(trainer.parts.teacher, batch) if trainer.parts.teacher is not None else None
+            hidden = (teacher_states(trainer.parts.teacher, batch, fast=trainer.parts.teacher_fast)
+                      if trainer.parts.teacher is not None else None)  # compiled, as train_step runs it
             sync(device)
             marks.append(time.perf_counter())
             parts = trainer.engine(batch, hidden)

@@ -10,6 +10,7 @@
 #   EN_DUMP, EN_VOCAB    the English dump sample and bert-base-uncased vocabulary
 #                        (default: enwiki-sample.xml.bz2 and vocab/bert-base-uncased.txt
 #                        in the directory named by TACL_TEST_DATA, the real samples)
+#   PY                   this machine's python with the project (default .venv/bin/python)
 set -euo pipefail
 source "$(dirname "$0")/usage.sh"
 at_most_one_path "bash scripts/build_gpu_bundle.sh [BUNDLE_DIR]" "$@"

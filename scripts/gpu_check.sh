@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU test and benchmark in one offline command, for any machine with a CUDA
-# GPU and a python3 that has torch, triton, transformers, tensorboard, numpy and
-# pytest (no network needed). What that python3 lacks (deepspeed and its pydantic,
-# hjson) and a small real dataset come from the bundle that scripts/build_gpu_bundle.sh
+# GPU and a python3 that has torch, triton, transformers, tensorboard, numpy, pytest
+# and pytest-timeout (no network needed). What that python3 lacks (deepspeed and its
+# pydantic, hjson; xxhash) and a small real dataset come from the bundle that scripts/build_gpu_bundle.sh
 # builds on a networked machine; scripts/install_offline.sh installs it.
 #   bash scripts/gpu_check.sh [RESULTS_DIR] [--quick] [--dry-run] [--budget PHASE=SECONDS]
 #   (default RESULTS_DIR: $OUT if set, else runs/gpu_check)

@@ -2,8 +2,10 @@
 # Create a virtualenv and install tacl-scale with its test tools. Idempotent.
 #   bash scripts/setup.sh        (settings in the environment:)
 #   VENV         virtualenv directory (default .venv)
-#   TORCH_SPEC   torch requirement installed first (default torch==2.13.0, the CPU build;
-#                on a GPU machine pick the CUDA build you want)
+#   TORCH_SPEC   torch requirement installed first (default torch==2.13.0: the CPU build where
+#                pip's find-links offer it, else PyPI's Linux wheel, which brings CUDA libraries
+#                and runs on the CPU too; on a GPU machine pick the CUDA build you want)
+#   PYTHON       the interpreter that creates the virtualenv (default python3)
 #   CONSTRAINTS  a pip constraints file applied to every install (scripts/test.sh
 #                --gpu-image passes scripts/gpu_image_versions.txt)
 set -euo pipefail

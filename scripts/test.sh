@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install and run the test suite on CPU, by tier:
-#   bash scripts/test.sh [PYTEST_ARGS...]              default tier: lint, then every test, in .venv
+#   bash scripts/test.sh [PYTEST_ARGS...]              default tier: lint, then every test not marked 'cluster', in .venv
 #                                                      (the newest pinned versions: torch 2.13 CPU)
 #   bash scripts/test.sh --quick [PYTEST_ARGS...]      the default tier's pure logic, in .venv: lint, then
 #                                                      the tests not marked 'slow' (-m "not slow and not

@@ -323,13 +323,17 @@ class ResolvedPerformance(NamedTuple):
 
     unpad: bool
     fused_optimizer: bool
-    warning: str | None = None  # why unpadded batches were asked for (or the default) and are not used
+    # Why a setting asked for (or the default) is not used on this device: unpadded
+    # batches without FlashAttention-2, or --compile on packed fp32 batches.
+    warning: str | None = None
     compile: bool = False  # student and teacher encoders through torch.compile (tacl_scale.encoder)
 
 
 @dataclass(frozen=True)
 class PerformanceConfig:
-    """How the step runs on the device; None means "on CUDA, off elsewhere"."""
+    """How the step runs on the device. For ``unpad``, ``fused_optimizer`` and
+    ``compile`` None means "on CUDA, off elsewhere" (``unpad`` also off with
+    ``--pad-to-max-length``); the other fields say what their None means."""
 
     unpad: bool | None = None  # packed batches, attention over real tokens only
     fused_optimizer: bool | None = None  # torch.optim.AdamW(fused=True)

@@ -21,8 +21,8 @@ of the computation, chosen so inductor can make it fast:
 - the token dimension is marked dynamic, so one graph serves every bucket (and the
   mirror objective's doubled batches): nothing recompiles after the first call.
 
-Padded batches (``--no-unpad``, evaluation) run the same layers with SDPA and the
-padding mask.
+Padded training batches (``--no-unpad``) run the same layers with SDPA and the
+padding mask; evaluation runs Hugging Face's ``BertModel``.
 """
 
 from __future__ import annotations

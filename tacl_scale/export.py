@@ -4,8 +4,8 @@ a HF model directory (weights, config, tokenizer files) that ``AutoModel`` and
 
 ``CKPT`` is a run directory (its latest checkpoint) or one checkpoint directory
 (``RUN_DIR/checkpoints/stepNNNNNNNN``). The weights are ZeRO's fp32 master weights,
-consolidated by DeepSpeed's own ``zero_to_fp32`` from every rank's optimizer
-partition, so an fp16/bf16 run exports what the optimizer holds, not the
+consolidated by DeepSpeed from every rank's optimizer partition (``zero_to_fp32``,
+or its universal conversion for ZeRO-1's bf16 optimizer), so an fp16/bf16 run exports what the optimizer holds, not the
 half-precision copy the forward pass used. The run directory is self-sufficient:
 ``run.json`` holds the student's ``BertConfig`` and ``RUN_DIR/tokenizer`` its
 tokenizer files, so the export does not need the original ``--model`` path.

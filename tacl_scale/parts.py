@@ -99,7 +99,8 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
     """The DeepSpeed JSON with batch sizes, clipping and precision settled for
     ``world_size`` ranks on ``device_type`` (a pure function of the config; the
     micro-batch must be settled, see :func:`resolve_micro_batch`); ``precision`` as
-    :func:`resolve_precision` settled it (default: the config's on a GPU with bf16);
+    :func:`resolve_precision` settled it (default: ``--precision`` or else the config's,
+    as :meth:`EngineConfig.precision_on` reads them for a GPU with bf16);
     ``load_universal`` when this job resumes from a universal checkpoint."""
     engine = config.engine
     ds = json.loads(json.dumps(engine.settings))  # a deep copy

@@ -92,6 +92,9 @@ def test_nothing_masked_gives_a_differentiable_zero() -> None:
     assert loss.item() == 0.0 and correct.item() == 0 and count.item() == 0
     loss.backward()
     assert torch.all(s.grad == 0)
+    # The loss keeps the dtype it has when something is masked (float64 for gradcheck).
+    loss, _, _ = tacl_loss(s.double(), t.double(), torch.zeros_like(a, dtype=torch.bool), a, 0.01, impl="torch")
+    assert loss.dtype == torch.float64
 
 
 def test_identical_teacher_is_perfectly_accurate_and_stable_at_low_temperature() -> None:

@@ -58,7 +58,7 @@ class IndexedFormatError(ValueError):
 
 
 def smallest_token_dtype(vocab_size: int) -> np.dtype:
-    """Smallest unsigned integer dtype that holds every id of a vocabulary."""
+    """The smallest of uint8, uint16 and int32 that holds every id of a vocabulary."""
     if vocab_size <= 1 << 8:
         return np.dtype(np.uint8)
     if vocab_size <= 1 << 16:

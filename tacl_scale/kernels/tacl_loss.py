@@ -58,12 +58,12 @@ def tacl_loss_reference(
     batch, _, dim = student.shape
     counts = masked.sum(dim=1)
     num_masked = counts.sum()
-    if int(num_masked) == 0:
-        # 0, but still part of the graph, so backward() and the optimiser step work.
-        zero = (student.float() * 0.0).sum()
-        return zero, torch.zeros((), dtype=torch.long, device=student.device), num_masked
     # float32 accumulation for half inputs; float64 stays float64 (gradcheck).
     compute = torch.float64 if student.dtype == torch.float64 else torch.float32
+    if int(num_masked) == 0:
+        # 0, but still part of the graph, so backward() and the optimiser step work.
+        zero = (student.to(compute) * 0.0).sum()
+        return zero, torch.zeros((), dtype=torch.long, device=student.device), num_masked
     rows, positions = masked.nonzero(as_tuple=True)
     rank = (masked.cumsum(dim=1) - 1)[rows, positions]
     s_hat = F.normalize(student[rows, positions].to(compute), dim=-1, eps=NORM_EPS)
@@ -152,8 +152,8 @@ def tacl_loss(
 
     ``student``/``teacher``: (B, L, D) last hidden states (the teacher on the
     unmasked input; it gets no gradient). ``masked``: bool (B, L). ``attention_mask``:
-    0/1 (B, L). ``loss`` is a float32 scalar (float64 for float64 inputs; 0 and still differentiable when nothing
-    is masked); the counts are integer tensors. ``impl``: ``torch`` (reference),
+    0/1 (B, L). ``loss`` is a float32 scalar (float64 for float64 inputs on the reference; the Triton kernel's is
+    float32; 0 and still differentiable when nothing is masked); the counts are integer tensors. ``impl``: ``torch`` (reference),
     ``triton`` (fused kernel; on CPU tensors only under ``TRITON_INTERPRET=1``),
     ``auto`` (Triton on CUDA when available, else the reference). ``rows``: the
     batch's :class:`~tacl_scale.kernels.rows.MaskedRows` from the collate, with
