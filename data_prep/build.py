@@ -44,6 +44,7 @@ from .config import (
     CleaningConfig,
     InputConfig,
     OutputConfig,
+    add_cleaning_arguments,
     auto_num_shards,
     estimated_input_bytes,
 )
@@ -115,11 +116,7 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     text = p.add_argument_group("text")
     text.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language,
                       help="the text's language: sentence splitting, and Chinese word boundaries")
-    text.add_argument("--min-doc-chars", type=int, default=None,
-                      help=f"skip documents shorter than this after markup removal (default: "
-                      f"{CleaningConfig.min_doc_chars}; 1 with --format lines)")
-    text.add_argument("--traditional-to-simplified", action="store_true",
-                      help="Chinese: convert Traditional to Simplified (OpenCC t2s)")
+    add_cleaning_arguments(text)
     text.add_argument("--zh-segmenter", choices=("jieba", "pre-segmented"), default=CleaningConfig.zh_segmenter,
                       help="Chinese word boundaries for --whole-word-masking")
     tok = p.add_argument_group("tokenizer")

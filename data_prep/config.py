@@ -20,7 +20,7 @@ class InputConfig:
     """What to read."""
 
     patterns: tuple[str, ...]
-    format: str = "wiki-xml"  # wiki-xml | text | wikiextractor-json
+    format: str = "wiki-xml"  # wiki-xml | text | lines | wikiextractor-json
     # Split a multistream dump by its -index.txt.bz2 into units of about this many
     # compressed bytes, so one huge file is read in parallel.
     use_multistream_index: bool = True
@@ -55,6 +55,17 @@ class CleaningConfig:
         return cls(min_doc_chars, zh_segmenter if zh_segmenter is not None else cls.zh_segmenter)
 
 
+def add_cleaning_arguments(group: Any) -> None:
+    """``--min-doc-chars`` and ``--traditional-to-simplified`` on an argparse parser or
+    group: how documents are cleaned and split, which ``data_prep.build`` and
+    ``tacl-sentence-list`` take alike, so a sentence list can agree with a build."""
+    group.add_argument("--min-doc-chars", type=int, default=None,
+                       help=f"skip documents shorter than this after markup removal (default: "
+                       f"{CleaningConfig.min_doc_chars}; 1 with --format lines)")
+    group.add_argument("--traditional-to-simplified", action="store_true",
+                       help="Chinese: convert Traditional to Simplified (OpenCC t2s)")
+
+
 def validation_fraction_problem(fraction: float) -> str | None:
     """Why ``--validation-fraction`` cannot be ``fraction`` (the build's and
     tacl-sentence-list's, which must pick the same documents), or None."""
@@ -74,7 +85,8 @@ class OutputConfig:
     validation_fraction: float = 0.0
     validation_shards: int = 1
     # num_shards was not given: data_prep.build sets it from the input's size
-    # (auto_num_shards) before anything is planned, and the manifest records both.
+    # (auto_num_shards) before the output is prepared or the pipeline built, and the
+    # manifest records both.
     auto_shards: bool = False
 
     def __post_init__(self) -> None:
@@ -98,8 +110,8 @@ class OutputConfig:
 
 
 # A shard's share of the input when data_prep.build chooses the shard count: bounded
-# text per shard keeps a shard build's memory bounded (it holds its documents' sentence
-# lengths), and 256 MB of XML is some 10,000 Wikipedia articles, far above the 100
+# text per shard keeps a shard build's memory bounded (it holds a few dozen bytes per
+# document: its id and offsets), and 256 MB of XML is some 10,000 Wikipedia articles, far above the 100
 # documents a shard's random-B pool wants.
 SHARD_INPUT_BYTES = 256 * 10**6
 # Uncompressed size per compressed byte, for sizing: bz2 on MediaWiki XML is 3.6 on the

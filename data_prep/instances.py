@@ -31,7 +31,8 @@ class TokenStore(Protocol):
 
 @dataclass(frozen=True)
 class InstanceConfig:
-    """Shape of the instances (names and defaults follow google-research/bert)."""
+    """Shape of the instances (``short_seq_prob`` and ``random_next_prob`` as
+    google-research/bert; ``max_seq_len`` defaults to the paper's 256, not its 128)."""
 
     max_seq_len: int = 256
     short_seq_prob: float = 0.1

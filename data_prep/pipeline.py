@@ -78,8 +78,8 @@ def _log_progress(workspace: Workspace) -> None:
 
 class PrepareDocuments(beam.DoFn):
     """Read one work unit, clean, split and tokenize its documents, and spill them
-    to one part file; emit ``(shard, part prefix)`` for each shard it touches and
-    ``(skip kind, count)`` on the ``skips`` output."""
+    to one part file; emit ``(shard, part prefix)`` for each shard it touches. Its
+    skip counts go into the unit's completion marker (:mod:`data_prep.workspace`)."""
 
     def __init__(self, config: BuildConfig, facts: TokenizerFacts) -> None:
         self.config = config

@@ -2,7 +2,8 @@
 a line. This is the input of a Mirror-BERT/SimCSE job (``data_prep.build --format
 lines --single-segment``) and of ``tacl_scale.analysis``.
 
-It cleans and splits the documents exactly as ``data_prep.build`` does. With
+It cleans and splits the documents exactly as ``data_prep.build`` does (given the
+build's ``--min-doc-chars`` and ``--traditional-to-simplified``, if it had them). With
 ``--validation-fraction F --split validation`` it takes only the documents that
 a build with the same ``F`` holds out, and with ``--split train`` only the others.
 Sentences from held-out documents can then be analysed without ever having been
@@ -14,7 +15,6 @@ dump part), not whole dumps.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import heapq
 import sys
@@ -25,20 +25,23 @@ from tacl_scale.cli import error_exit, make_parser
 from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 from tacl_scale.preemption import ctrl_c_ends
 
-from .config import CleaningConfig, InputConfig, validation_fraction_problem
+from .config import CleaningConfig, InputConfig, add_cleaning_arguments, validation_fraction_problem
 from .documents import extract_sentences, is_validation
 from .sentences import SentenceConfig, SentenceSplitter
 from .sources import FORMATS, InputError, expand_inputs, output_among_inputs, plan_work_units, read_records
 
 
-def corpus_sentences(command: argparse.Namespace) -> Iterator[tuple[str, str]]:
-    """(document id, sentence) for every sentence of the documents of the chosen split."""
-    splitter = SentenceSplitter(SentenceConfig(command.language))
-    cleaning = CleaningConfig.for_format(command.format)  # the build's, for the same input
-    for unit in plan_work_units(expand_inputs(list(command.input)), command.format):
+def corpus_sentences(inputs: list[str], input_format: str, sentences_config: SentenceConfig,
+                     cleaning: CleaningConfig, validation_fraction: float = 0.0,
+                     split: str = "all") -> Iterator[tuple[str, str]]:
+    """(document id, sentence) for every sentence of the documents of ``split``
+    (``all``, or the ``train``/``validation`` side of ``validation_fraction``),
+    cleaned and split as a build with these configs does."""
+    splitter = SentenceSplitter(sentences_config)
+    for unit in plan_work_units(expand_inputs(inputs), input_format):
         for record in read_records(unit, lambda kind: None):
-            held_out = is_validation(record.doc_id, command.validation_fraction)
-            if command.split != "all" and held_out != (command.split == "validation"):
+            held_out = is_validation(record.doc_id, validation_fraction)
+            if split != "all" and held_out != (split == "validation"):
                 continue
             sentences = extract_sentences(record, splitter, cleaning.min_doc_chars, lambda kind: None)
             for sentence in sentences or []:
@@ -79,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the input's format, as data_prep.build")
     p.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language,
                    help="the text's language, as data_prep.build")
+    add_cleaning_arguments(p)
     p.add_argument("--output", required=True, metavar="FILE", help="the sentence list, one a line")
     p.add_argument("--overwrite", action="store_true", help="replace --output if it exists (else refused)")
     p.add_argument("--count", type=int, default=10_000, help="sentences (Mirror-BERT: 10k)")
@@ -98,10 +102,17 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--count must be >= 1")
     if not 1 <= args.min_words <= args.max_words:
         p.error(f"--min-words and --max-words must satisfy 1 <= min <= max, not {args.min_words} and {args.max_words}")
+    try:  # the build's configs, for the same input and flags
+        sentences_config = SentenceConfig(args.language, args.traditional_to_simplified)
+        cleaning = CleaningConfig.for_format(args.format, args.min_doc_chars)
+    except ValueError as err:
+        p.error(str(err))
     if problem := output_file_problem(args.output, args.overwrite) or output_among_inputs(args.output, args.input):
         return error_exit(problem)
     try:
-        chosen = sample(corpus_sentences(args), args.count, args.seed, args.min_words, args.max_words, args.language)
+        sentences = corpus_sentences(list(args.input), args.format, sentences_config, cleaning,
+                                     args.validation_fraction, args.split)
+        chosen = sample(sentences, args.count, args.seed, args.min_words, args.max_words, args.language)
     except InputError as err:
         return error_exit(str(err))
     if not chosen:

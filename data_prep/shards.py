@@ -51,7 +51,8 @@ from .workspace import Workspace
 
 
 class EmptyDatasetError(RuntimeError):
-    """No document survived cleaning; no dataset is written."""
+    """No training instance was built (no document survived cleaning, or none made
+    an instance); no dataset is written."""
 
 LENGTH_BIN = 32  # width of the instance-length histogram bins in the manifest
 # Random B segments come from the shard's own documents; below this many, they come

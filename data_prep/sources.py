@@ -1,6 +1,7 @@
 """Input readers: MediaWiki XML dumps (plain, bz2 single- or multi-stream, or a
 multistream dump split into byte ranges by its ``-index.txt.bz2``), plain text (one
-sentence a line, blank line between documents) and WikiExtractor JSON lines.
+sentence a line, blank line between documents), string lists (``lines``: one document
+a line) and WikiExtractor JSON lines.
 
 The unit of parallel work is a :class:`WorkUnit`: a whole file, or a byte range of
 bz2 streams of a multistream dump. Readers stream: memory stays O(one page).

@@ -47,8 +47,9 @@ class TokenizerConfig:
     """Where the tokenizer comes from and how to apply it."""
 
     path: str
-    # None: a vocab.txt is lower-cased when it holds no upper-case entries (as
-    # bert-base-uncased/-chinese); a directory follows its own tokenizer config.
+    # None: a vocab.txt is lower-cased when at most 1% of its entries have upper case
+    # (as bert-base-uncased/-chinese, which carry a few cased strays); a directory
+    # follows its own tokenizer config.
     lowercase: bool | None = None
 
 

@@ -8,8 +8,9 @@ dataset exists, and what makes a killed build resumable. This module owns its na
   its skip counts, its documents) and the files it wrote, which are exactly the
   files that were synced. A part without a marker is incomplete and is discarded
   on resume.
-- ``build.json``: a fingerprint of everything that determines the parts (the
-  build configuration and the list of units) and, for the progress line, the
+- ``build.json``: a fingerprint of the build configuration and the list of units,
+  each input's size and modification time and the tokenizer's sha256 (what
+  determines the parts) and, for the progress line, the
   number and size of the units and when this run started.
 - ``shard-<random>/``: a shard being built; its finished files are renamed into
   the dataset directory.

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from conftest import EN_DUMP
 
+from data_prep.config import CleaningConfig
 from data_prep.documents import is_validation
 from data_prep.sentence_list import corpus_sentences, main, sample
+from data_prep.sentences import SentenceConfig
 
 
 def run(tmp_path: Path, name: str, *args: str) -> list[str]:
@@ -25,12 +27,9 @@ def test_held_out_and_training_lists_come_from_disjoint_documents(tmp_path: Path
     assert all(5 <= len(s.split()) <= 40 for s in held + train)
     assert run(tmp_path, "again.txt", "--count", "300", "--validation-fraction", "0.2", "--split", "validation") == held
 
-    import argparse
-
-    args = argparse.Namespace(input=[str(EN_DUMP)], format="wiki-xml", language="en", validation_fraction=0.2,
-                              split="all")
     documents: dict[str, set[str]] = {}  # sentence -> the documents that contain it
-    for doc, sentence in corpus_sentences(args):
+    for doc, sentence in corpus_sentences([str(EN_DUMP)], "wiki-xml", SentenceConfig("en"),
+                                          CleaningConfig.for_format("wiki-xml"), 0.2, "all"):
         documents.setdefault(sentence, set()).add(doc)
     assert all(any(is_validation(d, 0.2) for d in documents[s]) for s in held)
     assert all(any(not is_validation(d, 0.2) for d in documents[s]) for s in train)
@@ -38,6 +37,25 @@ def test_held_out_and_training_lists_come_from_disjoint_documents(tmp_path: Path
     # contain (generated text, like Wikipedia, repeats some sentences verbatim).
     for sentence in set(held) & set(train):
         assert {is_validation(d, 0.2) for d in documents[sentence]} == {True, False}
+
+
+def test_the_builds_cleaning_flags_are_taken_alike(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--min-doc-chars and --traditional-to-simplified clean and split as a build
+    given them does: a short document is skipped by default and kept with
+    --min-doc-chars 1; Traditional characters are converted only when asked."""
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text("這是一個關於電腦網絡的句子。\n", encoding="utf-8")
+    common = ["--input", str(corpus), "--format", "text", "--language", "zh"]
+    assert main([*common, "--output", str(tmp_path / "none.txt")]) == 2  # 14 characters < the default 200
+    assert "no sentence of 5-40 words in the documents" in capsys.readouterr().err
+    assert main([*common, "--min-doc-chars", "1", "--output", str(tmp_path / "kept.txt")]) == 0
+    assert (tmp_path / "kept.txt").read_text(encoding="utf-8") == "這是一個關於電腦網絡的句子。\n"
+    assert main([*common, "--min-doc-chars", "1", "--traditional-to-simplified",
+                 "--output", str(tmp_path / "simplified.txt")]) == 0
+    assert (tmp_path / "simplified.txt").read_text(encoding="utf-8") == "这是一个关于电脑网络的句子。\n"
+    with pytest.raises(SystemExit):
+        main([*common, "--min-doc-chars", "-1", "--output", str(tmp_path / "x.txt")])
+    assert "--min-doc-chars must be >= 0, got -1" in capsys.readouterr().err
 
 
 def test_sample_is_the_smallest_hashes_in_corpus_order() -> None:

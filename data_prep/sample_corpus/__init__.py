@@ -21,7 +21,7 @@ Besides ``num_articles`` ordinary articles (namespace 0) every dump contains:
 * :data:`OTHER_NAMESPACE_PAGES` pages in Talk, User, Wikipedia, File, Template
   and Category namespaces.
 
-Output is a pure function of the arguments (``random.Random(seed)``, timestamps
+Output is a pure function of the arguments (``random.Random(f"{language}:{seed}")``, timestamps
 drawn from a fixed range), so the same call always gives byte-identical text.
 
 The package reads as the data flow: :mod:`.generator` writes wikitext from the
