@@ -32,15 +32,22 @@ class FakeCuda:
             raise RuntimeError(f"CUDA error: invalid device ordinal {index}")
         return index
 
+    def _index(self, device: Any) -> int:
+        """The ordinal ``device`` names, as torch.cuda reads it ("cuda": the current one)."""
+        if isinstance(device, int):
+            return self._check(device)
+        device = torch.device(device)
+        return self._check(self.device if device.index is None else device.index)
+
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "current_device", lambda: self.device)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: self.count)
-        monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": self.states[self.device].clone())
+        monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": self.states[self._index(device)].clone())
         monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [self.states[k] for k in range(self.count)])
 
         def set_rng_state(state: torch.Tensor, device: Any = "cuda") -> None:
-            self.states[self._check(self.device)] = state.clone()
+            self.states[self._index(device)] = state.clone()
 
         def set_rng_state_all(states: list[torch.Tensor]) -> None:
             for index, state in enumerate(states):

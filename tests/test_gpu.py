@@ -7,6 +7,7 @@ this file on one, with the offline bundle of ``scripts/build_gpu_bundle.sh``
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -121,7 +122,8 @@ def test_mirror_unpadded_matches_padded_on_cuda(bundle_data: Path, model_file: P
 
 def test_one_gpu_model_1_trains(join, bundle_data: Path, model_file: Path, tmp_path: Path) -> None:
     """MLM + NSP + mirror on one GPU, bf16, unpadded: finite losses, the mirror
-    loss among them, and the contrastive accuracy rising."""
+    loss among them, and the contrastive objective learning (over 15 steps its
+    accuracy rises, or its loss falls where the accuracy starts at its ceiling)."""
     from dataclasses import replace
 
     from tacl_scale.model import ObjectiveConfig
@@ -135,8 +137,11 @@ def test_one_gpu_model_1_trains(join, bundle_data: Path, model_file: Path, tmp_p
         history = trainer.train()
     finally:
         trainer.close()
-    assert all(m["mirror"] == m["mirror"] and "mirror_acc" in m for m in history)
-    assert sum(m["mirror_acc"] for m in history[-5:]) >= sum(m["mirror_acc"] for m in history[:5])
+    assert all(math.isfinite(m[key]) for m in history for key in ("loss", "mlm", "nsp", "mirror", "mirror_acc"))
+    first, last = history[:5], history[-5:]
+    accuracy_rose = sum(m["mirror_acc"] for m in last) > sum(m["mirror_acc"] for m in first)
+    loss_fell = sum(m["mirror"] for m in last) < sum(m["mirror"] for m in first)
+    assert accuracy_rose or loss_fell, [(m["mirror"], m["mirror_acc"]) for m in history]
 
 
 @pytest.mark.parametrize(("ds", "precision"), [("zero2.json", "fp16"), ("zero2.json", None),

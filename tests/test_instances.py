@@ -405,19 +405,6 @@ def test_assemble_places_cls_and_seps():
     assert out.tolist() == [1, 5, 2, 6, 2]
 
 
-def test_store_values_of_segments():
-    docs = [[np.array([1, 2, 3]), np.array([4, 5]), np.array([6, 7, 8, 9])], [np.array([10])]]
-    store = InMemoryStore(docs)
-    assert store.lengths() == [[3, 2, 4], [1]]
-    assert store.values(Segment(0, 1, 2, 0, 6)).tolist() == [4, 5, 6, 7, 8, 9]
-    assert store.values(Segment(0, 0, 2, 2, 7)).tolist() == [3, 4, 5, 6, 7]
-    assert store.values(Segment(1, 0, 0, 0, 1)).tolist() == [10]
-    assert len(Segment(0, 0, 2, 2, 7)) == 5
-    # The same segments address any parallel per-token array (e.g. word starts).
-    starts = InMemoryStore([[np.array([1, 0, 0]), np.array([1, 1]), np.array([1, 0, 1, 0])]])
-    assert starts.values(Segment(0, 0, 2, 2, 7)).tolist() == [0, 1, 1, 1, 0]
-
-
 def test_assemble_all_joins_what_assemble_makes_pair_by_pair():
     docs = make_corpus(3, 6)
     store = InMemoryStore(docs)

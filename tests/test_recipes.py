@@ -61,7 +61,9 @@ def test_the_users_ds_config_wins_over_the_recipe(tmp_path: Path) -> None:
     assert (flagged.optim.batch_size, flagged.optim.micro_batch_size) == (8, 2)
 
 
-def test_an_old_config_is_said_once_and_ours_say_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_old_config_has_a_note_and_ours_have_none(tmp_path: Path) -> None:
+    """The note names an older config's trainer settings and where they belong now
+    (that train.py says it once: test_train_says_an_old_config_once)."""
     note = EngineConfig.from_file(legacy_config(tmp_path)).trainer_settings_note()
     assert note is not None and "batch_size 8, micro_batch_size 4, grad_clip 0.5" in note and "flags" in note
     for path in sorted((ROOT / "ds_configs").glob("*.json")):

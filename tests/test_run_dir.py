@@ -195,11 +195,13 @@ def test_data_content_is_compared_only_where_the_run_recorded_it_for_the_same_pa
     class Config(_Config):
         data = type("Data", (), {"paths": ("/d/a",)})
 
+    class OtherData(_Config):
+        data = type("Data", (), {"paths": ("/d/b",)})
+
     same = Config({})
     assert data_changes(run, same, ["f-a"]) == []  # type: ignore[arg-type]
     assert data_changes(run, same, ["f-b"])[0].startswith("data content: /d/a: not the dataset")  # type: ignore[arg-type]
-    Config.data = type("Data", (), {"paths": ("/d/b",)})  # another --data: listed as data.paths, not here
-    assert data_changes(run, Config({}), ["f-b"]) == []  # type: ignore[arg-type]
+    assert data_changes(run, OtherData({}), ["f-b"]) == []  # type: ignore[arg-type]  # listed as data.paths, not here
     record.data_fingerprints = None  # a run from before fingerprints: nothing to compare
     run.write_record(record)
     assert data_changes(run, same, ["f-b"]) == []  # type: ignore[arg-type]

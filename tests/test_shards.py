@@ -492,6 +492,7 @@ def test_shard_documents_hold_no_spill_part_open_or_mapped(tmp_path, word_starts
     assert list(scratch.iterdir()) == []  # unlinked: nothing is left behind, whatever happens
     assert (docs.word_starts is not None) == word_starts
     by_id = {d.doc_id: d for d in DOCUMENTS}
+    crossed = 0
     for number, doc_id in enumerate(docs.doc_ids):  # other documents' reads (random Bs) around the current one
         docs.start_document(number)
         sentences = by_id[doc_id].sentences
@@ -501,8 +502,15 @@ def test_shard_documents_hold_no_spill_part_open_or_mapped(tmp_path, word_starts
         last = Segment(other, len(other_sentences) - 1, len(other_sentences) - 1, 1, len(other_sentences[-1].ids))
         assert np.array_equal(docs.tokens.values(whole), np.concatenate([s.ids for s in sentences]))
         assert np.array_equal(docs.tokens.values(last), other_sentences[-1].ids[1:])
+        if len(sentences) > 1:  # across a sentence boundary, from inside the first to inside the second
+            across = Segment(number, 0, 1, 1, len(sentences[0].ids) + 1)
+            assert len(across) == len(sentences[0].ids)
+            joined = np.concatenate([sentences[0].ids, sentences[1].ids])
+            assert np.array_equal(docs.tokens.values(across), joined[1 : len(sentences[0].ids) + 1])
+            crossed += 1
         if word_starts:
             assert np.array_equal(docs.word_starts.values(last).astype(bool), other_sentences[-1].word_starts[1:])
+    assert crossed > 0
     assert _held_spill_files(prefixes) == (set(), set())
 
 

@@ -5,11 +5,14 @@ never seen by training instances (not even as random B segments)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EN_DUMP, EN_VOCAB, REAL_EN_DUMP, REAL_EN_VOCAB, build_dataset, segment_windows
+from conftest import EN_DUMP, EN_VOCAB, REAL_EN_DUMP, REAL_EN_VOCAB, ROOT, build_dataset, segment_windows
 
 from data_prep.documents import is_validation
 from tacl_scale.data import DatasetError, PretrainDataset
@@ -59,22 +62,55 @@ def test_no_validation_text_reaches_training_instances(real_split_dataset: Path)
     that both a training and a validation document contain themselves (Wikipedia
     repeats some sentences verbatim across articles), never a leak such as a
     validation segment used as a training instance's random B."""
-    train_own, train_all = segment_windows(PretrainDataset(real_split_dataset))
-    valid_own, valid_all = segment_windows(PretrainDataset(real_split_dataset, split="validation"))
+    train, held = PretrainDataset(real_split_dataset), PretrainDataset(real_split_dataset, split="validation")
+    train_own, train_all = segment_windows(train)
+    valid_own, valid_all = segment_windows(held)
     shared = valid_all & train_all
     assert all(w in train_own and w in valid_own for w in shared)
     assert len(shared) < 0.001 * len(valid_all)
-    # The check itself finds a leak: a validation window planted in a training random B.
-    planted = next(iter(valid_all - train_all))
-    leaky = valid_all & (train_all | {planted})
-    assert not all(w in train_own and w in valid_own for w in leaky)
+    # The check itself finds a leak: a training instance whose random B is a
+    # validation instance's segment A, windowed as the training set's instances are.
+    victim = next(i for i in range(len(train)) if train[i]["nsp_label"] == 1
+                  and int((train[i]["token_type_ids"] == 1).sum()) > 13)
+    item = dict(train[victim])
+    ids = item["original_ids"].copy()
+    b_start, b_len = int((item["token_type_ids"] == 0).sum()), int((item["token_type_ids"] == 1).sum()) - 1
+    source = held[next(k for k in range(len(held)) if int((held[k]["token_type_ids"] == 0).sum()) - 2 >= b_len)]
+    ids[b_start : b_start + b_len] = source["original_ids"][1 : 1 + b_len]
+    item["original_ids"] = ids
+    planted_own, planted_all = segment_windows(_OneInstance(item, train.source_documents()[victim]))
+    leaky_own = {w: train_own.get(w, set()) | planted_own.get(w, set()) for w in train_own.keys() | planted_own.keys()}
+    leaky = valid_all & (train_all | planted_all)
+    assert not all(w in leaky_own and w in valid_own for w in leaky)
+
+
+class _OneInstance:
+    """A one-instance stand-in for a dataset, as ``segment_windows`` reads one."""
+
+    def __init__(self, item: dict, document: int) -> None:
+        self.item, self.document = item, document
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, index: int) -> dict:
+        return self.item
+
+    def source_documents(self) -> list[int]:
+        return [self.document]
 
 
 def test_the_rule_is_a_stable_hash_of_the_document_id() -> None:
     ids = [f"page-{i}" for i in range(20_000)]
     chosen = [is_validation(i, 0.1) for i in ids]
     assert 0.09 < np.mean(chosen) < 0.11
-    assert chosen == [is_validation(i, 0.1) for i in ids]
+    # The same documents in another process with another str hash seed (the build's
+    # workers, tacl-sentence-list): the rule must not depend on Python's hash().
+    code = ("import json; from data_prep.documents import is_validation; "
+            f"print(json.dumps([is_validation(f'page-{{i}}', 0.1) for i in range({len(ids)})]))")
+    env = {**os.environ, "PYTHONHASHSEED": "4321", "PYTHONPATH": str(ROOT)}
+    other = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(other.stdout) == chosen
     assert not any(is_validation(i, 0.0) for i in ids[:100])
     assert all(is_validation(i, 0.2) for i, c in zip(ids, chosen, strict=True) if c)  # nested as F grows
 
