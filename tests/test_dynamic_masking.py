@@ -5,6 +5,7 @@ the static masks of the real English sample."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -67,6 +68,13 @@ def test_dynamic_masks_follow_the_static_rules(datasets: dict[str, PretrainDatas
     assert any(not np.array_equal(a["masked_positions"], b["masked_positions"])
                for a, b in zip(static[:20], remasked[:20], strict=True))
     s, d = statistics(static, excluded), statistics(remasked, excluded)
+    # The cap: the dataset's own, and a lower one binds (whole words may stop short of it).
+    masker = DynamicMasking.for_dataset(ds, seed=7)
+    assert masker.max_predictions == ds.manifest.masking.max_predictions_per_seq
+    assert max(len(x["masked_positions"]) for x in remasked) <= masker.max_predictions
+    capped = TrainingInstances(ds, [dataclasses.replace(masker, max_predictions=3)])
+    counts = [len(capped[(1, i)]["masked_positions"]) for i in range(len(ds))]
+    assert max(counts) == 3 and sum(c < 3 for c in counts) < len(counts) // 2, counts
     assert s["cut_words"] == d["cut_words"] == 0.0  # whole words, both
     assert s["bad_random"] == d["bad_random"] == 0  # never a special or placeholder
     assert d["share"] == pytest.approx(s["share"], abs=0.005)

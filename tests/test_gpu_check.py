@@ -88,6 +88,8 @@ def test_the_offline_venv_trains_through_the_launcher(offline_venv: Path, bundle
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "step 2/2" in run.stdout and (tmp_path / "run" / "export" / "model.safetensors").is_file()
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["world_size"] == 2 and "mirror" in record["config"]["objective"]["objectives"]
 
 
 @gpu_image_tier

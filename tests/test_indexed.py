@@ -249,7 +249,8 @@ def test_exception_in_context_removes_partial_files(tmp_path):
 
 def test_out_of_range_in_context_removes_partial_files(tmp_path):
     prefix = tmp_path / "partial"
-    with pytest.raises(ValueError), IndexedWriter(prefix, np.uint8) as writer:
+    with pytest.raises(ValueError, match=f"{prefix}: value outside the range of uint8"), \
+            IndexedWriter(prefix, np.uint8) as writer:
         writer.add(np.arange(10))
         writer.add(np.array([300]))
     assert list(tmp_path.iterdir()) == []

@@ -299,20 +299,20 @@ def test_resolved_max_predictions():
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "said"),
     [
-        {"masked_lm_prob": 0.0},
-        {"masked_lm_prob": 1.0},
-        {"masked_lm_prob": -0.1},
-        {"masked_lm_prob": float("nan")},
-        {"mask_token_prob": -0.1},
-        {"random_token_prob": -0.1},
-        {"mask_token_prob": 0.9, "random_token_prob": 0.2},
-        {"mask_token_prob": 1.5, "random_token_prob": 0.0},
+        ({"masked_lm_prob": 0.0}, r"--masked-lm-prob 0\.0 must be in \(0, 1\)"),
+        ({"masked_lm_prob": 1.0}, r"--masked-lm-prob 1\.0 must be in \(0, 1\)"),
+        ({"masked_lm_prob": -0.1}, r"--masked-lm-prob -0\.1 must be in \(0, 1\)"),
+        ({"masked_lm_prob": float("nan")}, r"--masked-lm-prob nan must be in \(0, 1\)"),
+        ({"mask_token_prob": -0.1}, r"mask_token_prob -0\.1 and random_token_prob 0\.1: each must be >= 0"),
+        ({"random_token_prob": -0.1}, r"mask_token_prob 0\.8 and random_token_prob -0\.1: each must be >= 0"),
+        ({"mask_token_prob": 0.9, "random_token_prob": 0.2}, r"0\.9 and random_token_prob 0\.2: .* sum at most 1"),
+        ({"mask_token_prob": 1.5, "random_token_prob": 0.0}, r"1\.5 and random_token_prob 0\.0: .* sum at most 1"),
     ],
 )
-def test_masking_config_rejects_bad_values(kwargs):
-    with pytest.raises(ValueError):
+def test_masking_config_rejects_bad_values(kwargs, said):
+    with pytest.raises(ValueError, match=said):
         MaskingConfig(**kwargs)
 
 
@@ -346,7 +346,7 @@ def test_masking_config_accepts_edge_values():
 
 
 def test_masking_config_rejects_negative_max_predictions():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="--max-predictions-per-seq -1 must be >= 1"):
         MaskingConfig(max_predictions_per_seq=-1)
 
 

@@ -126,8 +126,10 @@ def test_views_are_the_original_and_a_span_masked_copy_seeded_by_epoch_and_insta
     assert np.array_equal(first[0], item["original_ids"])
     assert int((first[1] == MASK).sum()) == 2
     assert np.array_equal(views.apply(item, 0, 3)["mirror_ids"], first)  # deterministic
-    others = {views.apply(item, e, i)["mirror_ids"][1].tobytes() for e in range(3) for i in range(10)}
-    assert len(others) > 5
+    by_epoch = {views.apply(item, e, 3)["mirror_ids"][1].tobytes() for e in range(10)}
+    by_instance = {views.apply(item, 0, i)["mirror_ids"][1].tobytes() for i in range(10)}
+    assert len(by_epoch) > 5 and len(by_instance) > 5  # each of the two moves the span
+    assert views.apply(item, 1, 3)["mirror_ids"][1].tobytes() != views.apply(item, 3, 1)["mirror_ids"][1].tobytes()
 
 
 def tiny_encoder(dropout: float) -> BertModel:

@@ -179,40 +179,30 @@ def test_a_token_past_the_repeated_lines_of_bert_base_chinese(tmp_path: Path) ->
 
 
 def test_chinese_whole_word_masking_pre_segmented(tmp_path: Path) -> None:
+    """Every word the pre-segmented file's spaces delimit (its instances' stored word
+    starts; tests/test_documents.py holds those to the segmentation) is masked whole
+    or not at all: its maskable tokens (not special, not [UNK]) all or none."""
     out = build_dataset(tmp_path / "zh", "--input", str(ZH_SEGMENTED), "--format", "text",
                         "--language", "zh", "--tokenizer", str(ZH_VOCAB), "--whole-word-masking",
                         "--zh-segmenter", "pre-segmented", "--min-doc-chars", "10")
     ds = PretrainDataset(out)
     assert ds.manifest.masking.whole_word_masking is True
-    tok = load_tokenizer(TokenizerConfig(str(ZH_VOCAB)))
-    # Words of the segmented file: every masked position must cover whole words.
-    words = {w.lower() for line in ZH_SEGMENTED.read_text(encoding="utf-8").split("\n") for w in line.split()}
+    special = np.zeros(ds.manifest.tokenizer.vocab_size, dtype=bool)
+    special[list(ds.manifest.tokenizer.special_ids.all())] = True
     multi_char_masked = 0
     for i in range(0, len(ds), 5):
         item = ds[i]
-        masked = set(item["masked_positions"].tolist())
-        chars = [tok.id_to_token(int(t)) for t in item["original_ids"]]
-        # a run of consecutive masked positions is a concatenation of whole words
-        run: list[int] = []
-        for pos in sorted(masked) + [10**9]:
-            if run and pos != run[-1] + 1:
-                piece = "".join(chars[p].removeprefix("##") for p in run)
-                multi_char_masked += len(run) > 1
-                # Truncation may cut a word at a segment's edge, and a word's [UNK] (never
-                # masked) leaves the rest of the word to be masked without it.
-                at_edge = chars[run[0] - 1] in ("[CLS]", "[SEP]", "[UNK]") or chars[run[-1] + 1] in ("[SEP]", "[UNK]")
-                assert at_edge or _is_word_sequence(piece, words), (piece, " ".join(chars))
-                run = []
-            run.append(pos)
+        starts = item["word_starts"].astype(bool)
+        assert starts[0] and not starts.all()  # words of several characters
+        masked = np.zeros(len(starts), dtype=bool)
+        masked[item["masked_positions"]] = True
+        maskable = ~special[item["original_ids"]]
+        bounds = [*np.flatnonzero(starts).tolist(), len(starts)]
+        for first, end in zip(bounds[:-1], bounds[1:], strict=True):
+            word = masked[first:end][maskable[first:end]]
+            assert word.all() or not word.any(), (i, first, end, masked[first:end], maskable[first:end])
+            multi_char_masked += len(word) > 1 and bool(word.all())
     assert multi_char_masked > 20
-
-
-def _is_word_sequence(text: str, words: set[str]) -> bool:
-    """Whether ``text`` splits into words of ``words`` (masked runs may join words)."""
-    ok = [True] + [False] * len(text)
-    for end in range(1, len(text) + 1):
-        ok[end] = any(ok[s] and text[s:end] in words for s in range(max(0, end - 40), end))
-    return ok[-1]
 
 
 def test_chinese_jieba_and_traditional_conversion(tmp_path: Path) -> None:
@@ -227,6 +217,16 @@ def test_chinese_jieba_and_traditional_conversion(tmp_path: Path) -> None:
     text = "".join(tok.id_to_token(int(t)) for i in range(len(ds)) for t in ds[i]["original_ids"])
     assert "这个国家" in text and "這" not in text
     assert ds.manifest.masking.zh_segmenter == "jieba"
+    # jieba's words reach the instances: 国家 and 数学 are one word each (家, 学 continue them).
+    pairs = {("国", "家"): 0, ("数", "学"): 0}
+    for i in range(len(ds)):
+        tokens = [tok.id_to_token(int(t)) for t in ds[i]["original_ids"]]
+        starts = ds[i]["word_starts"].astype(bool)
+        for k in range(len(tokens) - 1):
+            if (tokens[k], tokens[k + 1]) in pairs:
+                assert starts[k] and not starts[k + 1], (tokens, starts.tolist())
+                pairs[(tokens[k], tokens[k + 1])] += 1
+    assert all(pairs.values()), pairs
 
 
 def test_wikiextractor_json_and_hf_directory_tokenizer(tmp_path: Path) -> None:

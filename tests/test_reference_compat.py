@@ -130,7 +130,10 @@ def test_the_command_line_sets_what_the_mode_needs_and_refuses_the_rest(tmp_path
     assert config.objective.reference_compat and config.data.pad_to_max_length
     assert config.performance.unpad is False and config.performance.teacher_dtype == "fp32"
     assert not parse_args(base).objective.reference_compat
-    for flags, message in ((["--unpad"], "cannot run with --unpad"), (["--teacher-dtype", "fp16"], "fp32")):
+    contradictions = [(["--unpad"], "cannot run with --unpad"),
+                      (["--teacher-dtype", "fp16"], "runs the teacher in fp32, as the released code: not "
+                                                    "--teacher-dtype fp16")]
+    for flags, message in contradictions:
         with pytest.raises(UsageError, match=re.escape(message)):
             parse_args([*base, "--reference-compat", *flags])
 

@@ -462,9 +462,9 @@ def test_write_is_byte_identical(tmp_path: Path) -> None:
 
 
 def test_bad_arguments() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"language must be one of \('en', 'zh'\), not 'fr'"):
         generate_wiki_xml(5, 0, "fr")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="num_articles must be between 0 and 50000, not -1"):
         generate_wiki_xml(-1)
 
 
@@ -474,9 +474,11 @@ def test_main_writes_file(tmp_path: Path) -> None:
     assert bz2.decompress(out.read_bytes()).decode("utf-8") == generate_wiki_xml(4, 3, "zh")
 
 
-def test_main_rejects_bad_language(tmp_path: Path) -> None:
+def test_main_rejects_bad_language(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main([str(tmp_path / "x.xml"), "--language", "fr"])
+    assert "--language: invalid choice: 'fr'" in capsys.readouterr().err
+    assert not (tmp_path / "x.xml").exists()
 
 
 def test_module_cli(tmp_path: Path) -> None:

@@ -43,9 +43,9 @@ def test_depends_on_seed_and_epoch_and_looks_shuffled() -> None:
         assert (other(np.arange(n)) != base).mean() > 0.99
     assert abs(np.corrcoef(np.arange(n), base)[0, 1]) < 0.05
     assert (base == np.arange(n)).mean() < 0.01  # few fixed points
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match=rf"position {n} outside \[0, {n}\)"):
         FeistelPermutation(n, 1)(np.array([n]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cannot permute 0 elements"):
         FeistelPermutation(0, 1)
 
 

@@ -10,6 +10,7 @@ before the ranks start)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -82,7 +83,7 @@ def test_two_ranks_train_checkpoint_log_and_export(full_run: Path) -> None:
     assert sorted(steps) == [1, 2, 3, 4, 5, 6]
     for record in steps.values():
         for key in ("loss", "tacl", "mlm", "nsp", "tacl_acc", "lr", "samples_per_s", "tokens_per_s"):
-            assert key in record and record[key] == record[key]  # present, not NaN
+            assert key in record and math.isfinite(record[key]), (key, record)
         assert record["loss"] == pytest.approx(record["tacl"] + record["mlm"] + record["nsp"], rel=1e-5)
     run = json.loads((full_run / "run.json").read_text())
     assert run["world_size"] == 2 and run["deepspeed_config"]["gradient_accumulation_steps"] == 1
@@ -219,9 +220,9 @@ def test_loss_falls_when_overfitting_and_objective_switch(setup: dict[str, Path]
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ("vocab", "differs"),
-        ("positions", "positions"),
-        ("ds_no_zero", "zero_optimization"),
+        ("vocab", "gives other ids ("),
+        ("positions", "has 32 positions"),
+        ("ds_no_zero", "no zero_optimization section (ZeRO stage)"),
         ("batch", "a whole number of accumulation steps; --micro-batch-size must divide"),
         ("existing_run", "holds another run"),
         ("no_validation", "needs a validation split"),
@@ -260,7 +261,8 @@ def test_refusals(setup: dict[str, Path], tmp_path: Path, capsys: pytest.Capture
     data_files = sorted(setup["data"].rglob("*"))
     code, stderr = main_in_this_process([item for pair in args.items() for item in pair], capsys)
     assert code == 2, stderr[-3000:]
-    assert message in stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and message in errors[0], errors
     assert sorted(setup["data"].rglob("*")) == data_files  # not even the run's lock file
 
 

@@ -187,8 +187,9 @@ def test_bf16_run_exports_the_fp32_master_weights(join: Callable[[], Distributed
 def test_fused_optimizer_same_updates_and_state(join: Callable[[], Distributed], dataset: Path, model_file: Path,
                                                 tmp_path: Path) -> None:
     """``--fused-optimizer`` (AdamW's fused kernel) gives the same updates as the
-    default one and the same optimizer-state layout in the checkpoint."""
-    losses, states = {}, {}
+    default one (the losses of every step, and after the last update the moments and
+    the fp32 master weights) and the same optimizer-state layout in the checkpoint."""
+    losses, states, saved_states = {}, {}, {}
     for fused in (False, True):
         config = make_config(dataset, model_file, tmp_path / f"run{fused}", steps=3, export=False,
                              performance=PerformanceConfig(fused_optimizer=fused))
@@ -202,7 +203,16 @@ def test_fused_optimizer_same_updates_and_state(join: Callable[[], Distributed],
         saved = torch.load(optim_file, map_location="cpu", weights_only=False)["optimizer_state_dict"]
         states[fused] = {group: {name: (tuple(t.shape), t.dtype) for name, t in state.items()}
                          for group, state in saved["base_optimizer_state"]["state"].items()}
+        saved_states[fused] = saved
     assert losses[True] == pytest.approx(losses[False], rel=1e-5)
+    for group, state in saved_states[False]["base_optimizer_state"]["state"].items():
+        for name in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(saved_states[True]["base_optimizer_state"]["state"][group][name], state[name],
+                                       rtol=1e-4, atol=1e-9)
+    masters = [saved["single_partition_of_fp32_groups"] for saved in (saved_states[True], saved_states[False])]
+    assert len(masters[0]) == len(masters[1]) == 2
+    for fused_master, default_master in zip(*masters, strict=True):
+        torch.testing.assert_close(fused_master, default_master, rtol=1e-5, atol=1e-7)
     assert states[True] == states[False] and len(states[True]) == 2
     assert all({"exp_avg", "exp_avg_sq", "step"} == set(group) for group in states[True].values())
     # A fused run's checkpoint resumes with the default optimizer, and goes on.
@@ -688,9 +698,11 @@ def test_the_command_line_takes_its_defaults_from_the_config_dataclasses(tmp_pat
     (["--data", "e", "--data-weights", "1", "inf"], r"--data-weights must be one finite positive weight per --data, "
                                                     r"got \[1.0, inf\]"),
     (["--steps", "-5"], "--steps must be >= 1"), (["--warmup-ratio", "-1"], r"--warmup-ratio must be in \[0, 1\]"),
-    (["--micro-batch-size", "0"], "--micro-batch-size must be >= 1"), (["--keep-last", "-1"], "--keep-last"),
-    (["--eval-instances", "0"], "--eval-instances"), (["--num-workers", "-1"], "--num-workers"),
-    (["--seed", "-1"], r"--seed must be in \[0, 2\*\*63\), got -1"), (["--seed", str(2**63)], "--seed"),
+    (["--micro-batch-size", "0"], "--micro-batch-size must be >= 1"), (["--keep-last", "-1"], r"--keep-last must be >= 0 \(0: keep all\), got -1"),
+    (["--eval-instances", "0"], "--eval-instances must be >= 1, got 0"),
+    (["--num-workers", "-1"], "--num-workers must be >= 0, got -1"),
+    (["--seed", "-1"], r"--seed must be in \[0, 2\*\*63\), got -1"),
+    (["--seed", str(2**63)], rf"--seed must be in \[0, 2\*\*63\), got {2**63}"),
     (["--data", "./d"], rf"--data {re.escape(os.path.abspath('d'))} is given twice: give each dataset once "
                         r"\(--data-weights"),
 ])
@@ -815,10 +827,11 @@ def test_a_tacl_kernel_the_device_cannot_run_is_refused_before_a_step(
 
 
 def test_export_verifies_the_checkpoint_it_reads(join: Callable[[], Distributed], dataset: Path, model_file: Path,
-                                                 tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+                                                 tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """A bit flipped in the newest checkpoint: exporting it by name is refused in
     one line; exporting the run directory takes the older checkpoint and says so."""
-    from tacl_scale.export import export_checkpoint, main
+    from tacl_scale.export import EXPORT_MARKER, export_checkpoint, main
 
     run = tmp_path / "run"
     trainer = Trainer.build(make_config(dataset, model_file, run, steps=4, export=False,
@@ -835,10 +848,15 @@ def test_export_verifies_the_checkpoint_it_reads(join: Callable[[], Distributed]
     with pytest.raises(ValueError, match="step00000004: does not verify.*sha256 mismatch"):
         export_checkpoint(newest, tmp_path / "bad")
     assert not (tmp_path / "bad").exists()
+    capsys.readouterr()
     assert main([str(newest), str(tmp_path / "bad")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {newest}: does not verify"), errors
     with caplog.at_level("INFO", logger="tacl_scale.export"):
         export_checkpoint(run, tmp_path / "older")
     assert "exporting step00000002, an older checkpoint than the newest" in caplog.text
+    assert json.loads((tmp_path / "older" / EXPORT_MARKER).read_text())["source"] == str(run / "checkpoints" /
+                                                                                      "step00000002")
     weights, config = tmp_path / "older" / "model.safetensors", tmp_path / "older" / "config.json"
     assert weights.stat().st_mode & 0o777 == config.stat().st_mode & 0o777  # not owner-only
 

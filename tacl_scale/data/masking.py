@@ -33,7 +33,8 @@ class MaskingConfig:
             raise ValueError(f"--masked-lm-prob {self.masked_lm_prob} must be in (0, 1)")
         if not (self.mask_token_prob >= 0 and self.random_token_prob >= 0
                 and self.mask_token_prob + self.random_token_prob <= 1):
-            raise ValueError("mask_token_prob + random_token_prob must lie in [0, 1]")
+            raise ValueError(f"mask_token_prob {self.mask_token_prob} and random_token_prob {self.random_token_prob}: "
+                             "each must be >= 0 and their sum at most 1")
         if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
             raise ValueError(f"--max-predictions-per-seq {self.max_predictions_per_seq} must be >= 1")
 
