@@ -188,6 +188,11 @@ def test_a_token_id_past_the_vocabulary_names_shard_instance_and_position(zh_dat
     from tacl_scale.data import PretrainDataset
 
     assert PretrainDataset(bad)[instance]["original_ids"][position] == 65535
+    # As the command says it: that one line, exit 2.
+    code, stderr = main_in_this_process(["--recipe", "tiny-cpu", *common(bad, tiny_bert_file, tmp_path / "cli", 3),
+                                         "--no-verify-data", "--num-workers", "0"], capsys)
+    assert code == 2, stderr[-3000:]
+    assert error_lines(stderr) == [f"error: {message}"], stderr[-3000:]
 
 
 def rank_error_of(config: TrainConfig, join: Callable[[], Any]) -> str:
