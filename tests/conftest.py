@@ -144,6 +144,15 @@ def why_slow(item: pytest.Item) -> list[str]:
         f"{name} in {function.__name__}" for function in functions for name in sorted(slow_names(function))]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Hear Ctrl-C as a terminal's Python does. A suite started in the background by a
+    script (``cmd &`` without job control, as CI may) runs with SIGINT ignored, and the
+    Ctrl-C tests, which send SIGINT to this process, then waited for an interruption
+    that never came."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``slow`` the tests that build, train or start a process (:func:`why_slow`;

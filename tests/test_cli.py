@@ -199,7 +199,7 @@ def test_an_output_that_is_a_directory_or_under_a_file_is_one_error_line(name: s
     main, argv = _writers(tmp_path, a_file / "x-multistream.xml.bz2")[name]
     assert main(argv) == EXIT_ERROR
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and str(a_file) in errors[0], errors
+    assert errors == [f"error: {a_file / 'x-multistream.xml.bz2'}: {a_file} is a file, not a directory"]
     assert a_file.read_text(encoding="utf-8") == "kept"
 
 
@@ -268,7 +268,8 @@ def test_ctrl_c_is_one_line_and_exit_status_130_leaving_the_old_output(name: str
         monkeypatch.setattr(module, function, ctrl_c)
     main, argv = _writers(tmp_path, out)[name]
     assert main([*argv, "--overwrite"]) == 130
-    assert capsys.readouterr().err.splitlines()[-1] == "interrupted"
+    err = capsys.readouterr().err
+    assert err.endswith("interrupted\n") and "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name] and out.read_bytes() == b"the old output"
 
 
