@@ -51,11 +51,22 @@ def tags(root: Path) -> list[str]:
 
 
 def latest_tag(root: Path) -> str | None:
-    """The tag of the last complete checkpoint under ``root``, if any."""
+    """The tag of the last complete checkpoint under ``root``, if any. The pointer
+    is a hint (:func:`newest_verified_tag` checks every checkpoint), so one that is
+    not a tag (damaged, or some other file) is said and ignored."""
     pointer = root / LATEST
     if not pointer.is_file():
         return None
-    tag = pointer.read_text(encoding="utf-8").strip()
+    try:
+        tag = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as err:
+        log.warning("%s: unreadable (%s): ignored, the checkpoints are searched instead", pointer, err)
+        return None
+    if not _TAG.match(tag):
+        if tag:
+            log.warning("%s: %r is not a checkpoint tag: ignored, the checkpoints are searched instead", pointer,
+                        tag[:40])
+        return None
     return tag if (root / tag).is_dir() else None
 
 
@@ -81,6 +92,9 @@ def verify(directory: Path) -> str | None:
         files = json.loads(record.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         return f"{record}: unreadable: {err}"
+    if not isinstance(files, dict) or not all(isinstance(entry, dict) and isinstance(entry.get("bytes"), int)
+                                              and isinstance(entry.get("sha256"), str) for entry in files.values()):
+        return f"{record}: not a checkpoint record (an object of file -> its bytes and sha256)"
     for name, expected in files.items():
         path = directory / name
         if not path.is_file():
@@ -96,8 +110,10 @@ def verify(directory: Path) -> str | None:
 def verify_unrecorded(directory: Path) -> str | None:
     """What can be checked of a checkpoint saved without a record (by a version
     that kept none): every torch file is a whole zip archive whose members match
-    their CRC-32 (a truncated or bit-flipped file fails). ``None`` when it passes,
-    else what is wrong, naming the file."""
+    their CRC-32 (a truncated or bit-flipped file fails), and its trainer state
+    reads. ``None`` when it passes, else what is wrong, naming the file."""
+    if problem := trainer_state_problem(directory):
+        return problem
     for path in sorted(directory.rglob("*.pt")):
         try:
             with zipfile.ZipFile(path) as archive:
@@ -366,10 +382,28 @@ def _remove_unless_read(root: Path, tag: str) -> bool:
     return True
 
 
+def trainer_state_problem(directory: Path) -> str | None:
+    """What is wrong with a checkpoint's ``trainer_state.json`` (naming it), or None
+    (also when there is none: checkpoints before it kept their state elsewhere)."""
+    state = directory / STATE
+    if not state.is_file():
+        return None
+    try:
+        saved = json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return f"{state}: unreadable (truncated?): {err}"
+    if not isinstance(saved, dict) or not isinstance(saved.get("world_size"), int):
+        return f"{state}: not a trainer state (an object with the step and world_size)"
+    return None
+
+
 def saved_world_size(directory: Path) -> int:
-    """The number of data-parallel ranks a checkpoint was saved with."""
+    """The number of data-parallel ranks a checkpoint was saved with (a
+    :class:`ValueError` naming its trainer state when that does not read)."""
     state = directory / STATE
     if state.is_file():
+        if problem := trainer_state_problem(directory):
+            raise ValueError(problem)
         return int(json.loads(state.read_text(encoding="utf-8"))["world_size"])
     return len(list(directory.glob("*zero_pp_rank_*_mp_rank_*_optim_states.pt")))  # older checkpoints
 

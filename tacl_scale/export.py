@@ -34,7 +34,7 @@ import torch
 from transformers import BertConfig, BertForPreTraining
 from transformers.utils import logging as transformers_logging
 
-from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify
+from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify, verify_unrecorded
 from .cli import error_exit, make_parser
 from .files import os_error_line, output_directory_problem
 from .preemption import ctrl_c_ends, uninterrupted
@@ -55,10 +55,24 @@ def export_target_problem(out: Path) -> str | None:
     directory or a dataset, is refused rather than overwritten."""
     if problem := output_directory_problem(out, "a directory for the export") or container_problem(out):
         return problem
+    if out.is_symlink():
+        # The export is renamed into place: that would replace the link, not what it names.
+        return (f"{out}: a symbolic link (to {os.path.realpath(out)}); export to the directory itself or to a new "
+                "directory")
+    if out.is_dir() and os.path.ismount(out):
+        return (f"{out}: a mount point, which the export (written beside it, then renamed into place) cannot "
+                f"replace; export into a new directory inside it ({out / 'model'})")
     if out.exists() and any(out.iterdir()) and not (out / EXPORT_MARKER).is_file():
         return (f"{out}: a directory that holds files and is not an earlier export (it has no {EXPORT_MARKER}); "
                 "export to a new directory, so that nothing in it is overwritten")
     return None
+
+
+def holds_a_vocabulary(directory: Path) -> bool:
+    """Whether ``directory`` holds a tokenizer's vocabulary, as the run's snapshot
+    does for each tokenizer kind (:func:`tacl_scale.run_dir.write_tokenizer`)."""
+    return (any((directory / name).is_file() for name in ("vocab.txt", "tokenizer.json"))
+            or any(directory.glob("*.model")))
 
 
 def container_problem(out: Path, runs_and_datasets: bool = True) -> str | None:
@@ -98,8 +112,12 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, 
     ``initial`` directories, which runs older than the marker wrote without it."""
     if next(student.parameters()).dtype != torch.float32:
         raise ValueError("export_student takes fp32 weights; export a checkpoint for a half-precision run")
+    out = Path(os.path.abspath(out))  # "." and ".." have no name to write beside
     if not managed and (problem := export_target_problem(out)):
         raise ValueError(problem)
+    if not holds_a_vocabulary(tokenizer_dir):
+        raise ValueError(f"{tokenizer_dir}: no vocabulary (vocab.txt, tokenizer.json or a sentencepiece .model): "
+                         "a model exported without it cannot tokenize; copy the dataset's tokenizer/ files into it")
     partial, previous = out.with_name(f".{out.name}.partial"), out.with_name(f".{out.name}.previous")
     _restore(previous, out)  # an export killed (SIGKILL) between its two renames left the old one there
     for leftover in (partial, previous):
@@ -236,8 +254,10 @@ def _lock_named(ckpt: Path) -> tuple[Path, ReadLock]:
             if problem is not None:
                 raise ValueError(f"{ckpt}: does not verify, not exported: {problem}")
         else:
-            log.warning("%s has no %s (saved before checkpoints were verified): exported unchecked", ckpt,
-                        CHECKPOINT_RECORD)
+            if problem := verify_unrecorded(ckpt):
+                raise ValueError(f"{ckpt}: does not verify, not exported: {problem}")
+            log.warning("%s has no %s (saved before checkpoints were verified): exported with its torch files "
+                        "checked whole only", ckpt, CHECKPOINT_RECORD)
     except BaseException:
         lock.release()
         raise

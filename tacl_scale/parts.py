@@ -551,7 +551,10 @@ def checkpoint_to_resume(run: RunDir, dist: Distributed) -> str | None:
         tag, problems = checkpoint.newest_verified_tag(ckpt_root)
         error = None
         if tag is not None:
-            saved = checkpoint.saved_world_size(ckpt_root / tag)
+            try:
+                saved = checkpoint.saved_world_size(ckpt_root / tag)
+            except ValueError as err:  # refused on every rank below, never rank 0's traceback alone
+                saved, error = dist.world_size, f"--resume: {err}"
             if saved != dist.world_size:
                 log.info("%s was saved by %d rank(s), this job has %d: converting it to a DeepSpeed universal "
                          "checkpoint", ckpt_root / tag, saved, dist.world_size)

@@ -383,7 +383,12 @@ def snapshot_tokenizer(source: TokenizerSource, run: RunDir) -> Path:
     tmp = run.path / f".{TOKENIZER_DIR}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    write_tokenizer(source, tmp)
+    try:
+        write_tokenizer(source, tmp)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ValueError(f"{target}: missing, and the tokenizer the run recorded cannot be copied again "
+                         f"({err}): copy the dataset's tokenizer/ files to {target}") from err
     os.replace(tmp, target)
     return target
 

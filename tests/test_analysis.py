@@ -147,8 +147,15 @@ def test_a_bad_model_is_one_error_line_naming_it(tiny_model: Path, tmp_path: Pat
     for file in tiny_model.iterdir():
         (truncated / file.name).write_bytes(file.read_bytes()[:1000] if file.suffix == ".safetensors"
                                             else file.read_bytes())
+    no_tokenizer = tmp_path / "no-tokenizer"  # as a Trainer checkpoint: weights and config alone
+    no_tokenizer.mkdir()
+    for file in tiny_model.iterdir():
+        if file.suffix in (".safetensors", ".bin") or file.name == "config.json":
+            (no_tokenizer / file.name).write_bytes(file.read_bytes())
     cases = [(tmp_path, "neither a Hugging Face model directory (no config.json) nor a training run"),
-             (truncated, "cannot load the model: Error while deserializing header")]
+             (truncated, "cannot load the model: Error while deserializing header"),
+             # transformers built a tokenizer of its specials alone: every word [UNK], figures all the same
+             (no_tokenizer, "no tokenizer vocabulary (vocab.txt, tokenizer.json or a sentencepiece .model)")]
     for model, says in cases:
         assert main(["selfsim", "--model", str(model), "--sentences", str(sentences), "--out",
                      str(tmp_path / "out")]) == 2

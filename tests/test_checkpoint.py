@@ -174,3 +174,41 @@ def test_a_checkpoint_without_a_record_is_checked_as_far_as_it_can_be(tmp_path: 
         assert tag == "step00000002", says
         assert len(problems) == 1 and "step00000004/mp_rank_00_model_states.pt" in problems[0]
         assert says in problems[0]
+
+
+def test_damaged_pointers_records_and_states_are_named_not_tracebacks(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """Bytes that are not a tag in ``latest`` are said and ignored (it is a hint: the
+    checkpoints are searched); a files.json that is JSON but no record, and an
+    unrecorded checkpoint's unreadable trainer_state.json, are problems naming the
+    file (the checkpoint is skipped), never an AttributeError or a JSONDecodeError."""
+    root = tmp_path / "checkpoints"
+    for step in (2, 4):
+        checkpoint.save(FakeSavingEngine(), root, step, {"step": step, "world_size": 1}, keep_last=3,
+                        barrier=lambda: None)
+    latest = root / checkpoint.LATEST
+    latest.write_bytes(bytes(range(256)) * 4)  # not UTF-8
+    with caplog.at_level(logging.WARNING, logger="tacl_scale.checkpoint"):
+        assert checkpoint.latest_tag(root) is None
+        latest.write_text("../../etc")
+        assert checkpoint.latest_tag(root) is None
+    assert f"{latest}: unreadable" in caplog.text and f"{latest}: '../../etc' is not a checkpoint tag" in caplog.text
+    assert checkpoint.newest_verified_tag(root) == ("step00000004", [])
+
+    record = root / "step00000004" / checkpoint.CHECKPOINT_RECORD
+    for damaged in ("[]", "null", '{"a.pt": {"sha256": "00"}}'):
+        record.write_text(damaged)
+        tag, problems = checkpoint.newest_verified_tag(root)
+        assert tag == "step00000002" and problems == [
+            f"{record}: not a checkpoint record (an object of file -> its bytes and sha256)"], damaged
+
+    unrecorded = root / "step00000006"  # saved before records were kept, and named by latest
+    unrecorded.mkdir()
+    torch.save({"weight": torch.arange(10.0)}, unrecorded / "mp_rank_00_model_states.pt")
+    state = unrecorded / checkpoint.STATE
+    state.write_text('{"step": 6, "world_si')
+    latest.write_text("step00000006")
+    tag, problems = checkpoint.newest_verified_tag(root)
+    assert tag == "step00000002" and len(problems) == 2 and problems[0].startswith(f"{state}: unreadable (truncated?)")
+    with pytest.raises(ValueError, match=f"{state}: unreadable"):
+        checkpoint.saved_world_size(unrecorded)

@@ -96,3 +96,39 @@ def test_an_export_inside_a_run_a_dataset_or_an_export_is_refused(tmp_path: Path
         assert export_target_problem(allowed) is None, allowed
     assert container_problem(run / "analysis", runs_and_datasets=False) is None  # a report beside the run's files
     assert container_problem(export / "analysis", runs_and_datasets=False) is not None
+
+
+def test_an_export_without_a_vocabulary_is_refused(tmp_path: Path) -> None:
+    """A run whose tokenizer/ lost its files exported a model that cannot tokenize,
+    with exit 0; now refused, naming the folder, and nothing is written."""
+    empty = tmp_path / "tokenizer"
+    empty.mkdir()
+    (empty / "tokenizer_config.json").write_text("{}", encoding="utf-8")  # settings alone are no vocabulary
+    with pytest.raises(ValueError, match=f"{empty}: no vocabulary \\(vocab.txt, tokenizer.json or a sentencepiece"):
+        export_student(student(0), tmp_path / "model", empty, "run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer"]
+    (empty / "spm.model").write_bytes(b"a sentencepiece model")  # a sentencepiece run's snapshot
+    assert (export_student(student(0), tmp_path / "model", empty, "run") / "spm.model").is_file()
+
+
+def test_an_export_to_dot_a_link_or_a_mount_point(tokenizer_dir: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """'.' (an empty working directory) is the directory it names (it had no name to
+    write beside: "PosixPath('.') has an empty name"); a symbolic link, which the
+    rename would replace instead of what it names, and a mount point, which cannot
+    be renamed, are refused naming them."""
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert export_student(student(0), Path("."), tokenizer_dir, "run") == here
+    assert (here / "model.safetensors").is_file() and (here / EXPORT_MARKER).is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(elsewhere)
+    with pytest.raises(ValueError, match=f"{link}: a symbolic link \\(to {elsewhere}\\)"):
+        export_student(student(0), link, tokenizer_dir, "run")
+    assert link.is_symlink() and list(elsewhere.iterdir()) == []
+    monkeypatch.setattr(os.path, "ismount", lambda path: Path(path) == elsewhere)
+    with pytest.raises(ValueError, match=f"{elsewhere}: a mount point, .* \\({elsewhere / 'model'}\\)"):
+        export_student(student(0), elsewhere, tokenizer_dir, "run")

@@ -857,6 +857,15 @@ def test_export_verifies_the_checkpoint_it_reads(join: Callable[[], Distributed]
     assert "exporting step00000002, an older checkpoint than the newest" in caplog.text
     assert json.loads((tmp_path / "older" / EXPORT_MARKER).read_text())["source"] == str(run / "checkpoints" /
                                                                                       "step00000002")
+    # A checkpoint without its record (as older versions saved) named outright: its
+    # torch files are checked whole, and a truncated one is refused, not a traceback.
+    older = run / "checkpoints" / "step00000002"
+    (older / "files.json").unlink()
+    model_states = next(older.glob("mp_rank_*_model_states.pt"))
+    model_states.write_bytes(model_states.read_bytes()[:1000])
+    with pytest.raises(ValueError, match=f"{older}: does not verify, not exported: {model_states}: not a whole"):
+        export_checkpoint(older, tmp_path / "truncated")
+    assert not (tmp_path / "truncated").exists()
     weights, config = tmp_path / "older" / "model.safetensors", tmp_path / "older" / "config.json"
     assert weights.stat().st_mode & 0o777 == config.stat().st_mode & 0o777  # not owner-only
 
