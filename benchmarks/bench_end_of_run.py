@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import tempfile
 import time
@@ -36,8 +35,6 @@ def main() -> int:
     p.add_argument("--ds", type=Path, default=ROOT / "ds_configs" / "zero1_bf16.json")
     p.add_argument("--model", type=Path, default=None, help="a BertConfig JSON (default: BERT-base)")
     args = p.parse_args()
-    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(random.randint(20000, 40000)))
     import torch
 
     if not torch.cuda.is_available():
@@ -58,7 +55,8 @@ def main() -> int:
                              data=DataConfig((str(args.data),), num_workers=0),
                              optim=OptimConfig(steps=10, batch_size=2, micro_batch_size=2),
                              checkpoint=CheckpointConfig(save_every=10**9), eval_every=0, export=False)
-        trainer = Trainer.build(config, Distributed.setup(LaunchEnv.from_environ(os.environ)))
+        # Standalone, as tacl-train in a shell: its port picked as it binds (again if taken).
+        trainer = Trainer.build(config, Distributed.setup(LaunchEnv(master_addr="127.0.0.1", standalone=True)))
         try:
             trainer.train_step().read()
             trainer.state.step = 1  # the end of a run as train() ends it: checkpoint and export side by side

@@ -30,8 +30,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import random
 import sys
 import tempfile
 import time
@@ -169,8 +167,6 @@ def build_trainer(data: Path, model: Path, workdir: Path, setup: Setup, workers:
     from tacl_scale.distributed import Distributed, LaunchEnv
     from tacl_scale.trainer import Trainer
 
-    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(random.randint(20000, 40000)))
     config = TrainConfig(
         model=str(model), output=str(workdir / setup.name.replace(" ", "-")),
         engine=EngineConfig.from_file(ROOT / "ds_configs" / setup.ds_config),
@@ -181,7 +177,8 @@ def build_trainer(data: Path, model: Path, workdir: Path, setup: Setup, workers:
                                       compile=False if setup.eager_fallback else None),
         eval_every=0, export=False, log_every=10**9,
     )
-    return Trainer.build(config, Distributed.setup(LaunchEnv.from_environ(os.environ)))
+    # Standalone, as tacl-train in a shell: its port picked as it binds (again if taken).
+    return Trainer.build(config, Distributed.setup(LaunchEnv(master_addr="127.0.0.1", standalone=True)))
 
 
 def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int, warmup: int,

@@ -11,6 +11,7 @@ moves CUDA tensors) and gloo are served by the same code.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Mapping
@@ -20,6 +21,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+log = logging.getLogger("tacl_scale.distributed")
+
+# A standalone process (no launcher) picks its rendezvous port, and picks again if
+# another process bound it first: a kernel-chosen free port is free only until then.
+STANDALONE_PORT_TRIES = 5
 
 
 class DistributedError(RuntimeError):
@@ -81,14 +88,8 @@ class Distributed:
     @classmethod
     def setup(cls, env: LaunchEnv) -> Distributed:
         """Pin this process to its device, then join the process group."""
-        import deepspeed
         from deepspeed.accelerator import get_accelerator
 
-        if env.standalone:
-            # DeepSpeed reads the rendezvous from the environment (without it, it looks for MPI).
-            env = replace(env, master_port=str(free_port(env.master_addr)))
-            os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR=env.master_addr,
-                              MASTER_PORT=env.master_port)
         kind = get_accelerator().device_name()
         if kind == "cuda":
             if env.local_rank >= torch.cuda.device_count():
@@ -100,7 +101,7 @@ class Distributed:
             device, backend = torch.device("cpu"), "gloo"
         else:
             raise DistributedError(f"DeepSpeed accelerator {kind!r}: tacl-scale trains on cuda or cpu")
-        deepspeed.init_distributed(dist_backend=backend)
+        env = cls._join(env, backend)
         rank = dist.get_rank()
         if kind == "cpu":
             # Every rank maps every rank's all-reduce segment while DeepSpeed initialises
@@ -109,6 +110,29 @@ class Distributed:
             dist.barrier()
             deepspeed_shm_buffer(env, rank).unlink(missing_ok=True)
         return cls(rank, env.local_rank, dist.get_world_size(), device)
+
+    @staticmethod
+    def _join(env: LaunchEnv, backend: str) -> LaunchEnv:
+        """Join the launcher's process group; standalone, a one-rank group on a port
+        the kernel picks, picked again when another process bound it between the
+        probe and the bind (a free port is only free until someone takes it)."""
+        import deepspeed
+
+        attempt = 1
+        while True:
+            if env.standalone:
+                # DeepSpeed reads the rendezvous from the environment (without it, it looks for MPI).
+                env = replace(env, master_port=str(free_port(env.master_addr)))
+                os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR=env.master_addr,
+                                  MASTER_PORT=env.master_port)
+            try:
+                deepspeed.init_distributed(dist_backend=backend)
+                return env
+            except dist.DistNetworkError as err:
+                if not env.standalone or "EADDRINUSE" not in str(err) or attempt == STANDALONE_PORT_TRIES:
+                    raise
+            log.info("port %s was taken before this process bound it: trying another", env.master_port)
+            attempt += 1
 
     @property
     def is_main(self) -> bool:

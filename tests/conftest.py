@@ -432,17 +432,19 @@ def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str],
 
 @pytest.fixture
 def join() -> Iterator[Callable[[], Any]]:
-    """Joins a one-rank process group in this process as a launcher would set it up
-    (gloo on CPU, NCCL on CUDA) and returns the ``Distributed``. Each Trainer leaves
-    its group in ``close()``, so a test that builds two trainers joins twice."""
+    """Joins a one-rank process group in this process as ``tacl-train`` in a shell
+    does (gloo on CPU, NCCL on CUDA; no launcher, so the port is chosen as it binds,
+    and chosen again if another process took it first) and returns the
+    ``Distributed``. Each Trainer leaves its group in ``close()``, so a test that
+    builds two trainers joins twice."""
     from tacl_scale.distributed import Distributed, LaunchEnv
 
     saved = {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
     joined: list[Distributed] = []
 
     def setup() -> Distributed:
-        os.environ["MASTER_PORT"] = str(free_port())
+        for key in saved:
+            os.environ.pop(key, None)  # standalone: Distributed.setup sets them as it joins
         joined.append(Distributed.setup(LaunchEnv.from_environ(os.environ)))
         return joined[-1]
 

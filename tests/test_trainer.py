@@ -870,6 +870,34 @@ def test_export_verifies_the_checkpoint_it_reads(join: Callable[[], Distributed]
     assert weights.stat().st_mode & 0o777 == config.stat().st_mode & 0o777  # not owner-only
 
 
+def test_a_standalone_rank_picks_another_port_when_its_own_was_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tacl-train`` in a shell asks the kernel for a free port, then binds it: a
+    port another process bound in between failed the run with EADDRINUSE (and made
+    the tests that join a group flaky). It picks another and joins."""
+    import socket
+
+    from tacl_scale import distributed
+    from tacl_scale.distributed import Distributed, LaunchEnv
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    offered = [taken.getsockname()[1]]
+    real = distributed.free_port
+    monkeypatch.setattr(distributed, "free_port", lambda host: offered.pop() if offered else real(host))
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    try:
+        dist = Distributed.setup(LaunchEnv.from_environ({}))
+        try:
+            assert dist.world_size == 1 and not offered
+            assert os.environ["MASTER_PORT"] != str(taken.getsockname()[1])
+        finally:
+            dist.close()
+    finally:
+        taken.close()
+
+
 def test_a_resumed_job_logs_no_step_twice(tmp_path: Path) -> None:
     """Steps, evaluations and skipped updates logged after the checkpoint a job
     resumes from are done again: the earlier job's records of them are dropped;
