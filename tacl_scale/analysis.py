@@ -71,12 +71,13 @@ def load_encoder(model_dir: Path, device: torch.device) -> tuple[Any, Any]:
         raise ValueError(f"{model_dir}: no tokenizer vocabulary (vocab.txt, tokenizer.json or a sentencepiece "
                          ".model): its figures would compare [UNK] tokens; copy the tokenizer files of the model "
                          "it was trained from into it")
+    held: list[str] = []
     try:
-        with own_load_report():
+        with own_load_report() as held:
             tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
             model, info = AutoModel.from_pretrained(str(model_dir), output_loading_info=True)
     except LOAD_ERRORS as err:
-        raise cannot_load(model_dir, err) from err
+        raise cannot_load(model_dir, err, held) from err
     # The heads of a pre-training checkpoint are not the encoder's (expected); a
     # missing pooler changes no hidden state; encoder weights initialised at random do.
     missing = sorted(key for key in info.get("missing_keys", ()) if not key.startswith("pooler."))
