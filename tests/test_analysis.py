@@ -190,12 +190,28 @@ def test_bad_analysis_options_are_one_error_line(flags: list[str], said: str, ti
 
 
 def test_layer_self_similarity_of_an_encoder(tiny_model: Path) -> None:
+    """Eq. 3 per layer, embeddings first, over each sequence's real tokens: each
+    sequence alone, its tokens' mean pairwise cosine, averaged over the sequences."""
     encoder = BertModel.from_pretrained(tiny_model).eval()
-    batch = {"original_ids": torch.randint(1000, 2000, (3, 10)), "attention_mask": torch.ones(3, 10, dtype=torch.long),
+    generator = torch.Generator().manual_seed(0)
+    mask = torch.ones(3, 10, dtype=torch.long)
+    mask[1, 6:] = 0  # a padded sequence: its padding is no token of it
+    batch = {"original_ids": torch.randint(1000, 2000, (3, 10), generator=generator), "attention_mask": mask,
              "token_type_ids": torch.zeros(3, 10, dtype=torch.long)}
     with torch.no_grad():
         values = layer_self_similarity(encoder, [batch])
-    assert len(values) == 3 and all(-1 <= v <= 1 for v in values)
+        expected = []
+        for layer in range(3):
+            per_sequence = []
+            for row in range(3):
+                length = int(mask[row].sum())
+                alone = encoder(input_ids=batch["original_ids"][row : row + 1, :length],
+                                token_type_ids=batch["token_type_ids"][row : row + 1, :length],
+                                output_hidden_states=True).hidden_states[layer][0]
+                unit = torch.nn.functional.normalize(alone, dim=-1)
+                per_sequence.append(float(((unit @ unit.T).sum() - length) / (length * (length - 1))))
+            expected.append(sum(per_sequence) / 3)
+    assert values == pytest.approx(expected, rel=1e-4, abs=1e-5)
 
 
 def test_layer_axis_has_integer_ticks() -> None:
