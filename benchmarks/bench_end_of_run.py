@@ -56,7 +56,7 @@ def main() -> int:
                              optim=OptimConfig(steps=10, batch_size=2, micro_batch_size=2),
                              checkpoint=CheckpointConfig(save_every=10**9), eval_every=0, export=False)
         # Standalone, as tacl-train in a shell: its port picked as it binds (again if taken).
-        trainer = Trainer.build(config, Distributed.setup(LaunchEnv(master_addr="127.0.0.1", standalone=True)))
+        trainer = Trainer.build(config, Distributed.setup(LaunchEnv.standalone_here()))
         try:
             trainer.train_step().read()
             trainer.state.step = 1  # the end of a run as train() ends it: checkpoint and export side by side

@@ -178,7 +178,7 @@ def build_trainer(data: Path, model: Path, workdir: Path, setup: Setup, workers:
         eval_every=0, export=False, log_every=10**9,
     )
     # Standalone, as tacl-train in a shell: its port picked as it binds (again if taken).
-    return Trainer.build(config, Distributed.setup(LaunchEnv(master_addr="127.0.0.1", standalone=True)))
+    return Trainer.build(config, Distributed.setup(LaunchEnv.standalone_here()))
 
 
 def run_config(data: Path, model: Path, workdir: Path, setup: Setup, steps: int, warmup: int,

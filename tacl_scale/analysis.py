@@ -63,7 +63,7 @@ def load_encoder(model_dir: Path, device: torch.device) -> tuple[Any, Any]:
     from transformers import AutoModel, AutoTokenizer
 
     from .export import holds_a_vocabulary
-    from .model import LOAD_ERRORS, cannot_load, own_load_report
+    from .model import LOAD_ERRORS, cannot_load, mismatch_problem, own_load_report
 
     if not holds_a_vocabulary(model_dir):
         # transformers would build a tokenizer of its special tokens alone: every word
@@ -71,13 +71,15 @@ def load_encoder(model_dir: Path, device: torch.device) -> tuple[Any, Any]:
         raise ValueError(f"{model_dir}: no tokenizer vocabulary (vocab.txt, tokenizer.json or a sentencepiece "
                          ".model): its figures would compare [UNK] tokens; copy the tokenizer files of the model "
                          "it was trained from into it")
-    held: list[str] = []
     try:
-        with own_load_report() as held:
+        with own_load_report():
             tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-            model, info = AutoModel.from_pretrained(str(model_dir), output_loading_info=True)
+            model, info = AutoModel.from_pretrained(str(model_dir), output_loading_info=True,
+                                                    ignore_mismatched_sizes=True)  # refused below, named
     except LOAD_ERRORS as err:
-        raise cannot_load(model_dir, err, held) from err
+        raise cannot_load(model_dir, err) from err
+    if problem := mismatch_problem(model_dir, info):
+        raise ValueError(problem)
     # The heads of a pre-training checkpoint are not the encoder's (expected); a
     # missing pooler changes no hidden state; encoder weights initialised at random do.
     missing = sorted(key for key in info.get("missing_keys", ()) if not key.startswith("pooler."))

@@ -112,8 +112,10 @@ def verify_unrecorded(directory: Path) -> str | None:
     that kept none): every torch file is a whole zip archive whose members match
     their CRC-32 (a truncated or bit-flipped file fails), and its trainer state
     reads. ``None`` when it passes, else what is wrong, naming the file."""
-    if problem := trainer_state_problem(directory):
-        return problem
+    try:
+        read_trainer_state(directory)
+    except ValueError as err:
+        return str(err)
     for path in sorted(directory.rglob("*.pt")):
         try:
             with zipfile.ZipFile(path) as archive:
@@ -382,29 +384,27 @@ def _remove_unless_read(root: Path, tag: str) -> bool:
     return True
 
 
-def trainer_state_problem(directory: Path) -> str | None:
-    """What is wrong with a checkpoint's ``trainer_state.json`` (naming it), or None
-    (also when there is none: checkpoints before it kept their state elsewhere)."""
+def read_trainer_state(directory: Path) -> dict[str, Any] | None:
+    """A checkpoint's ``trainer_state.json`` (None where there is none: checkpoints
+    before it kept their state elsewhere), or a :class:`ValueError` naming it."""
     state = directory / STATE
     if not state.is_file():
         return None
     try:
         saved = json.loads(state.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        return f"{state}: unreadable (truncated?): {err}"
+        raise ValueError(f"{state}: unreadable (truncated?): {err}") from err
     if not isinstance(saved, dict) or not isinstance(saved.get("world_size"), int):
-        return f"{state}: not a trainer state (an object with the step and world_size)"
-    return None
+        raise ValueError(f"{state}: not a trainer state (an object with the world_size)")
+    return saved
 
 
 def saved_world_size(directory: Path) -> int:
     """The number of data-parallel ranks a checkpoint was saved with (a
     :class:`ValueError` naming its trainer state when that does not read)."""
-    state = directory / STATE
-    if state.is_file():
-        if problem := trainer_state_problem(directory):
-            raise ValueError(problem)
-        return int(json.loads(state.read_text(encoding="utf-8"))["world_size"])
+    state = read_trainer_state(directory)
+    if state is not None:
+        return int(state["world_size"])
     return len(list(directory.glob("*zero_pp_rank_*_mp_rank_*_optim_states.pt")))  # older checkpoints
 
 

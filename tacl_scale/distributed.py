@@ -45,11 +45,17 @@ class LaunchEnv:
     standalone: bool = False  # no launcher set the variables: one process, this machine
 
     @classmethod
+    def standalone_here(cls) -> LaunchEnv:
+        """One process on this machine (``tacl-train`` in a shell): a one-rank group
+        whose port is picked as it binds (:meth:`Distributed.setup`)."""
+        return cls(master_addr="127.0.0.1", standalone=True)
+
+    @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> LaunchEnv:
         """The launcher's variables; none at all (``tacl-train`` in a shell) is one
         process on this machine, its port chosen when it joins."""
         if not any(key in environ for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK")):
-            return cls(master_addr="127.0.0.1", standalone=True)
+            return cls.standalone_here()
         try:
             env = cls(int(environ.get("RANK", 0)), int(environ.get("LOCAL_RANK", 0)),
                       int(environ.get("WORLD_SIZE", 1)), environ.get("MASTER_ADDR", ""),
@@ -118,21 +124,22 @@ class Distributed:
         probe and the bind (a free port is only free until someone takes it)."""
         import deepspeed
 
-        attempt = 1
-        while True:
-            if env.standalone:
-                # DeepSpeed reads the rendezvous from the environment (without it, it looks for MPI).
-                env = replace(env, master_port=str(free_port(env.master_addr)))
-                os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR=env.master_addr,
-                                  MASTER_PORT=env.master_port)
+        if not env.standalone:
+            deepspeed.init_distributed(dist_backend=backend)
+            return env
+        for attempt in range(1, STANDALONE_PORT_TRIES + 1):
+            # DeepSpeed reads the rendezvous from the environment (without it, it looks for MPI).
+            env = replace(env, master_port=str(free_port(env.master_addr)))
+            os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR=env.master_addr,
+                              MASTER_PORT=env.master_port)
             try:
                 deepspeed.init_distributed(dist_backend=backend)
-                return env
+                break
             except dist.DistNetworkError as err:
-                if not env.standalone or "EADDRINUSE" not in str(err) or attempt == STANDALONE_PORT_TRIES:
+                if "EADDRINUSE" not in str(err) or attempt == STANDALONE_PORT_TRIES:
                     raise
-            log.info("port %s was taken before this process bound it: trying another", env.master_port)
-            attempt += 1
+                log.info("port %s was taken before this process bound it: trying another", env.master_port)
+        return env
 
     @property
     def is_main(self) -> bool:

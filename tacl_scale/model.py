@@ -25,7 +25,6 @@ import copy
 import difflib
 import json
 import logging
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,46 +58,42 @@ LOAD_ERRORS = (OSError, ValueError, RuntimeError, SafetensorError, StrictDatacla
 
 
 @contextlib.contextmanager
-def own_load_report() -> Iterator[list[str]]:
+def own_load_report() -> Iterator[None]:
     """Hold back Hugging Face's load report (a table of every weight the checkpoint
     lacks or has beyond the model, e.g. the MLM/NSP heads a ``BertModel`` ignores)
-    while the caller loads and says in one line what matters; the reports held back
-    are yielded, for :func:`cannot_load`. Its other messages still show. A filter,
-    not a level: at WARNING or above that logger makes from_pretrained log a
-    tensor-parallel plan check of its own."""
+    while the caller loads and says in one line what matters. Its other messages
+    still show. A filter, not a level: at WARNING or above that logger makes
+    from_pretrained log a tensor-parallel plan check of its own."""
     report = logging.getLogger("transformers.modeling_utils")
-    held: list[str] = []
 
     def not_the_report(record: logging.LogRecord) -> bool:
-        if "LOAD REPORT" in str(record.msg):
-            held.append(record.getMessage())
-            return False
-        return True
+        return "LOAD REPORT" not in str(record.msg)
 
     report.addFilter(not_the_report)
     try:
-        yield held
+        yield
     finally:
         report.removeFilter(not_the_report)
 
 
-# A row of the load report for a weight whose shape differs from the config's.
-_MISMATCH = re.compile(r"^(\S+)\s*\|\s*MISMATCH\s*\|.*ckpt: torch\.Size\((\[[^]]*\])\) vs model: ?torch\.Size\((\[[^]]*\])\)",
-                       re.MULTILINE)
-
-
-def cannot_load(path: str | Path, err: BaseException, held_reports: list[str] | None = None) -> ValueError:
+def cannot_load(path: str | Path, err: BaseException) -> ValueError:
     """One of :data:`LOAD_ERRORS` as one line naming the model directory (the
-    library's messages name none, or run to a table of every weight). Weights whose
-    shapes differ from ``config.json`` (the library says only "look at the above
-    report", which :func:`own_load_report` held back) are named, with both shapes."""
-    mismatch = next((m for report in held_reports or () for m in [_MISMATCH.search(report)] if m), None)
-    if mismatch is not None:
-        name, saved, wanted = mismatch.groups()
-        return ValueError(f"{path}: cannot load the model: its weights do not have the shapes its config.json gives "
-                          f"(e.g. {name}: {saved} in the checkpoint, {wanted} by the config): a config.json of "
-                          "another model beside these weights?")
+    library's messages name none, or run to a table of every weight)."""
     return ValueError(f"{path}: cannot load the model: {_one_line(err)}")
+
+
+def mismatch_problem(path: str | Path, info: dict[str, Any]) -> str | None:
+    """Why a model loaded with ``ignore_mismatched_sizes=True`` cannot be used: a
+    weight whose shape differs from its config.json's (named with both shapes; the
+    library's own error says only "look at the above report", which
+    :func:`own_load_report` holds back), or None."""
+    mismatched = sorted(info.get("mismatched_keys", ()), key=lambda entry: str(entry[0]))
+    if not mismatched:
+        return None
+    name, saved, wanted = mismatched[0]
+    return (f"{path}: cannot load the model: its weights do not have the shapes its config.json gives ({len(mismatched)} "
+            f"of them, e.g. {name}: {list(saved)} in the checkpoint, {list(wanted)} by the config): a config.json "
+            "of another model beside these weights?")
 
 
 def _one_line(err: BaseException) -> str:
@@ -151,14 +146,16 @@ def load_student(path: str | Path) -> BertForPreTraining:
     if model_type not in (None, "bert"):
         raise ValueError(f"{path}: a {model_type} model (config.json's model_type), not BERT: tacl-scale continues "
                          "BERT checkpoints (BertForPreTraining)")
-    held: list[str] = []
     try:
-        with own_load_report() as held:
+        with own_load_report():
             model, info = BertForPreTraining.from_pretrained(
-                str(path), attn_implementation=attention, local_files_only=True, output_loading_info=True
+                str(path), attn_implementation=attention, local_files_only=True, output_loading_info=True,
+                ignore_mismatched_sizes=True,  # refused below, naming a weight and both shapes
             )
     except LOAD_ERRORS as err:
-        raise cannot_load(path, err, held) from err
+        raise cannot_load(path, err) from err
+    if problem := mismatch_problem(path, info):
+        raise ValueError(problem)
     # from_pretrained initialises what the checkpoint lacks and only warns: a RoBERTa or
     # DistilBERT directory would be continued as a randomly initialised BERT.
     encoder_missing = sorted(k for k in info.get("missing_keys", ()) if k.startswith(("bert.embeddings.",

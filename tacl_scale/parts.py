@@ -554,14 +554,15 @@ def checkpoint_to_resume(run: RunDir, dist: Distributed) -> str | None:
             try:
                 saved = checkpoint.saved_world_size(ckpt_root / tag)
             except ValueError as err:  # refused on every rank below, never rank 0's traceback alone
-                saved, error = dist.world_size, f"--resume: {err}"
-            if saved != dist.world_size:
-                log.info("%s was saved by %d rank(s), this job has %d: converting it to a DeepSpeed universal "
-                         "checkpoint", ckpt_root / tag, saved, dist.world_size)
-                try:
-                    tag = checkpoint.universal_copy(ckpt_root, tag, run.universal_log)
-                except RuntimeError as err:
-                    error = str(err)
+                error = f"--resume: {err}"
+            else:
+                if saved != dist.world_size:
+                    log.info("%s was saved by %d rank(s), this job has %d: converting it to a DeepSpeed "
+                             "universal checkpoint", ckpt_root / tag, saved, dist.world_size)
+                    try:
+                        tag = checkpoint.universal_copy(ckpt_root, tag, run.universal_log)
+                    except RuntimeError as err:
+                        error = str(err)
         choice = (tag, problems, error)
     tag, problems, error = dist.broadcast_object(choice)
     if error is not None:

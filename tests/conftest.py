@@ -439,13 +439,11 @@ def join() -> Iterator[Callable[[], Any]]:
     builds two trainers joins twice."""
     from tacl_scale.distributed import Distributed, LaunchEnv
 
-    saved = {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    saved = {k: os.environ.get(k) for k in LAUNCHER_VARIABLES}
     joined: list[Distributed] = []
 
     def setup() -> Distributed:
-        for key in saved:
-            os.environ.pop(key, None)  # standalone: Distributed.setup sets them as it joins
-        joined.append(Distributed.setup(LaunchEnv.from_environ(os.environ)))
+        joined.append(Distributed.setup(LaunchEnv.standalone_here()))  # it sets the variables as it joins
         return joined[-1]
 
     try:

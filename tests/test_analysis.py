@@ -152,7 +152,15 @@ def test_a_bad_model_is_one_error_line_naming_it(tiny_model: Path, tmp_path: Pat
     for file in tiny_model.iterdir():
         if file.suffix in (".safetensors", ".bin") or file.name == "config.json":
             (no_tokenizer / file.name).write_bytes(file.read_bytes())
+    reshaped = tmp_path / "reshaped"  # another model's config.json beside these weights
+    reshaped.mkdir()
+    for file in tiny_model.iterdir():
+        (reshaped / file.name).write_bytes(file.read_bytes())
+    config = json.loads((tiny_model / "config.json").read_text())
+    (reshaped / "config.json").write_text(json.dumps({**config, "intermediate_size": 2 * config["intermediate_size"]}))
     cases = [(tmp_path, "neither a Hugging Face model directory (no config.json) nor a training run"),
+             (reshaped, "cannot load the model: its weights do not have the shapes its config.json gives (6 of them, "
+                        "e.g. encoder.layer.0.intermediate.dense.bias: "),
              (truncated, "cannot load the model: Error while deserializing header"),
              # transformers built a tokenizer of its specials alone: every word [UNK], figures all the same
              (no_tokenizer, "no tokenizer vocabulary (vocab.txt, tokenizer.json or a sentencepiece .model)")]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset
+from conftest import LAUNCHER_VARIABLES, ROOT, TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset
 
 from tacl_scale.cli import UsageError
 from tacl_scale.config import (
@@ -885,10 +885,11 @@ def test_a_standalone_rank_picks_another_port_when_its_own_was_taken(monkeypatch
     offered = [taken.getsockname()[1]]
     real = distributed.free_port
     monkeypatch.setattr(distributed, "free_port", lambda host: offered.pop() if offered else real(host))
-    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        monkeypatch.delenv(key, raising=False)
+    for key in LAUNCHER_VARIABLES:  # set, then removed: put back as they were after the test, even if absent
+        monkeypatch.setenv(key, "")
+        monkeypatch.delenv(key)
     try:
-        dist = Distributed.setup(LaunchEnv.from_environ({}))
+        dist = Distributed.setup(LaunchEnv.standalone_here())
         try:
             assert dist.world_size == 1 and not offered
             assert os.environ["MASTER_PORT"] != str(taken.getsockname()[1])
