@@ -62,15 +62,14 @@ def load_encoder(model_dir: Path, device: torch.device) -> tuple[Any, Any]:
     """(tokenizer, encoder in eval mode) of a HF directory."""
     from transformers import AutoModel, AutoTokenizer
 
-    from .export import holds_a_vocabulary
+    from .data.manifest import NO_VOCABULARY, holds_a_vocabulary
     from .model import LOAD_ERRORS, cannot_load, mismatch_problem, own_load_report
 
     if not holds_a_vocabulary(model_dir):
         # transformers would build a tokenizer of its special tokens alone: every word
         # [UNK], and figures that look like any others.
-        raise ValueError(f"{model_dir}: no tokenizer vocabulary (vocab.txt, tokenizer.json or a sentencepiece "
-                         ".model): its figures would compare [UNK] tokens; copy the tokenizer files of the model "
-                         "it was trained from into it")
+        raise ValueError(f"{model_dir}: {NO_VOCABULARY}: its figures would compare [UNK] tokens; copy the tokenizer "
+                         "files of the model it was trained from into it")
     try:
         with own_load_report():
             tokenizer = AutoTokenizer.from_pretrained(str(model_dir))

@@ -36,6 +36,7 @@ from transformers.utils import logging as transformers_logging
 
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify, verify_unrecorded
 from .cli import error_exit, make_parser
+from .data.manifest import NO_VOCABULARY, holds_a_vocabulary
 from .files import os_error_line, output_directory_problem
 from .preemption import ctrl_c_ends, uninterrupted
 from .run_dir import CHECKPOINT_RECORD, CHECKPOINTS_DIR, LATEST, RUN_FILE, RunDir, snapshot_tokenizer
@@ -68,11 +69,12 @@ def export_target_problem(out: Path) -> str | None:
     return None
 
 
-def holds_a_vocabulary(directory: Path) -> bool:
-    """Whether ``directory`` holds a tokenizer's vocabulary, as the run's snapshot
-    does for each tokenizer kind (:func:`tacl_scale.run_dir.write_tokenizer`)."""
-    return (any((directory / name).is_file() for name in ("vocab.txt", "tokenizer.json"))
-            or any(directory.glob("*.model")))
+def vocabulary_problem(tokenizer_dir: Path) -> str | None:
+    """Why ``tokenizer_dir`` (a run's ``tokenizer/``) cannot go with an export, or None."""
+    if holds_a_vocabulary(tokenizer_dir):
+        return None
+    return (f"{tokenizer_dir}: {NO_VOCABULARY}: a model exported without it cannot tokenize; copy the dataset's "
+            "tokenizer/ files into it")
 
 
 def container_problem(out: Path, runs_and_datasets: bool = True) -> str | None:
@@ -115,9 +117,8 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, 
     out = Path(os.path.abspath(out))  # "." and ".." have no name to write beside
     if not managed and (problem := export_target_problem(out)):
         raise ValueError(problem)
-    if not holds_a_vocabulary(tokenizer_dir):
-        raise ValueError(f"{tokenizer_dir}: no vocabulary (vocab.txt, tokenizer.json or a sentencepiece .model): "
-                         "a model exported without it cannot tokenize; copy the dataset's tokenizer/ files into it")
+    if problem := vocabulary_problem(tokenizer_dir):
+        raise ValueError(problem)
     partial, previous = out.with_name(f".{out.name}.partial"), out.with_name(f".{out.name}.previous")
     _restore(previous, out)  # an export killed (SIGKILL) between its two renames left the old one there
     for leftover in (partial, previous):
@@ -270,6 +271,9 @@ def export_checkpoint(ckpt: Path, out: Path) -> Path:
         raise ValueError(problem)
     run_dir, ckpt_dir, lock = _resolve(ckpt)
     try:  # read under the lock; the weights in memory, rotation may have the checkpoint
+        run = RunDir(run_dir)
+        if run.tokenizer.is_dir() and (problem := vocabulary_problem(run.tokenizer)):
+            raise ValueError(problem)  # before the seconds the weights take to read
         if not any(ckpt_dir.glob("*optim_states.pt")):
             raise ValueError(f"{ckpt_dir}: no ZeRO optimizer states (*optim_states.pt): not a complete checkpoint")
         weights = master_weights(ckpt_dir)

@@ -38,7 +38,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .data.manifest import MANIFEST_NAME, TOKENIZER_FILES, flat_settings, missing_dataset_hint
+from .data.manifest import (
+    MANIFEST_NAME,
+    NO_VOCABULARY,
+    TOKENIZER_FILES,
+    flat_settings,
+    holds_a_vocabulary,
+    missing_dataset_hint,
+)
 from .files import atomic_write, output_directory_problem
 
 if TYPE_CHECKING:
@@ -343,7 +350,7 @@ def tokenizer_source(model_path: str, dataset: PretrainDataset) -> TokenizerSour
     """Where the exported model's tokenizer comes from: the model directory's own
     files, or else the dataset's tokenizer (its own copy, from format 3 on)."""
     model_dir = Path(model_path)
-    if model_dir.is_dir() and any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+    if model_dir.is_dir() and holds_a_vocabulary(model_dir):  # settings files alone are no tokenizer
         return TokenizerSource(directory=str(model_dir.resolve()))
     tok = dataset.manifest.tokenizer
     location = tok.location(dataset.path).resolve()
@@ -385,10 +392,12 @@ def snapshot_tokenizer(source: TokenizerSource, run: RunDir) -> Path:
     tmp.mkdir(parents=True)
     try:
         write_tokenizer(source, tmp)
-    except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise ValueError(f"{target}: missing, and the tokenizer the run recorded cannot be copied again "
-                         f"({err}): copy the dataset's tokenizer/ files to {target}") from err
+    except BaseException as err:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing half-copied stays in the run
+        if isinstance(err, OSError):
+            raise ValueError(f"{target}: the run's tokenizer could not be copied into it ({err}): copy the "
+                             f"dataset's tokenizer/ files to {target}") from err
+        raise
     os.replace(tmp, target)
     return target
 
@@ -408,5 +417,8 @@ def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset, 
 
     run.checkpoints.mkdir(parents=True, exist_ok=True)
     tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run)
+    if not holds_a_vocabulary(tokenizer_dir):  # before the first step, not at the export after the last
+        raise ValueError(f"{tokenizer_dir}: {NO_VOCABULARY}, copied from the model or the dataset: the run could not "
+                         "be exported; give a --model or a dataset whose tokenizer has one")
     if Path(config.model).is_file() and not run.initial.exists():
         export_student(student, run.initial, tokenizer_dir, source=config.model, managed=True)

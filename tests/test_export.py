@@ -104,7 +104,7 @@ def test_an_export_without_a_vocabulary_is_refused(tmp_path: Path) -> None:
     empty = tmp_path / "tokenizer"
     empty.mkdir()
     (empty / "tokenizer_config.json").write_text("{}", encoding="utf-8")  # settings alone are no vocabulary
-    with pytest.raises(ValueError, match=f"{empty}: no vocabulary \\(vocab.txt, tokenizer.json or a sentencepiece"):
+    with pytest.raises(ValueError, match=f"{empty}: no tokenizer vocabulary \\(vocab.txt, tokenizer.json or a "):
         export_student(student(0), tmp_path / "model", empty, "run")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer"]
     (empty / "spm.model").write_bytes(b"a sentencepiece model")  # a sentencepiece run's snapshot

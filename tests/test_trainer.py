@@ -870,6 +870,23 @@ def test_export_verifies_the_checkpoint_it_reads(join: Callable[[], Distributed]
     assert weights.stat().st_mode & 0o777 == config.stat().st_mode & 0o777  # not owner-only
 
 
+def test_a_model_folder_with_tokenizer_settings_alone_is_no_tokenizer_source(dataset: Path, tmp_path: Path) -> None:
+    """A --model folder holding tokenizer_config.json but no vocabulary (as some
+    checkpoints carry) was taken as the run's tokenizer: the run trained to its last
+    step and its export then had none. The dataset's tokenizer is taken instead."""
+    from tacl_scale.data import PretrainDataset
+    from tacl_scale.run_dir import tokenizer_source
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tokenizer_config.json").write_text("{}", encoding="utf-8")
+    data = PretrainDataset(dataset)
+    source = tokenizer_source(str(model), data)
+    assert source.directory is None and Path(source.vocab_file) == data.manifest.tokenizer.location(dataset).resolve()
+    (model / "vocab.txt").write_text("[PAD]\n[UNK]\n", encoding="utf-8")
+    assert tokenizer_source(str(model), data).directory == str(model.resolve())
+
+
 def test_a_standalone_rank_picks_another_port_when_its_own_was_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     """``tacl-train`` in a shell asks the kernel for a free port, then binds it: a
     port another process bound in between failed the run with EADDRINUSE (and made

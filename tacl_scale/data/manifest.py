@@ -66,6 +66,8 @@ MANIFEST_NAME = "manifest.json"
 TOKENIZER_DIR = "tokenizer"  # the dataset's copy of its tokenizer files (format 3)
 # The files of a HF tokenizer directory that a dataset copies and an export carries.
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# What a folder without a vocabulary lacks, in the refusals that name it.
+NO_VOCABULARY = "no tokenizer vocabulary (vocab.txt, tokenizer.json or a sentencepiece .model)"
 INSTANCE_KINDS = ("pairs", "single-segment")
 TOKENIZER_KINDS = ("wordpiece", "hf", "sentencepiece")
 TOKEN_DTYPES = ("uint8", "uint16", "int32")  # indexed.smallest_token_dtype's choices
@@ -96,6 +98,15 @@ META_DTYPE = [("len_a", "<u2"), ("nsp_label", "u1")]
 class DatasetError(ValueError):
     """A dataset directory is missing, incomplete or inconsistent."""
 
+
+
+def holds_a_vocabulary(directory: Path) -> bool:
+    """Whether a tokenizer folder holds a vocabulary, in any of the forms a run's
+    copy takes (``tacl_scale.run_dir.write_tokenizer``): settings files alone
+    (tokenizer_config.json) are none, and Hugging Face would then build a tokenizer
+    of its special tokens alone, every word [UNK]."""
+    return (any((directory / name).is_file() for name in ("vocab.txt", "tokenizer.json"))
+            or any(directory.glob("*.model")))
 
 def shard_name(index: int, split: str = "train") -> str:
     """The name of shard ``index`` of a split: ``shard-00003``, ``validation-00000``."""
