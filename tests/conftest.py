@@ -148,7 +148,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Hear Ctrl-C as a terminal's Python does. A suite started in the background by a
     script (``cmd &`` without job control, as CI may) runs with SIGINT ignored, and the
     Ctrl-C tests, which send SIGINT to this process, then waited for an interruption
-    that never came."""
+    that never came. The processes the tests start inherit the default disposition
+    (exec resets a handled signal's), so their Ctrl-C is heard too."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -339,14 +340,6 @@ def plain_env() -> dict[str, str]:
     return env | {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def sigint_as_in_a_terminal() -> None:
-    """A child's ``preexec_fn`` for the Ctrl-C tests: SIGINT at its default disposition.
-    A suite started in the background (``cmd &`` from a script) runs with SIGINT
-    ignored, its children inherit that, and Python then never turns SIGINT into
-    KeyboardInterrupt: the tests would send a Ctrl-C no one hears."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def ctrl_c_in_exec(tmp_path: Path, module: str, function: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m MODULE ARGS`` whose ``MODULE.FUNCTION`` (a step its ``main`` calls)
     gets Ctrl-C while code compiled from a string runs, as a dataclass or namedtuple
@@ -369,7 +362,7 @@ sys.exit({module}.main(sys.argv[1:]))
 """, encoding="utf-8")
     env = plain_env() | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "-m", "ctrl_c_in_exec", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120, preexec_fn=sigint_as_in_a_terminal)
+                          capture_output=True, text=True, timeout=120)
 
 
 def pyproject() -> dict[str, Any]:

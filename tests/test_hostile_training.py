@@ -44,7 +44,6 @@ from conftest import (
     free_port,
     main_in_this_process,
     plain_env,
-    sigint_as_in_a_terminal,
 )
 
 from data_prep.inspect import main as inspect_main
@@ -98,7 +97,7 @@ def signalled_run(args: list[str], sig: signal.Signals, when: str, log: Path) ->
     its exit status and output."""
     out = open(log, "w")
     proc = subprocess.Popen(tacl_train(*args), env=plain_env(), stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
+                            start_new_session=True)
     deadline = time.monotonic() + 300
     while when not in log.read_text():
         if proc.poll() is not None or time.monotonic() > deadline:

@@ -32,6 +32,8 @@ def test_the_quick_tiers_selection_leaves_out_what_conftest_finds_slow() -> None
                            cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert quick.returncode == 0, quick.stdout[-3000:] + quick.stderr[-3000:]
     selected = set(quick.stdout.split())
+    # The tests named below exist (a renamed one would make "not in" pass for nothing).
+    assert "def test_inspect_refuses_instances_the_dataset_does_not_hold(" in (ROOT / "tests" / "test_cli.py").read_text()
     assert "tests/test_quick_tier.py::test_probe_that_starts_a_process" not in selected
     assert "tests/test_cli.py::test_inspect_refuses_instances_the_dataset_does_not_hold" not in selected
     assert "tests/test_quick_tier.py::test_the_quick_tier_deselects_the_slow_tests" in selected
