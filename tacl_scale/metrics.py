@@ -31,7 +31,7 @@ def drop_after(path: Path, step: int) -> None:
         # An applied step or an evaluation up to the checkpoint's step stays; what was
         # logged after it (a skipped update *after* step N included) happens again.
         if "step" in entry or "at_step" in entry:
-            keep = entry.get("step", entry.get("at_step", 0)) <= step
+            keep = (entry["step"] if "step" in entry else entry["at_step"]) <= step
         else:
             keep = entry.get("after_step", 0) < step
         if keep:

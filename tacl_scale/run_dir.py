@@ -392,11 +392,12 @@ def snapshot_tokenizer(source: TokenizerSource, run: RunDir) -> Path:
     tmp.mkdir(parents=True)
     try:
         write_tokenizer(source, tmp)
-    except BaseException as err:
+    except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)  # nothing half-copied stays in the run
-        if isinstance(err, OSError):
-            raise ValueError(f"{target}: the run's tokenizer could not be copied into it ({err}): copy the "
-                             f"dataset's tokenizer/ files to {target}") from err
+        raise ValueError(f"{target}: the run's tokenizer could not be copied into it ({err}): copy the "
+                         f"dataset's tokenizer/ files to {target}") from err
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
     os.replace(tmp, target)
     return target

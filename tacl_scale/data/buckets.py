@@ -4,7 +4,8 @@ shapes instead of one per micro-batch.
 A packed micro-batch of ``B`` sequences holds ``T`` real tokens, a number that changes
 from one micro-batch to the next. The compiled encoder instead runs on
 ``bucket(T)`` rows: ``T + tail_pieces`` rounded up to a multiple of ``step`` (each
-padding sequence keeps at least one row). The rows past ``T`` are padding, laid out as ``tail_pieces`` short sequences of their own (each at least
+padding sequence keeps at least one row). The rows past ``T`` are padding, laid out
+as ``tail_pieces`` short sequences of their own (each at least
 one token and at most ``max_len``), so they attend only to themselves and the real
 sequences never see them; their outputs are dropped. The attention offsets then
 always have ``B + 1 + tail_pieces`` entries and the longest sequence is
