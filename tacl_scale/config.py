@@ -290,13 +290,20 @@ class OptimConfig:
         _require(self.max_skipped_in_a_row >= 1, f"max_skipped_in_a_row must be >= 1, got {self.max_skipped_in_a_row}")
 
     def lr_factor(self, step: int) -> float:
-        """Multiplier of ``lr`` after ``step`` applied optimizer updates."""
+        """Multiplier of ``lr`` after ``step`` applied optimizer updates.
+
+        The warm-up rises linearly to the peak, reached by update ``warmup - 1``
+        and by no other; the linear decay falls from there to 0 after update
+        ``steps - 1``, so each of the ``steps`` updates uses a rate of its own.
+        """
         warmup = max(1, int(self.warmup_ratio * self.steps))
         if step < warmup:
             return (step + 1) / warmup
         if self.schedule == "constant":
             return 1.0
-        return max(0.0, (self.steps - step) / max(1, self.steps - warmup))
+        # Counted from the peak's update, warmup - 1, not from warmup: the decay's
+        # first update is below the peak instead of a second update at it.
+        return max(0.0, (self.steps - step) / (self.steps - warmup + 1))
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,26 @@ def model_file(tiny_bert_file: Path) -> Path:
     return tiny_bert_file
 
 
+@pytest.mark.parametrize("steps, warmup_ratio", [(10, 0.3), (10, 0.0), (7, 1.0), (1, 0.0), (1000, 0.06)])
+def test_linear_schedule_peaks_once(steps: int, warmup_ratio: float) -> None:
+    """The lr rises linearly to its peak, used by exactly one update (the warm-up's
+    last), then falls linearly to a last update above 0, and to 0 after it."""
+    optim = OptimConfig(steps=steps, warmup_ratio=warmup_ratio)
+    warmup = max(1, int(warmup_ratio * steps))
+    factors = [optim.lr_factor(k) for k in range(steps)]
+    assert factors.count(1.0) == 1 and factors.index(1.0) == warmup - 1
+    assert factors[:warmup] == pytest.approx([(k + 1) / warmup for k in range(warmup)])
+    decay = factors[warmup - 1:]
+    steps_down = [a - b for a, b in zip(decay[:-1], decay[1:], strict=True)]
+    assert steps_down == pytest.approx([1 / (steps - warmup + 1)] * (steps - warmup))
+    assert factors[-1] > 0 and optim.lr_factor(steps) == 0.0
+
+
+def test_constant_schedule_holds_the_peak_after_warmup() -> None:
+    optim = OptimConfig(steps=10, warmup_ratio=0.3, schedule="constant")
+    assert [optim.lr_factor(k) for k in range(10)] == pytest.approx([1 / 3, 2 / 3] + [1.0] * 8)
+
+
 def make_config(dataset: Path, model: Path, output: Path, steps: int = 4, settings: dict | None = None,
                 **overrides) -> TrainConfig:
     config = TrainConfig(
