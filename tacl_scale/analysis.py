@@ -148,7 +148,11 @@ def heatmap(tokenizer: Any, model: Any, sentence: str, layer: int, device: torch
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    enc = tokenizer(sentence, return_tensors="pt")
+    positions = model.config.max_position_embeddings
+    if len(tokenizer(sentence)["input_ids"]) > positions:
+        log.warning("%s: the heat-map sentence is longer than its %d positions: only its first %d tokens are drawn",
+                    title, positions, positions)
+    enc = tokenizer(sentence, truncation=True, max_length=positions, return_tensors="pt")
     with torch.no_grad():
         hidden = model(**{k: v.to(device) for k, v in enc.items()}, output_hidden_states=True).hidden_states[layer]
     unit = F.normalize(hidden[0].float().cpu(), dim=-1)

@@ -115,8 +115,11 @@ def test_sentences_that_give_no_figure_are_refused_and_cut_ones_said(
     sentences.write_text("river " * 600 + "\nIt rained.\n")
     with caplog.at_level(logging.WARNING, logger="tacl_scale.analysis"):
         assert main(["selfsim", "--model", str(tiny_model), "--sentences", str(sentences), "--out",
-                     str(tmp_path / "long")]) == 0
+                     str(tmp_path / "long"), "--heatmap-sentence", "river " * 600]) == 0
     assert "tiny: 1 of the 2 sentences are longer than its 512 positions: only their first 512 tokens" in caplog.text
+    # The heat map cut it too (its position embeddings ended at 512: an IndexError).
+    assert "the heat-map sentence is longer than its 512 positions: only its first 512 tokens are drawn" in caplog.text
+    assert (tmp_path / "long" / "heatmap_tiny.png").stat().st_size > 0
 
 
 def test_bad_sentence_files_and_outputs_are_one_error_line_naming_them(tiny_model: Path, tmp_path: Path,
