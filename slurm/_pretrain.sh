@@ -41,9 +41,10 @@ ARGS=(--recipe "$RECIPE" "$@" --resume)
 # What the checks below need, resolved by train.py's own parser and the batch shape's
 # owner (tacl_scale.data.shuffle.BatchLayout), for this job's task count.
 WORLD=${SLURM_NTASKS:-1}
-read -r RUN_DIR BATCH MICRO ACCUMULATION MARKER < <(python - "$WORLD" "${ARGS[@]}" <<'PYCODE'
+# NUL-separated: the run directory is a path, which may hold spaces.
+mapfile -d '' -t VALUES < <(python - "$WORLD" "${ARGS[@]}" <<'PYCODE'
 import sys
-values, sys.stdout = sys.stdout, sys.stderr  # only the values line goes to `read`; anything else is said
+values, sys.stdout = sys.stdout, sys.stderr  # only the values go to `mapfile`; anything else is said
 from tacl_scale.cli import UsageError
 from tacl_scale.config import ConfigError
 from tacl_scale.data.shuffle import BatchLayout, BatchShapeError
@@ -60,14 +61,16 @@ except BatchShapeError as err:
     sys.exit(f"error: {err} ({world} Slurm task(s))")
 if problem := missing_input(config):  # a recipe's data or model not where the job runs
     sys.exit(f"error: {problem}")
-print(config.output, optim.batch_size, optim.micro_batch_size or "auto",
-      layout.accumulation if optim.micro_batch_size else "auto", PREEMPTED_MARKER, file=values)
+fields = (config.output, optim.batch_size, optim.micro_batch_size or "auto",
+          layout.accumulation if optim.micro_batch_size else "auto", PREEMPTED_MARKER)
+values.write("".join(f"{field}\0" for field in fields))
 PYCODE
-) || true
-if [[ -z "${MARKER:-}" ]]; then
+)
+if (( ${#VALUES[@]} != 5 )); then
   echo "error: the job stops before training: train.py refuses these flags (above): ${ARGS[*]}" >&2
   exit 2
 fi
+RUN_DIR=${VALUES[0]} BATCH=${VALUES[1]} MICRO=${VALUES[2]} ACCUMULATION=${VALUES[3]} MARKER=${VALUES[4]}
 mkdir -p "$RUN_DIR"
 exec > >(tee -a "$RUN_DIR/slurm-${SLURM_JOB_ID:-local}.log") 2>&1
 echo "job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $WORLD task(s) on ${SLURM_JOB_NODELIST:-localhost}," \

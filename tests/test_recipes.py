@@ -162,6 +162,43 @@ def test_the_slurm_job_refuses_bad_flags_in_train_pys_words_before_it_starts(fla
     assert not list(tmp_path.iterdir())  # no run directory made for the job's log
 
 
+def test_the_slurm_job_requeues_a_run_whose_path_holds_a_space(tmp_path: Path) -> None:
+    """The job read its run directory with ``read -r RUN_DIR BATCH ...``: an
+    ``--output`` with a space split there, the log went to a stray folder and the
+    preemption marker was looked for in the wrong place, so a job checkpointed at
+    its time limit ended without requeuing."""
+    import os
+    import subprocess
+    import sys
+
+    from tacl_scale.run_dir import PREEMPTED_MARKER
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # srun stands for train.py checkpointing on SIGUSR1: it leaves the marker in --output.
+    (bin_dir / "srun").write_text(
+        '#!/usr/bin/env bash\nwhile (( $# )); do [[ $1 == --output ]] && out=$2; shift; done\n'
+        f'mkdir -p "$out" && echo SIGUSR1 > "$out/{PREEMPTED_MARKER}"\n')
+    (bin_dir / "scontrol").write_text(
+        f'#!/usr/bin/env bash\n[[ $1 == show ]] && {{ echo localhost; exit 0; }}\necho "$@" >> "{tmp_path}/scontrol.log"\n')
+    for tool in ("srun", "scontrol"):
+        (bin_dir / tool).chmod(0o755)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "model").mkdir()
+    run = tmp_path / "my runs" / "r1"
+    env = dict(os.environ, TACL_HOME=str(ROOT), VENV=str(Path(sys.executable).parent.parent), SLURM_JOB_ID="42",
+               SLURM_JOB_NODELIST="localhost", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    env.pop("SLURM_NTASKS", None)
+    done = subprocess.run(["bash", str(ROOT / "slurm" / "pretrain_base.sh"), "--data", str(tmp_path / "data"),
+                           "--model", str(tmp_path / "model"), "--output", str(run)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "scontrol.log").read_text() == "requeue 42\n"
+    log = (run / "slurm-42.log").read_text()
+    assert "requeuing job 42" in log and "global batch 256 = micro" in log, log
+    assert sorted(p.name for p in (tmp_path / "my runs").iterdir()) == ["r1"] and not (tmp_path / "my").exists()
+
+
 def test_a_recipes_missing_paths_are_said_to_be_its_and_nothing_is_made(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """``sbatch slurm/pretrain_base.sh`` from a directory without the recipe's data
