@@ -3,7 +3,11 @@
 # Python packages its python3 lacks, as wheels, and a small real dataset. Run here
 # (networked, project installed by scripts/setup.sh), then copy the repository with
 # the bundle to the GPU machine.
-#   bash scripts/build_gpu_bundle.sh [BUNDLE_DIR]        (default .gpu_bundle, git-ignored)
+#   bash scripts/build_gpu_bundle.sh [BUNDLE_DIR]        (default .gpu_bundle in the checkout,
+#                                                        git-ignored; a BUNDLE_DIR is relative to
+#                                                        the current directory)
+# A BUNDLE_DIR that exists must be an earlier bundle (it has bundle.json): it is replaced
+# once the new one is whole, so an interrupted build leaves the old one as it was.
 # Environment:
 #   GPU_PYTHON_VERSION   the GPU machine's Python (default 3.12): binary wheels are for it
 #                        and for this machine's Python (so the CPU dry run installs them too)
@@ -14,8 +18,13 @@
 set -euo pipefail
 source "$(dirname "$0")/usage.sh"
 at_most_one_path "bash scripts/build_gpu_bundle.sh [BUNDLE_DIR]" "$@"
+# Resolved before the cd below (a trailing slash dropped: the build folders sit beside it).
+if [[ -n "${1:-}" ]]; then BUNDLE=$(realpath -m -- "$1"); else BUNDLE=$(realpath -m -- "$(dirname "$0")/../.gpu_bundle"); fi
 cd "$(dirname "$0")/.."
-BUNDLE=${1:-.gpu_bundle}
+if [[ -e "$BUNDLE" && ! -f "$BUNDLE/bundle.json" ]] && [[ ! -d "$BUNDLE" || -n "$(ls -A -- "$BUNDLE")" ]]; then
+  echo "error: $BUNDLE exists and is not a GPU bundle (no bundle.json): name another folder, or remove it yourself" >&2
+  exit 2
+fi
 PY=${PY:-.venv/bin/python}
 GPU_PY=${GPU_PYTHON_VERSION:-3.12}
 DATA=${TACL_TEST_DATA:-/nonexistent/TACL_TEST_DATA-is-unset}
@@ -33,28 +42,31 @@ done
        "(scripts/setup.sh installs it)" >&2; exit 2; }
 
 version() { "$PY" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$1"; }
-rm -rf "$BUNDLE.tmp" && mkdir -p "$BUNDLE.tmp/wheels"
+# Everything is built in a folder of its own beside the bundle and takes its place at the end.
+mkdir -p "$(dirname "$BUNDLE")"
+BUILD=$(mktemp -d "$BUNDLE.building.XXXXXX")
+trap 'rm -rf "$BUILD"' EXIT
+mkdir "$BUILD/wheels"
 # deepspeed exactly as installed here (and xxhash, the dataset checksums); its runtime needs that the GPU image lacks
 # (it has torch, numpy, ninja, psutil, py-cpuinfo, msgpack, einops, nvidia-ml-py, tqdm).
-"$PY" -m pip wheel -q --no-deps --no-build-isolation "deepspeed==$(version deepspeed)" -w "$BUNDLE.tmp/wheels"
+"$PY" -m pip wheel -q --no-deps --no-build-isolation "deepspeed==$(version deepspeed)" -w "$BUILD/wheels"
 PURE=(hjson annotated-types typing-inspection typing-extensions pydantic)
 for name in "${PURE[@]}"; do
-  "$PY" -m pip download -q --no-deps --only-binary=:all: "$name==$(version "$name")" -d "$BUNDLE.tmp/wheels"
+  "$PY" -m pip download -q --no-deps --only-binary=:all: "$name==$(version "$name")" -d "$BUILD/wheels"
 done
 HERE_PY=$("$PY" -c "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')")
 for pyver in $(printf '%s\n' "$GPU_PY" "$HERE_PY" | sort -u); do
   "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
-    "pydantic-core==$(version pydantic-core)" "xxhash==$(version xxhash)" -d "$BUNDLE.tmp/wheels"
+    "pydantic-core==$(version pydantic-core)" "xxhash==$(version xxhash)" -d "$BUILD/wheels"
 done
 
 # The real English sample with bert-base-uncased at the paper's length 256 (the
 # dataset carries its tokenizer, so it works wherever the bundle lands).
-mv "$BUNDLE.tmp" "$BUNDLE.build" && rm -rf "$BUNDLE" && mv "$BUNDLE.build" "$BUNDLE"
 "$PY" -m data_prep.build --input "$EN_DUMP" --tokenizer "$EN_VOCAB" \
-  --output "$BUNDLE/data/enwiki-bert-base-uncased-256" --num-shards 2 --max-seq-len 256 --dupe-factor 5 \
+  --output "$BUILD/data/enwiki-bert-base-uncased-256" --num-shards 2 --max-seq-len 256 --dupe-factor 5 \
   --quiet > /dev/null
-"$PY" - "$BUNDLE" <<'PYCODE'
+SUMMARY=$("$PY" - "$BUILD" <<'PYCODE'
 import json, pathlib, sys
 from tacl_scale.data import Manifest
 bundle = pathlib.Path(sys.argv[1])
@@ -66,5 +78,12 @@ info = {"packages": packages, "wheels": wheels, "dataset": "data/enwiki-bert-bas
         "instances": manifest.train.totals.instances}
 (bundle / "bundle.json").write_text(json.dumps(info, indent=2))
 size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
-print(f"GPU bundle in {bundle}: {len(wheels)} wheels, {info['instances']} instances, {size / 2**20:.1f} MiB")
+print(f"{len(wheels)} wheels, {info['instances']} instances, {size / 2**20:.1f} MiB")
 PYCODE
+)
+# The whole new bundle takes the old one's place; the old one is moved aside first, then removed.
+REPLACED=$(mktemp -d "$BUNDLE.replaced.XXXXXX")
+trap 'rm -rf "$BUILD" "$REPLACED"' EXIT
+if [[ -e "$BUNDLE" ]]; then mv "$BUNDLE" "$REPLACED/"; fi
+mv "$BUILD" "$BUNDLE"
+echo "GPU bundle in $BUNDLE: $SUMMARY"

@@ -34,7 +34,8 @@ import gpu_check  # noqa: E402
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("gpu") / "bundle"
     env = dict(os.environ, PY=sys.executable, EN_DUMP=str(EN_DUMP), EN_VOCAB=str(EN_VOCAB))
-    built = subprocess.run(["bash", "scripts/build_gpu_bundle.sh", str(path)], cwd=ROOT, env=env,
+    # With a trailing slash, as a shell's completion writes it (it built beside the bundle, inside it).
+    built = subprocess.run(["bash", "scripts/build_gpu_bundle.sh", f"{path}/"], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=900)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     return path
@@ -185,7 +186,32 @@ def test_a_python_whose_setuptools_cannot_build_wheels_is_a_clear_error(tmp_path
     assert res.returncode == 2
     assert f"error: {fake}'s setuptools cannot build the deepspeed wheel (no bdist_wheel)" in res.stderr
     assert "pip install 'setuptools>=70.1'" in res.stderr
-    assert not (tmp_path / "bundle.tmp").exists() and not (tmp_path / "bundle").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump.xml.bz2", "python", "vocab.txt"]
+
+
+def test_the_bundle_build_replaces_only_a_bundle_and_only_once_the_new_one_is_whole(tmp_path: Path) -> None:
+    """It removed the folder it was given before building (``runs`` would have lost
+    every run), and an interrupted build left no bundle at all."""
+    for name in ("dump.xml.bz2", "vocab.txt"):
+        (tmp_path / name).write_bytes(b"x")
+    # A python that has everything and whose dataset build fails, as a Ctrl-C there would.
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\ncase "$*" in *data_prep.build*) exit 1;; *importlib.metadata*) echo 1.0;; esac\nexit 0\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PY=str(fake), EN_DUMP=str(tmp_path / "dump.xml.bz2"), EN_VOCAB=str(tmp_path / "vocab.txt"))
+    runs = tmp_path / "runs"
+    (runs / "r1").mkdir(parents=True)
+    res = subprocess.run(["bash", str(ROOT / "scripts/build_gpu_bundle.sh"), "runs"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and (runs / "r1").is_dir()  # relative to where it was typed, and refused
+    assert f"error: {runs} exists and is not a GPU bundle (no bundle.json)" in res.stderr
+    old = tmp_path / "bundle"
+    old.mkdir()
+    (old / "bundle.json").write_text("{}")
+    res = subprocess.run(["bash", str(ROOT / "scripts/build_gpu_bundle.sh"), f"{old}/"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and (old / "bundle.json").read_text() == "{}", res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "dump.xml.bz2", "python", "runs", "vocab.txt"]
 
 
 def test_the_driver_exits_2_without_cuda(tmp_path: Path) -> None:
