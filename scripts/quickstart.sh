@@ -5,18 +5,29 @@
 # print its summary, train a tiny BERT with TaCL through the real deepspeed
 # launcher on 2 CPU ranks, export the student as a HF model directory, and compare
 # its layer-wise self-similarity with the initial model's.
-#   bash scripts/quickstart.sh [--skip-setup] [OUT_DIR]      (default OUT_DIR runs/quickstart)
+#   bash scripts/quickstart.sh [--skip-setup] [OUT_DIR]      (default OUT_DIR runs/quickstart in
+#                                                           the checkout; an OUT_DIR is relative to
+#                                                           the current directory)
+# A run replaces what an earlier quickstart wrote in OUT_DIR; a folder that holds
+# anything else is refused.
 set -euo pipefail
 source "$(dirname "$0")/usage.sh"
-cd "$(dirname "$0")/.."
 SETUP=1
 if [[ "${1:-}" == --skip-setup ]]; then SETUP=0; shift; fi
 at_most_one_path "bash scripts/quickstart.sh [--skip-setup] [OUT_DIR]" "$@"
+# Resolved before the cd below; the marker says the folder is the quickstart's to replace.
+if [[ -n "${1:-}" ]]; then OUT=$(realpath -m -- "$1"); else OUT=$(realpath -m -- "$(dirname "$0")/../runs/quickstart"); fi
+MARKER=.tacl-quickstart
+if [[ -e "$OUT" && ! -f "$OUT/$MARKER" ]] && [[ ! -d "$OUT" || -n "$(ls -A -- "$OUT")" ]]; then
+  echo "error: $OUT holds files the quickstart did not write (no $MARKER): name an empty or new folder" >&2
+  exit 2
+fi
+cd "$(dirname "$0")/.."
 if (( SETUP )); then bash scripts/setup.sh; fi
-OUT=${1:-runs/quickstart}
 PY=${PY:-.venv/bin/python}
 export TOKENIZERS_PARALLELISM=false TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1
 mkdir -p "$OUT"
+echo "written by scripts/quickstart.sh, which replaces what it wrote here when run again" > "$OUT/$MARKER"
 echo "== 1/6 generate the sample corpus"
 "$PY" -m data_prep.sample_corpus "$OUT/corpus/enwiki-generated-pages-articles.xml.bz2" --articles 60 --overwrite
 echo "== 2/6 train a WordPiece vocabulary on it"

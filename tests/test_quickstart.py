@@ -48,6 +48,23 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
     report = json.loads((analysis / "selfsim.json").read_text())
     assert list(report["models"]) == ["initial", "run"] and len(report["models"]["run"]) == 3
     assert (analysis / "selfsim_by_layer.png").stat().st_size > 1000 and list(analysis.glob("heatmap_*.png"))
+    assert (tmp_path / "qs" / ".tacl-quickstart").is_file()  # a run again replaces it
+
+
+def test_quickstart_replaces_only_its_own_output(tmp_path: Path) -> None:
+    """It removed ``OUT_DIR/run`` and overwrote the dataset, vocabulary and analysis in
+    whatever folder it was given (``~/experiments/run`` would have gone), and a
+    relative OUT_DIR was taken from the checkout, not from where it was typed."""
+    work = tmp_path / "experiments"
+    (work / "run").mkdir(parents=True)
+    (work / "run" / "mine.txt").write_text("kept")
+    env = dict(os.environ, PY=str(tmp_path / "no-python"))  # nothing past the check may run
+    res = subprocess.run(["bash", str(ROOT / "scripts/quickstart.sh"), "--skip-setup", "experiments"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and (work / "run" / "mine.txt").read_text() == "kept"
+    assert res.stderr == (f"error: {work} holds files the quickstart did not write (no .tacl-quickstart): name an "
+                          "empty or new folder\n")
+    assert sorted(p.name for p in work.iterdir()) == ["run"]
 
 
 def test_train_vocab_writes_a_bert_vocabulary(tmp_path: Path) -> None:
