@@ -134,6 +134,11 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
     if load_universal:  # resuming at another number of ranks, from a universal conversion
         ds.setdefault("checkpoint", {})["load_universal"] = True
     ds.setdefault("steps_per_print", 10**9)  # train.py prints its own progress
+    if "throughput" not in ds.get("timers", {}):
+        # DeepSpeed's throughput timer (on by default when it does not own the data
+        # loader) waits for the whole device at every micro-batch's forward and every
+        # step, for a figure printed every steps_per_print: train.py measures its own.
+        ds.setdefault("timers", {})["throughput"] = {"enabled": False}
     precision = precision or engine.precision_on(device_type, asked=config.performance.precision)
     bf16 = {**ds.pop("bfloat16", {}), **ds.get("bf16", {})}  # DeepSpeed reads either name
     for section, settings in (("fp16", ds.get("fp16", {})), ("bf16", bf16)):

@@ -113,6 +113,25 @@ def test_train_step_in_process(join: Callable[[], Distributed], dataset: Path, m
         trainer.close()
 
 
+def test_a_step_never_waits_for_the_whole_device(join: Callable[[], Distributed], dataset: Path, model_file: Path,
+                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeepSpeed's throughput timer, on unless the config turns it off, called the
+    accelerator's synchronize() at every micro-batch's forward and at every step
+    from the second on: on a GPU, every micro-batch waited for the device. CUDA's
+    sync debug mode does not see synchronize(), so it is counted here, on the CPU
+    accelerator, where the same calls are made."""
+    from deepspeed.accelerator import get_accelerator
+
+    trainer = Trainer.build(make_config(dataset, model_file, tmp_path / "run", steps=6, export=False), join())
+    assert trainer.engine.gradient_accumulation_steps() == 2
+    calls = []
+    accelerator = get_accelerator()
+    monkeypatch.setattr(accelerator, "synchronize", lambda *args, **kwargs: calls.append(trainer.state.step))
+    while trainer.state.step < 5:
+        trainer.train_step()
+    assert calls == []
+
+
 def test_skipped_updates_do_not_count(join: Callable[[], Distributed], dataset: Path, model_file: Path,
                                       tmp_path: Path) -> None:
     """A non-finite loss on the second attempt makes DeepSpeed skip that update: it
