@@ -173,10 +173,13 @@ class Trainer:
                 self.flush_metrics()  # a skipped update (fp16) is said at once
             if result.applied:
                 self.maybe_evaluate()
-                self.maybe_checkpoint()
+                if not self.export_follows():  # else export() saves the last step, while it writes
+                    self.maybe_checkpoint()
+            if not self.pending:  # flushed: the next window starts after this step's evaluation or save
+                self.window_started = time.monotonic()
             preempted = self.preemption_requested()
         self.flush_metrics()
-        if self.state.step == self.config.optim.steps and not preempted and self.config.export:
+        if self.export_follows() and not preempted:
             self.export()
         elif self.state.step < self.config.optim.steps and not preempted and self.dist.is_main:
             # --stop-after-steps: the job is done, the run is not (a preempted job says so itself)
@@ -185,6 +188,10 @@ class Trainer:
                   flush=True)
         self.dist.barrier()
         return self.parts.metrics.history
+
+    def export_follows(self) -> bool:
+        """Whether the run is at its last step and writes its export next."""
+        return self.state.step == self.config.optim.steps and self.config.export
 
     def flush_metrics(self) -> None:
         """Read the pending steps' metrics (one wait for the GPU) and log them in
@@ -340,10 +347,15 @@ class Trainer:
         if writer is not None:
             writer.start()
         try:
-            self.maybe_checkpoint(force=True)
-        finally:
+            self.maybe_checkpoint(force=True)  # the last step's, which train() leaves to this overlap
+        except BaseException:
             if writer is not None:
                 writer.join()
+            for err in errors:  # the checkpoint's failure is raised; the export's is said
+                log.error("the export failed as well: %s", err)
+            raise
+        if writer is not None:
+            writer.join()
         if errors:
             raise errors[0]
 
