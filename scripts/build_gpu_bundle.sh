@@ -45,6 +45,7 @@ version() { "$PY" -c "import importlib.metadata as m, sys; print(m.version(sys.a
 # Everything is built in a folder of its own beside the bundle and takes its place at the end.
 mkdir -p "$(dirname "$BUNDLE")"
 BUILD=$(mktemp -d "$BUNDLE.building.XXXXXX")
+chmod "$(umask -S)" "$BUILD"  # mktemp's folder is private; the bundle is not
 trap 'rm -rf "$BUILD"' EXIT
 mkdir "$BUILD/wheels"
 # deepspeed exactly as installed here (and xxhash, the dataset checksums); its runtime needs that the GPU image lacks
