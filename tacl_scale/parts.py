@@ -62,7 +62,7 @@ from .flops import peak_flops
 from .kernels.tacl_loss import impl_unavailable
 from .locking import DirectoryLock, LockedError
 from .metrics import MetricsLogger
-from .model import PretrainingModule, default_teacher_dtype, load_student, make_teacher
+from .model import TEACHER_DTYPES, PretrainingModule, default_teacher_dtype, load_student, make_teacher
 from .preemption import ignore_in_worker
 from .run_dir import (
     RUN_FILE,
@@ -184,7 +184,7 @@ def resolve_precision(config: TrainConfig, device: torch.device) -> str:
 
 
 def resolve_micro_batch(config: TrainConfig, dist: Distributed, datasets: list[PretrainDataset], student: Any,
-                        with_teacher: bool) -> TrainConfig:
+                        teacher: Any, precision: str) -> TrainConfig:
     """``config`` with its micro-batch settled: as asked, or (``"auto"``) the largest
     divisor of the per-rank batch that fits the device at the datasets' longest
     sequence (:func:`tacl_scale.memory.auto_micro_batch`), said in the log."""
@@ -193,16 +193,18 @@ def resolve_micro_batch(config: TrainConfig, dist: Distributed, datasets: list[P
         return config
     from dataclasses import replace
 
-    from .memory import auto_micro_batch, training_bytes
+    from .memory import Workload, auto_micro_batch, training_bytes
 
     per_rank = batch_layout(config, dist.world_size).per_rank
     max_len = max(d.manifest.max_seq_len for d in datasets)
     device_bytes = torch.cuda.mem_get_info(dist.device)[1] if dist.device.type == "cuda" else None
+    teacher_dtype = None if teacher is None else next(k for k, v in TEACHER_DTYPES.items() if v == teacher.dtype)
+    workload = Workload.of(config.objective.objectives, teacher_dtype, precision)
     # Rank 0's choice for all: every rank must agree on the batch shape.
-    micro = dist.broadcast_object(auto_micro_batch(student.config, per_rank, max_len, with_teacher, device_bytes))
+    micro = dist.broadcast_object(auto_micro_batch(student.config, per_rank, max_len, workload, device_bytes))
     if dist.is_main:
         where = ("on the CPU" if device_bytes is None else
-                 f"estimated {training_bytes(student.config, micro, max_len, with_teacher) / 2**30:.1f} of "
+                 f"estimated {training_bytes(student.config, micro, max_len, workload) / 2**30:.1f} of "
                  f"{device_bytes / 2**30:.1f} GiB at length {max_len}")
         log.info("micro-batch auto: %d of the per-rank batch of %d (%s; --micro-batch-size to choose)", micro,
                  per_rank, where)
@@ -378,7 +380,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
             changes = [*(changes or []), *(on_main(dist, lambda: check_data_unchanged(run, config, fingerprints))
                                            or [])]
         student, teacher = build_models(config, datasets, dist.device)
-        config = resolve_micro_batch(config, dist, datasets, student, teacher is not None)
+        config = resolve_micro_batch(config, dist, datasets, student, teacher, precision)
         student_fast, teacher_fast = compiled_encoders(config, performance, datasets, student, teacher)
         eval_every = resolve_eval_every(config, datasets, dist.is_main)
         on_main(dist, lambda: snapshot_inputs(run, config, datasets[0], student))

@@ -1199,7 +1199,7 @@ def test_one_rank_drops_overlap_comm_which_only_makes_zero_wait(tmp_path: Path) 
 def test_auto_micro_batch_is_the_largest_divisor_that_fits() -> None:
     from transformers import BertConfig, BertForPreTraining
 
-    from tacl_scale.memory import auto_micro_batch, parameter_count, training_bytes
+    from tacl_scale.memory import TACL, auto_micro_batch, parameter_count, training_bytes
 
     tiny = BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                       intermediate_size=64, max_position_embeddings=64)
@@ -1208,15 +1208,51 @@ def test_auto_micro_batch_is_the_largest_divisor_that_fits() -> None:
     assert 100e6 < parameter_count(base) < 120e6
     gib = 2**30
     # The H200 measurement (22.7 GiB at micro 256, length 256) stays under the estimate.
-    assert 22.7 * gib < training_bytes(base, 256, 256, with_teacher=True) < 40 * gib
-    assert auto_micro_batch(base, 256, 256, True, 141 * gib) == 256  # H200, one GPU
-    assert auto_micro_batch(base, 32, 256, True, 141 * gib) == 32  # H200, 8 per node
-    on_16 = auto_micro_batch(base, 256, 256, True, 16 * gib)
-    assert 256 % on_16 == 0 and training_bytes(base, on_16, 256, True) <= 0.9 * 16 * gib
-    assert training_bytes(base, 2 * on_16, 256, True) > 0.9 * 16 * gib or 256 % (2 * on_16)
-    assert auto_micro_batch(base, 96, 512, True, 16 * gib) in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96)
-    assert auto_micro_batch(base, 256, 256, True, None) == 32 and auto_micro_batch(base, 12, 256, True, None) == 12
-    assert auto_micro_batch(base, 256, 256, True, 1 * gib) == 1  # nothing fits: 1, and the step says so
+    assert 22.7 * gib < training_bytes(base, 256, 256, TACL) < 40 * gib
+    assert auto_micro_batch(base, 256, 256, TACL, 141 * gib) == 256  # H200, one GPU
+    assert auto_micro_batch(base, 32, 256, TACL, 141 * gib) == 32  # H200, 8 per node
+    on_16 = auto_micro_batch(base, 256, 256, TACL, 16 * gib)
+    assert 256 % on_16 == 0 and training_bytes(base, on_16, 256, TACL) <= 0.9 * 16 * gib
+    assert training_bytes(base, 2 * on_16, 256, TACL) > 0.9 * 16 * gib or 256 % (2 * on_16)
+    assert auto_micro_batch(base, 96, 512, TACL, 16 * gib) in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96)
+    assert auto_micro_batch(base, 256, 256, TACL, None) == 32 and auto_micro_batch(base, 12, 256, TACL, None) == 12
+    assert auto_micro_batch(base, 256, 256, TACL, 1 * gib) == 1  # nothing fits: 1, and the step says so
+
+
+def test_auto_micro_batch_counts_mirrors_views_an_fp32_teacher_and_fp32_activations() -> None:
+    """The estimate counted one student pass and a half teacher whatever the run:
+    model-1 (mlm,nsp,mirror) runs the student on the masked input and on two views,
+    three passes' activations, and auto chose 256 for it on a 40 GiB GPU (about
+    32 GiB estimated, about 60 needed)."""
+    from transformers import BertConfig
+
+    from tacl_scale.memory import (
+        SAFETY,
+        TACL,
+        Workload,
+        activation_bytes_per_token,
+        auto_micro_batch,
+        parameter_count,
+        training_bytes,
+    )
+
+    base, gib = BertConfig(), 2**30
+    assert Workload.of(("tacl", "mlm", "nsp"), "fp16", "bf16") == TACL
+    model_1 = Workload.of(("mlm", "nsp", "mirror"), None, "bf16")
+    assert (model_1.encoder_passes, model_1.teacher_bytes_per_parameter) == (3, 0)
+    assert Workload.of(("mirror",), None, "bf16") == Workload(0, 2, False, 1)
+    one_pass = activation_bytes_per_token(base, Workload(0, 1, False, 1))
+    assert activation_bytes_per_token(base, model_1) == pytest.approx(
+        3 * one_pass + activation_bytes_per_token(base, Workload(0, 0, True, 1)))
+    assert activation_bytes_per_token(base, model_1) > 2.5 * activation_bytes_per_token(base, TACL)
+    assert auto_micro_batch(base, 256, 256, TACL, 40 * gib) == 256
+    assert auto_micro_batch(base, 256, 256, model_1, 40 * gib) < 256
+    assert training_bytes(base, auto_micro_batch(base, 256, 256, model_1, 40 * gib), 256, model_1) <= 0.9 * 40 * gib
+    # --reference-compat: an fp32 teacher (4 bytes a weight); an fp32 student's activations are twice a half one's.
+    compat = Workload.of(("tacl", "mlm", "nsp"), "fp32", "fp32")
+    assert compat.teacher_bytes_per_parameter == 4
+    assert training_bytes(base, 8, 256, compat) - training_bytes(base, 8, 256, TACL) == pytest.approx(
+        SAFETY * (2 * parameter_count(base) + 8 * 256 * activation_bytes_per_token(base, TACL)))
 
 
 def test_the_ds_configs_leave_the_micro_batch_to_the_trainer() -> None:
