@@ -19,8 +19,10 @@ run / ``--quick``):
    per configuration as soon as it is measured.
 
 ``gpu_check.sh`` runs the install first (60 s), so a default run ends within 6
-minutes and ``--quick`` within 3, whatever hangs. A phase that runs past its budget
-is stopped and recorded as ``timeout`` and the next one runs; what it measured
+minutes and ``--quick`` within 3, whatever hangs: a phase may use what the phases
+before it left of their budgets, never past that deadline (less the 10 s its stop
+may take). A phase that runs past its time is stopped and recorded as ``timeout``
+and the next one runs; what it measured
 before (tests finished, training rows) is kept. After every phase the report is
 written again: ``DIR/gpu_check.json``, ``DIR/gpu_check.txt`` (the table), and each
 phase's ``DIR/<phase>.log``. ``--dry-run`` runs the same phases on the CPU at tiny
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import re
@@ -40,6 +43,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +58,9 @@ PHASES = ("env", "tests", "tacl_loss", "training")
 BUDGETS = {"env": 10, "tests": 130, "tacl_loss": 20, "training": 140}
 QUICK_BUDGETS = {"env": 10, "tests": 45, "tacl_loss": 15, "training": 50}
 INSTALL_BUDGET = 60  # gpu_check.sh's, recorded in install.json (25–30 s on a fresh H200 machine)
+# stop_group's waits after a phase's time (SIGTERM, then SIGKILL: 5 s each), kept
+# inside the run's deadline.
+STOP_GRACE = 10
 TEST_TIMEOUT = 60  # seconds per test
 GPU_TESTS = ["tests/test_gpu.py", "tests/test_tacl_triton.py"]
 TARGETS = {"mfu": 0.45, "mfu_micro_32": 0.35, "triton_speedup": 3.0, "unpad_speedup": 1.12, "vs_hf_compiled": 1.0,
@@ -362,8 +369,41 @@ def parse_budgets(values: list[str], quick: bool) -> dict[str, float]:
         name, _, seconds = value.partition("=")
         if name not in budgets or not seconds:
             raise SystemExit(f"error: --budget {value}: expected PHASE=SECONDS with PHASE one of {', '.join(PHASES)}")
-        budgets[name] = float(seconds)
+        try:
+            budgets[name] = float(seconds)
+        except ValueError:
+            budgets[name] = math.nan
+        if not (math.isfinite(budgets[name]) and budgets[name] > 0):
+            raise SystemExit(f"error: --budget {value}: SECONDS must be a number > 0")
     return budgets
+
+
+class PhaseClock:
+    """Each phase's time: its budget plus what the phases before it left unused,
+    never past the run's deadline (less the time a phase's stop may take), so the
+    whole run ends by it whatever hangs."""
+
+    def __init__(self, budgets: dict[str, float], deadline: float, now: Callable[[], float] = time.monotonic) -> None:
+        self.budgets, self.deadline, self.now = budgets, deadline, now
+        self.unused = 0.0
+
+    def allow(self, name: str) -> float:
+        """The seconds phase ``name`` may run now (0: none left)."""
+        return max(0.0, min(self.budgets[name] + self.unused, self.deadline - self.now() - STOP_GRACE))
+
+    def spent(self, allowed: float, seconds: float) -> None:
+        """A phase allowed ``allowed`` seconds ended after ``seconds``."""
+        self.unused = max(0.0, allowed - seconds)
+
+
+def run_deadline(budgets: dict[str, float], started: float | None) -> float:
+    """The run's deadline on ``time.monotonic()``'s clock: the install's budget and
+    the phases' from ``started`` (seconds since the epoch, when gpu_check.sh began
+    the install), or the phases' from now when this script runs alone."""
+    total = sum(budgets.values())
+    if started is None:
+        return time.monotonic() + total
+    return time.monotonic() + (started + INSTALL_BUDGET + total - time.time())
 
 
 def main() -> int:
@@ -374,12 +414,19 @@ def main() -> int:
     p.add_argument("--dry-run", action="store_true", help="every phase on the CPU at tiny shapes (checks this script)")
     p.add_argument("--budget", action="append", default=[], metavar="PHASE=SECONDS", help="override a phase's budget")
     p.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)  # internal: run one phase in this process
+    # internal, from gpu_check.sh: when its install began (seconds since the epoch), and a check of the
+    # arguments before that install
+    p.add_argument("--started", type=float, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--check-args", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     args.results = args.results.resolve()
     args.bundle = args.bundle.resolve()
     if args.phase:
         return run_phase_here(args)
     budgets = parse_budgets(args.budget, args.quick)
+    if args.check_args:
+        return 0
+    deadline = run_deadline(budgets, args.started)
     import torch
 
     if not args.dry_run and not torch.cuda.is_available():
@@ -393,11 +440,18 @@ def main() -> int:
     install = args.results / "install.json"
     if install.is_file():
         report["phases"]["install"] = json.loads(install.read_text(encoding="utf-8"))
+    clock = PhaseClock(budgets, deadline)
     for name in PHASES:
-        report["phases"][name] = run_phase(args, name, budgets[name])
+        allowed = clock.allow(name)
+        if allowed < 1:
+            report["phases"][name] = {"status": "timeout", "error": "no time left before the run's deadline",
+                                      "seconds": 0, "budget": 0}
+        else:
+            report["phases"][name] = run_phase(args, name, round(allowed, 1))
+        clock.spent(allowed, report["phases"][name]["seconds"])
         write_report(report)
         print(f"[{name}: {report['phases'][name]['status']}, {report['phases'][name]['seconds']:.0f} s of "
-              f"{budgets[name]:.0f}]", flush=True)
+              f"{allowed:.0f}]", flush=True)
     print(write_report(report))
     return 0 if all(p["status"] == "passed" for p in report["phases"].values()) else 1
 

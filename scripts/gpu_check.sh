@@ -9,7 +9,9 @@
 # Environment: PYTHON (default python3), GPU_BUNDLE (default .gpu_bundle), GPU_VENV
 # (default .venv-offline). Phases run with their own time budgets and the report is
 # written after each one (benchmarks/gpu_check.py): a default run ends within 6
-# minutes, --quick within 3. Exits 2 without CUDA (--dry-run: the phases on the CPU).
+# minutes of the install's start and --quick within 3 (the budgets' sum), whatever
+# hangs. Exits 2 without CUDA (--dry-run: the phases on the CPU) or for a bad argument,
+# before the install.
 set -euo pipefail
 source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
@@ -17,6 +19,8 @@ RESULTS=${OUT:-runs/gpu_check}
 if [[ $# -gt 0 && "$1" != --* ]]; then RESULTS=$1; shift; fi
 VENV=${GPU_VENV:-.venv-offline}
 INSTALL_BUDGET=60  # benchmarks/gpu_check.py's INSTALL_BUDGET (fresh H200 machines took 25 s and over 30 s)
+# The arguments are checked before the install's minute, not after it.
+"${PYTHON:-python3}" benchmarks/gpu_check.py --check-args "$@" || exit 2
 mkdir -p "$RESULTS"
 started=$(date +%s)
 status=passed
@@ -36,4 +40,5 @@ if [[ "$status" != passed ]]; then
 fi
 cat "$RESULTS/install.log"
 export TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
-exec "$VENV/bin/python" benchmarks/gpu_check.py --bundle "${GPU_BUNDLE:-.gpu_bundle}" --results "$RESULTS" "$@"
+exec "$VENV/bin/python" benchmarks/gpu_check.py --bundle "${GPU_BUNDLE:-.gpu_bundle}" --results "$RESULTS" \
+  --started "$started" "$@"

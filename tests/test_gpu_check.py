@@ -161,6 +161,41 @@ def test_budgets_fit_the_device_time(tmp_path: Path) -> None:
     assert gpu_check.parse_budgets(["tests=10"], quick=True)["tests"] == 10
     with pytest.raises(SystemExit, match="PHASE=SECONDS"):
         gpu_check.parse_budgets(["nothing=3"], quick=False)
+    # nan meant no limit at all (a wait with a nan timeout), a negative budget a stop at once, "abc" a traceback
+    for value in ("training=nan", "training=-5", "training=0", "training=abc", "training=inf"):
+        with pytest.raises(SystemExit, match=f"--budget {value}: SECONDS must be a number > 0"):
+            gpu_check.parse_budgets([value], quick=False)
+
+
+def test_each_phase_gets_what_the_ones_before_left_and_none_passes_the_deadline() -> None:
+    """Each phase had its own budget: the 10 s a stop may take came on top of each
+    (the run could end 40 s past its 6 minutes), and a phase's unused seconds were
+    lost to the training sweep after it."""
+    now = [0.0]
+    budgets = {"env": 10, "tests": 130, "tacl_loss": 20, "training": 140}
+    clock = gpu_check.PhaseClock(budgets, deadline=300.0, now=lambda: now[0])
+    assert clock.allow("env") == 10
+    clock.spent(10, 4.0)
+    now[0] = 4.0
+    assert clock.allow("tests") == 136  # its 130 and the 6 env left
+    clock.spent(136, 136 + gpu_check.STOP_GRACE)  # it hung: stopped after its time and the stop's
+    now[0] = 150.0
+    assert clock.allow("tacl_loss") == 20
+    clock.spent(20, 2.0)
+    now[0] = 152.0
+    assert clock.allow("training") == 300 - 152 - gpu_check.STOP_GRACE  # 158 by the budgets; the deadline is first
+    now[0] = 295.0
+    assert clock.allow("training") == 0
+
+
+def test_a_bad_argument_stops_the_check_before_the_install(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHON=sys.executable, GPU_BUNDLE=str(tmp_path / "nowhere"))
+    for argument, says in ((["--budget", "training=abc"], "--budget training=abc: SECONDS must be a number > 0"),
+                           (["--quik"], "unrecognized arguments: --quik")):
+        res = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "results"), *argument], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 2 and says in res.stderr, res.stderr
+        assert not (tmp_path / "results").exists()  # no install ran, nothing written
 
 
 def test_a_missing_bundle_is_a_clear_error(tmp_path: Path) -> None:
