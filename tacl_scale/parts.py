@@ -144,6 +144,17 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
     for section, settings in (("fp16", ds.get("fp16", {})), ("bf16", bf16)):
         if settings or section == precision:
             ds[section] = {**settings, "enabled": precision == section}
+    accumulation = str(ds.get("data_types", {}).get("grad_accum_dtype", precision)).lower()  # DeepSpeed's default
+    if (config.performance.cuda_graphs and device_type == "cuda"
+            and (stage == 0 or (stage == 1 and accumulation == precision))):
+        # Without ZeRO, and with ZeRO-1 accumulating in the model's own dtype, DeepSpeed
+        # keeps each micro-batch's gradients in param.grad until the optimizer step,
+        # where the next replay of a CUDA graph overwrites them (on the CPU the flag
+        # records no graph: said when the run is built).
+        raise TrainError(f"{engine.path}: zero_optimization.stage {stage} with {precision} gradient accumulation "
+                         "keeps each gradient in param.grad past its micro-batch, where --cuda-graphs overwrites "
+                         "it: use stage 2, or stage 1 with \"data_types\": {\"grad_accum_dtype\": \"fp32\"} in "
+                         "half precision, or drop --cuda-graphs")
     if config.performance.cuda_graphs and precision == "bf16":
         # A replayed CUDA graph reuses its memory from the next micro-batch on, so each
         # gradient must be consumed by the backward that made it. DeepSpeed's

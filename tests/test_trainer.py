@@ -746,11 +746,29 @@ def test_cuda_graphs_leave_no_gradient_past_the_backward_that_made_it(join: Call
             trainer.close()
     assert kept[False] and not kept[True], kept[True][:3]
     assert len(losses[True]) == 3 and losses[True] == losses[False]
-    for precision in ("fp16", "fp32"):  # no BF16_Optimizer: nothing to turn on
-        assert "immediate_grad_update" not in deepspeed_config(config, 1, "cuda", precision=precision).get("bf16", {})
+    # fp16: no BF16_Optimizer, nothing to turn on (fp32 accumulating in fp32 is refused below)
+    assert "immediate_grad_update" not in deepspeed_config(config, 1, "cuda", precision="fp16").get("bf16", {})
     refused = EngineConfig("mine.json", {**engine.settings, "bf16": {"enabled": True, "immediate_grad_update": False}})
     with pytest.raises(TrainError, match=r"mine\.json: bf16\.immediate_grad_update false .* --cuda-graphs"):
         deepspeed_config(replace(config, engine=refused), 1, "cuda", precision="bf16")
+    # Configs that keep the gradients in param.grad until the optimizer step: refused with --cuda-graphs.
+    for settings, precision in (({"zero_optimization": {"stage": 0}}, "fp16"),
+                                ({"zero_optimization": {"stage": 0}}, "fp32"),
+                                ({"zero_optimization": {"stage": 1}}, "fp16"),
+                                ({"zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp16"}},
+                                 "fp16"),
+                                ({"zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"}},
+                                 "fp32")):
+        keeps = replace(config, engine=EngineConfig("keeps.json", settings))
+        with pytest.raises(TrainError, match=rf"keeps\.json: zero_optimization\.stage \d with {precision} gradient "
+                                             r"accumulation keeps each gradient in param\.grad .* --cuda-graphs"):
+            deepspeed_config(keeps, 1, "cuda", precision=precision)
+        assert deepspeed_config(replace(keeps, performance=PerformanceConfig()), 1, "cuda", precision=precision)
+    for settings, precision in (({"zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"}},
+                                 "fp16"), ({"zero_optimization": {"stage": 2}}, "fp16"),
+                                ({"zero_optimization": {"stage": 2}}, "fp32")):
+        assert deepspeed_config(replace(config, engine=EngineConfig("fine.json", settings)), 1, "cuda",
+                                precision=precision)
 
 
 def test_the_command_line_takes_its_defaults_from_the_config_dataclasses(tmp_path: Path) -> None:
