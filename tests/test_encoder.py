@@ -230,6 +230,32 @@ def test_compiled_encoder_is_one_graph_for_every_bucket_and_matches_bert_model()
 
 
 @pytest.mark.slow
+def test_compiled_encoder_on_padded_batches_is_one_graph_and_matches_bert_model() -> None:
+    """Padded batches (--no-unpad, and --reference-compat, which pads to the maximum
+    length) are compiled too on CUDA, by default: other padded lengths run the same
+    graph, and the outputs at real tokens and every gradient are BertModel's."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    bert = tiny_bert()
+    fast = CompiledEncoder(bert, None)
+    for round_, lengths in enumerate([[7, 19, 3, 30], [32, 32, 32, 32], [5, 2, 3, 4]]):
+        ids, batch = padded_batch(lengths)
+        real = batch["attention_mask"][..., None]
+        ours, expected = fast(ids, batch), reference(bert, ids, batch)
+        torch.testing.assert_close(ours * real, expected * real, rtol=1e-5, atol=1e-5)
+        weights = torch.randn(expected.shape, generator=torch.Generator().manual_seed(round_)) * real
+        assert_grads_close(grads(bert, ours, weights), grads(bert, expected, weights))
+        if round_ == 0:
+            graphs = counters["stats"]["unique_graphs"]
+            assert graphs == 1
+    assert fast.calls_per_shape == Counter({30: 1, 32: 1, 5: 1})
+    assert counters["stats"]["unique_graphs"] == graphs, "another padded length recompiled"
+    assert not counters["graph_break"], dict(counters["graph_break"])
+
+
+@pytest.mark.slow
 def test_another_model_of_the_same_shape_runs_the_compiled_graph_on_its_own_weights() -> None:
     """A second ``BertModel`` of the same configuration (the GPU check builds a
     Trainer per row of its sweep, in one process) reuses the graph compiled for the
