@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -408,6 +408,17 @@ class TrainConfig:
     recipe: str | None = None  # --recipe's name: a path it filled that is missing is said to be its
 
     def __post_init__(self) -> None:
+        if self.objective.reference_compat:
+            # The released code pads every batch to max_len and keeps its teacher in
+            # fp32: the mode sets both, here, for a config built in code as for the CLI's.
+            performance = self.performance
+            _require(performance.unpad is not True,
+                     "--reference-compat counts padding columns as negatives: it cannot run with --unpad")
+            _require(performance.teacher_dtype in (None, "fp32"),
+                     "--reference-compat runs the teacher in fp32, as the released code: not --teacher-dtype "
+                     f"{performance.teacher_dtype}")
+            object.__setattr__(self, "performance", replace(performance, unpad=False, teacher_dtype="fp32"))
+            object.__setattr__(self, "data", replace(self.data, pad_to_max_length=True))
         _require(self.log_every >= 1, f"--log-every must be >= 1, got {self.log_every}")
         # numpy's SeedSequence (the data order, dynamic masks) takes no negative seed, torch none of 2**64
         _require(0 <= self.seed < 2**63, f"--seed must be in [0, 2**63), got {self.seed}")

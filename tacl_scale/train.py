@@ -175,14 +175,6 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                                     reference_compat=args.reference_compat)
     except ValueError as err:
         p.error(str(err))
-    if args.reference_compat:
-        # The released code pads every batch to max_len and keeps its teacher in fp32.
-        if args.unpad:
-            p.error("--reference-compat counts padding columns as negatives: it cannot run with --unpad")
-        if args.teacher_dtype not in (None, "fp32"):
-            p.error(f"--reference-compat runs the teacher in fp32, as the released code: not --teacher-dtype "
-                    f"{args.teacher_dtype}")
-        args.unpad, args.pad_to_max_length, args.teacher_dtype = False, True, "fp32"
     chosen = resolve_settings(args, p)
     # Absolute from here on: run.json records them, and a resume from another
     # working directory (a requeued job) compares them with its own.

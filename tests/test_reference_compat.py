@@ -19,8 +19,14 @@ import torch.nn.functional as F
 from conftest import ZH_TEXT, ZH_VOCAB, build_dataset
 from test_tacl_triton import HALF_TOLERANCES
 
-from tacl_scale.cli import UsageError
-from tacl_scale.config import CheckpointConfig, DataConfig, EngineConfig, OptimConfig, TrainConfig
+from tacl_scale.config import (
+    CheckpointConfig,
+    ConfigError,
+    DataConfig,
+    EngineConfig,
+    OptimConfig,
+    TrainConfig,
+)
 from tacl_scale.distributed import Distributed
 from tacl_scale.kernels import tacl_loss
 from tacl_scale.model import ObjectiveConfig, make_teacher, teacher_states
@@ -134,8 +140,21 @@ def test_the_command_line_sets_what_the_mode_needs_and_refuses_the_rest(tmp_path
                       (["--teacher-dtype", "fp16"], "runs the teacher in fp32, as the released code: not "
                                                     "--teacher-dtype fp16")]
     for flags, message in contradictions:
-        with pytest.raises(UsageError, match=re.escape(message)):
+        with pytest.raises(ConfigError, match=re.escape(message)):
             parse_args([*base, "--reference-compat", *flags])
+
+
+def test_a_config_built_in_code_gets_what_the_mode_needs(tmp_path: Path) -> None:
+    """Only the command line set the mode's padding and fp32 teacher: a TrainConfig
+    built in code with reference_compat failed when the run was built."""
+    from tacl_scale.config import PerformanceConfig
+
+    config = TrainConfig(model="m", output=str(tmp_path / "run"), engine=EngineConfig("inline.json", FP32),
+                         data=DataConfig(("d",)), objective=ObjectiveConfig(reference_compat=True))
+    assert config.data.pad_to_max_length and config.performance.unpad is False
+    assert config.performance.teacher_dtype == "fp32"
+    with pytest.raises(ConfigError, match="cannot run with --unpad"):
+        replace(config, performance=PerformanceConfig(unpad=True))
 
 
 @pytest.fixture(scope="module")
