@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from .cli import HelpFormatter, error_exit, make_parser
 from .files import os_error_line, output_directory_problem
 from .preemption import ctrl_c_ends
+from .run_dir import EXPORT_DIR
 from .similarity import LayerStats, sentence_self_similarity
 
 log = logging.getLogger("tacl_scale.analysis")
@@ -284,7 +285,7 @@ def selfsim(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _unique_name(path: Path, taken: dict[str, Any]) -> str:
-    name = path.name if path.name != "export" else path.parent.name
+    name = path.name if path.name != EXPORT_DIR else path.parent.name  # a run's export by the run's name
     base, k = name, 2
     while name in taken:
         name, k = f"{base}-{k}", k + 1

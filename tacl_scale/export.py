@@ -91,9 +91,10 @@ def container_problem(out: Path, runs_and_datasets: bool = True) -> str | None:
                     "outside it")
         if not runs_and_datasets:
             continue
-        if RunDir(above).has_record() and absolute != above / "export":
+        run = RunDir(above)
+        if run.has_record() and absolute != run.export:
             return (f"{out}: inside the training run {above}, whose checkpoints and export training rotates and "
-                    f"replaces: choose a place outside it ({above / 'export'} is the run's own export)")
+                    f"replaces: choose a place outside it ({run.export} is the run's own export)")
         # Shards as well as the manifest: every directory above is asked, and a stray
         # manifest.json (a web project's, $HOME's) must not forbid everything under it.
         # run_dir.output_problem asks of the one directory given and refuses on the manifest alone.

@@ -130,9 +130,9 @@ def load_student(path: str | Path) -> BertForPreTraining:
             raise ValueError(f"{path}: {'unknown hidden_act ' if isinstance(err, KeyError) else ''}{err}") from err
     if not path.is_dir():
         raise ValueError(f"{path}: neither a model directory nor a BertConfig JSON")
-    if RunDir(path).has_record():
+    if (run := RunDir(path)).has_record():
         raise ValueError(f"{path}: a training run directory, not a model directory: its student is exported to "
-                         f"{path / 'export'} (tacl-export writes one from any checkpoint)")
+                         f"{run.export} (tacl-export writes one from any checkpoint)")
     # Without config.json, from_pretrained would build a default BertConfig (BERT-base)
     # and re-initialise every weight that does not fit it.
     missing = []
