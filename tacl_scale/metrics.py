@@ -17,17 +17,35 @@ from .run_dir import RunDir
 PROGRESS_KEYS = ("loss", "tacl", "mlm", "nsp", "mirror", "mirror_acc")
 
 
-def drop_after(path: Path, step: int) -> None:
-    """Rewrite ``metrics.jsonl`` without what was logged after ``step``: a job
-    resumed from the checkpoint of ``step`` trains those steps again, and logs them."""
-    kept = []
+def _lines_and_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
+            record = json.loads(line)
         except ValueError:
             continue  # a line cut by a kill
+        if isinstance(record, dict):
+            yield line, record
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a ``metrics.jsonl`` in the order they were logged: one per
+    applied step (``"step"``) and the events (``"event"``: skipped updates,
+    held-out evaluations); a line cut by a kill is left out."""
+    return [record for _, record in _lines_and_records(path)]
+
+
+def step_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The applied steps' records of :func:`read_records`, without the events."""
+    return [record for record in records if "step" in record]
+
+
+def drop_after(path: Path, step: int) -> None:
+    """Rewrite ``metrics.jsonl`` without what was logged after ``step``: a job
+    resumed from the checkpoint of ``step`` trains those steps again, and logs them."""
+    kept = []
+    for line, entry in _lines_and_records(path):
         # An applied step or an evaluation up to the checkpoint's step stays; what was
         # logged after it (a skipped update *after* step N included) happens again.
         if "step" in entry or "at_step" in entry:

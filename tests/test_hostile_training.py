@@ -53,7 +53,8 @@ from tacl_scale.data.integrity import verify_tokenizer
 from tacl_scale.data.manifest import Manifest
 from tacl_scale.distributed import Distributed
 from tacl_scale.locking import LOCK_NAME
-from tacl_scale.run_dir import PREEMPTED_MARKER
+from tacl_scale.metrics import read_records, step_records
+from tacl_scale.run_dir import PREEMPTED_MARKER, RunDir
 from tacl_scale.trainer import RankError, Trainer, TrainError
 
 pytestmark = pytest.mark.slow
@@ -230,7 +231,7 @@ def test_a_preemption_signal_to_the_workers_too_checkpoints_and_resumes(zh_datas
     res = run_cli([*common(zh_dataset, tiny_bert_file, run, 200), "--num-workers", "2", "--resume", "--stop-after-steps", "2"])
     assert res.returncode == 0, res.stderr[-3000:]
     assert not (run / PREEMPTED_MARKER).exists()
-    steps = [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "step" in r]
+    steps = [r["step"] for r in step_records(read_records(RunDir(run).metrics_file))]
     assert steps == list(range(1, step + 3))
 
 

@@ -15,6 +15,8 @@ import pytest
 from conftest import EN_DUMP, EN_VOCAB, ROOT, TINY_BERT, ZH_TEXT, ZH_VOCAB
 
 from tacl_scale.data import PretrainDataset
+from tacl_scale.metrics import read_records, step_records
+from tacl_scale.run_dir import RunDir
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -99,8 +101,7 @@ def _train_args(dataset: Path, model: Path, run: Path, steps: int, save_every: i
 
 
 def _losses(run: Path) -> dict[int, float]:
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r["loss"] for r in records if "step" in r}  # events (evaluations) have none
+    return {r["step"]: r["loss"] for r in step_records(read_records(RunDir(run).metrics_file))}
 
 
 @pytest.fixture(scope="module")

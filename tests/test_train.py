@@ -21,6 +21,9 @@ import pytest
 import torch
 from conftest import ROOT, TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset, free_port, main_in_this_process
 
+from tacl_scale.metrics import read_records, step_records
+from tacl_scale.run_dir import RunDir
+
 pytestmark = [pytest.mark.slow, pytest.mark.framework]
 
 DEEPSPEED = Path(sys.executable).parent / "deepspeed"
@@ -49,8 +52,7 @@ def launch(args: list[str], ranks: int = 2, launcher: str = "torchrun") -> subpr
 
 def metrics(run: Path) -> dict[int, dict[str, float]]:
     """Per-step metrics of rank 0 (the last record of a step wins after a resume)."""
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r for r in records if "step" in r}  # events (skipped updates) have none
+    return {r["step"]: r for r in step_records(read_records(RunDir(run).metrics_file))}
 
 
 @pytest.fixture(scope="module")
@@ -297,7 +299,7 @@ def test_killed_run_resumes_with_the_same_losses(setup: dict[str, Path], full_ru
     straight, after = metrics(full_run), metrics(run)
     assert sorted(after) == [1, 2, 3, 4, 5, 6]
     # Steps logged after the checkpoint by the killed job are not logged twice.
-    logged = [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "step" in r]
+    logged = [r["step"] for r in step_records(read_records(RunDir(run).metrics_file))]
     assert logged == [1, 2, 3, 4, 5, 6]
     for step in range(1, 7):
         assert after[step]["loss"] == pytest.approx(straight[step]["loss"], rel=1e-6, abs=1e-7), step
@@ -362,7 +364,7 @@ def test_blended_data_and_dynamic_masking_train(setup: dict[str, Path], tmp_path
         assert tag in tags, tag
     assert [e.step for e in events.Scalars("eval/selfsim_layer2")] == [1, 2]
     # metrics.jsonl holds the same evaluations, as events beside the steps' records.
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = read_records(RunDir(run).metrics_file)
     evaluations = [r for r in records if r.get("event") == "eval"]
     assert [r["at_step"] for r in evaluations] == [1, 2]
     assert [r["selfsim_layer2"] for r in evaluations] == pytest.approx(

@@ -31,8 +31,10 @@ from tacl_scale.config import (
 )
 from tacl_scale.data import PretrainDataset
 from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
+from tacl_scale.metrics import read_records, step_records
 from tacl_scale.model import ObjectiveConfig
 from tacl_scale.parts import deepspeed_config
+from tacl_scale.run_dir import RunDir
 from tacl_scale.trainer import Trainer, TrainError
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
@@ -227,8 +229,8 @@ def test_train_logs_skips_and_stops_a_diverged_run(join: Callable[[], Distribute
             trainer.train()
     finally:
         trainer.close()
-    events = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [e["event"] for e in events] == ["skipped_update", "skipped_update"]
+    events = read_records(RunDir(tmp_path / "run").metrics_file)
+    assert [e["event"] for e in events] == ["skipped_update", "skipped_update"] and not step_records(events)
     assert events[-1]["skipped_steps"] == 2 and events[-1]["after_step"] == 0
 
 
@@ -1018,6 +1020,18 @@ def test_a_standalone_rank_picks_another_port_when_its_own_was_taken(monkeypatch
             dist.close()
     finally:
         taken.close()
+
+
+def test_metrics_records_are_read_in_order_without_a_cut_line(tmp_path: Path) -> None:
+    """What tests, experiments and a user's notebook read metrics.jsonl with: steps
+    and events in the order logged, a blank line, a non-object line and a line cut
+    by a kill (the last) left out; step_records keeps the applied steps."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "loss": 2.0}\n\n{"event": "eval", "at_step": 1}\n[1, 2]\n'
+                    '{"event": "skipped_update", "after_step": 1}\n{"step": 2, "loss": 1.5}\n{"step": 3, "lo')
+    records = read_records(path)
+    assert [r.get("step", r.get("event")) for r in records] == [1, "eval", "skipped_update", 2]
+    assert step_records(records) == [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.5}]
 
 
 def test_a_resumed_job_logs_no_step_twice(tmp_path: Path) -> None:
