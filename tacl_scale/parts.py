@@ -382,14 +382,16 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         raise TrainError(problem)
     lock = on_main(dist, lambda: DirectoryLock(run.path, "training").acquire())
     try:
-        changes = on_main(dist, lambda: check_resume_settings(run, config)) if config.checkpoint.resume else []
+        # run.json, read once under the lock (rank 0): nothing else writes it until this job records itself.
+        record = on_main(dist, lambda: run.read_record() if run.has_record() else None)
+        changes = on_main(dist, lambda: check_resume_settings(run, record, config)) if config.checkpoint.resume else []
         precision = resolve_precision(config, dist.device)
         performance = resolve_performance(config, dist, precision)
         datasets = open_datasets(config, dist)
         fingerprints = [dataset.manifest.content_fingerprint() for dataset in datasets]
         if config.checkpoint.resume:
-            changes = [*(changes or []), *(on_main(dist, lambda: check_data_unchanged(run, config, fingerprints))
-                                           or [])]
+            changes = [*(changes or []),
+                       *(on_main(dist, lambda: check_data_unchanged(run, record, config, fingerprints)) or [])]
         student, teacher = build_models(config, datasets, dist.device)
         config = resolve_micro_batch(config, dist, datasets, student, teacher, precision)
         student_fast, teacher_fast = compiled_encoders(config, performance, datasets, student, teacher)
@@ -403,7 +405,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         if resume_from is not None:
             check_steps_left(run.checkpoints / resume_from, state.step, config.optim.steps, dist.is_main)
             apply_optimizer_settings(engine, config.optim, state.step)
-        on_main(dist, lambda: record_this_job(run, config, dist, datasets[0], student, performance,
+        on_main(dist, lambda: record_this_job(run, record, config, dist, datasets[0], student, performance,
                                               engine.ds_config, state.step, changes or [], fingerprints))
         batches, eval_batches = build_data(config, datasets, dist, state, performance.unpad, eval_every)
         metrics = MetricsLogger(run, dist.is_main, config.optim.steps, config.log_every, state.step,
@@ -686,19 +688,20 @@ def apply_optimizer_settings(engine: EngineParts, optim: OptimConfig, step: int)
         scheduler.step()  # each group's lr = lr × lr_factor(step): the next update's
 
 
-def record_this_job(run: RunDir, config: TrainConfig, dist: Distributed, dataset: PretrainDataset, student: Any,
-                    performance: ResolvedPerformance, ds_config: dict[str, Any], step: int,
-                    changes: list[str], fingerprints: list[str]) -> RunRecord:
-    """``run.json`` with this job in its ``history`` (the step it started at, its
-    ranks and device, the settings it changed with ``--allow-changes``); a new
-    run's record holds its settings as this job resolved them."""
+def record_this_job(run: RunDir, record: RunRecord | None, config: TrainConfig, dist: Distributed,
+                    dataset: PretrainDataset, student: Any, performance: ResolvedPerformance,
+                    ds_config: dict[str, Any], step: int, changes: list[str], fingerprints: list[str]) -> RunRecord:
+    """``run.json`` (``record``, None for a new run) with this job in its
+    ``history`` (the step it started at, its ranks and device, the settings it
+    changed with ``--allow-changes``); a new run's record holds its settings as
+    this job resolved them."""
     device = str(dist.device.type)
     segment = JobSegment(step, dist.world_size, device, performance.unpad, performance.compile, changes)
     new = RunRecord(config=config.to_dict(), world_size=dist.world_size, device=device, unpad=performance.unpad,
                     fused_optimizer=performance.fused_optimizer,
                     tokenizer_source=tokenizer_source(config.model, dataset), deepspeed_config=ds_config,
                     student_config=student_config_dict(student), data_fingerprints=fingerprints)
-    return record_job(run, segment, new, config)
+    return record_job(run, record, segment, new, config)
 
 
 def build_data(config: TrainConfig, datasets: list[PretrainDataset], dist: Distributed, state: TrainState,

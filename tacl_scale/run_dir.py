@@ -284,14 +284,14 @@ def settings_changes(saved: dict[str, Any], config: TrainConfig) -> list[str]:
     return changes
 
 
-def check_resume_settings(run: RunDir, config: TrainConfig) -> list[str]:
-    """Refuse (:class:`RunRecordError`) to resume a run with other settings than
-    its own that decide the data, the objectives, the model or the optimizer,
-    naming each difference; ``--allow-changes`` accepts them (returned, to be
-    recorded)."""
-    if not run.has_record():
+def check_resume_settings(run: RunDir, record: RunRecord | None, config: TrainConfig) -> list[str]:
+    """Refuse (:class:`RunRecordError`) to resume the run ``record`` describes (None:
+    none yet) with other settings than its own that decide the data, the
+    objectives, the model or the optimizer, naming each difference;
+    ``--allow-changes`` accepts them (returned, to be recorded)."""
+    if record is None:
         return []
-    changes = settings_changes(run.read_record().config, config)
+    changes = settings_changes(record.config, config)
     if changes and not config.checkpoint.allow_changes:
         raise RunRecordError(f"{run.path}: --resume with other settings than the run's ({RUN_FILE}): "
                              f"{'; '.join(changes)}. Resume with the run's settings, or add --allow-changes to "
@@ -299,14 +299,13 @@ def check_resume_settings(run: RunDir, config: TrainConfig) -> list[str]:
     return changes
 
 
-def data_changes(run: RunDir, config: TrainConfig, fingerprints: list[str]) -> list[str]:
-    """Each ``--data`` whose content is not what the run recorded (a dataset
-    rebuilt in place), one ``data content: PATH: ...`` line each; none when the run
-    recorded no fingerprints or the paths themselves changed (a change listed as
-    ``data.paths``)."""
-    if not run.has_record():
+def data_changes(record: RunRecord | None, config: TrainConfig, fingerprints: list[str]) -> list[str]:
+    """Each ``--data`` whose content is not what the run's ``record`` holds (a
+    dataset rebuilt in place), one ``data content: PATH: ...`` line each; none when
+    there is no record, it holds no fingerprints or the paths themselves changed
+    (a change listed as ``data.paths``)."""
+    if record is None:
         return []
-    record = run.read_record()
     saved_paths = [os.path.realpath(path) for path in record.config.get("data", {}).get("paths", [])]
     if record.data_fingerprints is None or saved_paths != [os.path.realpath(p) for p in config.data.paths]:
         return []
@@ -316,11 +315,12 @@ def data_changes(run: RunDir, config: TrainConfig, fingerprints: list[str]) -> l
             if old != new]
 
 
-def check_data_unchanged(run: RunDir, config: TrainConfig, fingerprints: list[str]) -> list[str]:
+def check_data_unchanged(run: RunDir, record: RunRecord | None, config: TrainConfig,
+                         fingerprints: list[str]) -> list[str]:
     """Refuse (:class:`RunRecordError`) to resume on datasets rebuilt since the run
     recorded them, unless ``--allow-changes`` (the changes are returned, to be
     recorded)."""
-    changes = data_changes(run, config, fingerprints)
+    changes = data_changes(record, config, fingerprints)
     if changes and not config.checkpoint.allow_changes:
         raise RunRecordError(f"{run.path}: --resume on other data than the run's ({RUN_FILE}): {'; '.join(changes)}. "
                              "Resume on the run's data, or add --allow-changes to continue on this (recorded in its "
@@ -328,12 +328,12 @@ def check_data_unchanged(run: RunDir, config: TrainConfig, fingerprints: list[st
     return changes
 
 
-def record_job(run: RunDir, segment: JobSegment, new_record: RunRecord, config: TrainConfig) -> RunRecord:
-    """Add this job to ``run.json``: ``new_record`` for a new run; a resumed run
-    keeps its record, appends ``segment``, and (after ``--allow-changes``) takes
-    ``config`` as its settings from now on."""
-    if run.has_record():
-        record = run.read_record()
+def record_job(run: RunDir, record: RunRecord | None, segment: JobSegment, new_record: RunRecord,
+               config: TrainConfig) -> RunRecord:
+    """Write ``run.json`` with this job added: a new run (``record`` None) gets
+    ``new_record``; a resumed run keeps its ``record``, appends ``segment``, and
+    (after ``--allow-changes``) takes ``config`` as its settings from now on."""
+    if record is not None:
         record.history.append(segment)
         if segment.changes:
             record.config = config.to_dict()

@@ -116,14 +116,14 @@ def test_each_job_adds_a_segment_and_changes_replace_the_settings(tmp_path: Path
     first = RunRecord.from_json(version_2())
     first.history = []
     segment = JobSegment(0, 2, "cpu", False, False, [])
-    record_job(run, segment, first, _Config({"model": "x"}))  # type: ignore[arg-type]
+    record_job(run, None, segment, first, _Config({"model": "x"}))  # type: ignore[arg-type]
     assert run.read_record().history == [segment]
     # A resumed job keeps the record (not the new one it was offered) and adds itself.
-    record_job(run, JobSegment(4, 1, "cpu", False, False, []), RunRecord.from_json(VERSION_1),
+    record_job(run, run.read_record(), JobSegment(4, 1, "cpu", False, False, []), RunRecord.from_json(VERSION_1),
                _Config({"model": "y"}))  # type: ignore[arg-type]
     kept = run.read_record()
     assert kept.world_size == 2 and kept.config["model"] == "/m/config.json" and len(kept.history) == 2
-    record_job(run, JobSegment(6, 1, "cpu", False, False, ["seed: 7 -> 8"]), first,
+    record_job(run, run.read_record(), JobSegment(6, 1, "cpu", False, False, ["seed: 7 -> 8"]), first,
                _Config({"model": "/m/config.json", "seed": 8}))  # type: ignore[arg-type]
     changed = run.read_record()
     assert changed.config == {"model": "/m/config.json", "seed": 8}
@@ -199,12 +199,14 @@ def test_data_content_is_compared_only_where_the_run_recorded_it_for_the_same_pa
         data = type("Data", (), {"paths": ("/d/b",)})
 
     same = Config({})
-    assert data_changes(run, same, ["f-a"]) == []  # type: ignore[arg-type]
-    assert data_changes(run, same, ["f-b"])[0].startswith("data content: /d/a: not the dataset")  # type: ignore[arg-type]
-    assert data_changes(run, OtherData({}), ["f-b"]) == []  # type: ignore[arg-type]  # listed as data.paths, not here
+    assert data_changes(run.read_record(), same, ["f-a"]) == []  # type: ignore[arg-type]
+    assert data_changes(run.read_record(), same, ["f-b"])[0].startswith(  # type: ignore[arg-type]
+        "data content: /d/a: not the dataset")
+    assert data_changes(run.read_record(), OtherData({}), ["f-b"]) == []  # type: ignore[arg-type]  # as data.paths
+    assert data_changes(None, same, ["f-b"]) == []  # type: ignore[arg-type]  # a new run: nothing to compare
     record.data_fingerprints = None  # a run from before fingerprints: nothing to compare
     run.write_record(record)
-    assert data_changes(run, same, ["f-b"]) == []  # type: ignore[arg-type]
-    record_job(run, JobSegment(2, 1, "cpu", False, False, []), RunRecord.from_json(
+    assert data_changes(run.read_record(), same, ["f-b"]) == []  # type: ignore[arg-type]
+    record_job(run, run.read_record(), JobSegment(2, 1, "cpu", False, False, []), RunRecord.from_json(
         {**version_2(), "data_fingerprints": ["f-b"]}), same)  # type: ignore[arg-type]
     assert run.read_record().data_fingerprints == ["f-b"]  # recorded from its first resume on

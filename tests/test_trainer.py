@@ -1022,6 +1022,25 @@ def test_a_standalone_rank_picks_another_port_when_its_own_was_taken(monkeypatch
         taken.close()
 
 
+def test_a_resume_reads_run_json_once(join: Callable[[], Distributed], dataset: Path, model_file: Path,
+                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settings check, the data check and the job's record each read run.json
+    (three parses of a file that grows with every job's history): now one read
+    under the run's lock, passed down."""
+    config = make_config(dataset, model_file, tmp_path / "run", steps=4, export=False,
+                         checkpoint=CheckpointConfig(save_every=2, stop_after_steps=2))
+    run_job(config, join)
+    reads = []
+    real = RunDir.read_record
+    monkeypatch.setattr(RunDir, "read_record", lambda self: reads.append(self.path) or real(self))
+    resumed = Trainer.build(replace(config, checkpoint=CheckpointConfig(save_every=2, resume=True)), join())
+    try:
+        assert resumed.state.step == 2 and reads == [tmp_path / "run"]
+    finally:
+        resumed.close()
+    assert [s.started_at_step for s in RunDir(tmp_path / "run").read_record().history] == [0, 2]
+
+
 def test_metrics_records_are_read_in_order_without_a_cut_line(tmp_path: Path) -> None:
     """What tests, experiments and a user's notebook read metrics.jsonl with: steps
     and events in the order logged, a blank line, a non-object line and a line cut
