@@ -24,6 +24,8 @@ import argparse
 import contextlib
 import hashlib
 import importlib.metadata
+import json
+import math
 import os
 import platform
 import re
@@ -32,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,16 +63,32 @@ _PAGE_TITLE = re.compile(rb"<title>(.*?)</title>", re.DOTALL)
 # --------------------------------------------------------------------------- corpus
 
 
+def corpus_settings(target_bytes: int) -> dict[str, Any]:
+    """What a corpus of ``build_corpus`` is made from and of: recorded beside it, so
+    ``--keep DIR`` reuses a corpus only when these are the same."""
+    from tacl_scale.files import file_sha256
+
+    return {"sample": str(SAMPLE.resolve()), "sample_sha256": file_sha256(SAMPLE), "target_bytes": target_bytes,
+            "pages_per_stream": PAGES_PER_STREAM, "id_stride": ID_STRIDE}
+
+
 def build_corpus(target_bytes: int, directory: Path, name: str) -> tuple[Path, int]:
     """Write ``directory/NAME-multistream.xml.bz2`` (+ index) holding the sample's
-    pages repeated until the plain XML reaches ``target_bytes``; return the dump path
-    and the size of its uncompressed XML."""
+    pages repeated until the plain XML reaches ``target_bytes`` (one page at least);
+    return the dump path and the size of its uncompressed XML. A corpus already there
+    is reused when ``directory/NAME.json`` records the same ``corpus_settings``, else
+    rebuilt."""
     from data_prep.multistream import iter_raw_pages, write_multistream
 
     dump = directory / f"{name}-multistream.xml.bz2"
-    recorded = directory / f"{name}.xml-bytes"  # written last: a corpus of an interrupted run is not reused
-    if recorded.is_file() and dump.is_file():  # --keep DIR of an earlier run: the same corpus
-        return dump, int(recorded.read_text())
+    recorded = directory / f"{name}.json"  # written last: a corpus of an interrupted run is not reused
+    settings = corpus_settings(target_bytes)
+    if recorded.is_file() and dump.is_file():  # --keep DIR of an earlier run: the same corpus if the same settings
+        with contextlib.suppress(ValueError, KeyError, TypeError):  # unreadable: rebuilt
+            earlier = json.loads(recorded.read_text())
+            if earlier["settings"] == settings:
+                return dump, int(earlier["xml_bytes"])
+    recorded.unlink(missing_ok=True)  # other settings: the corpus about to be replaced is no longer reusable
     raw = iter_raw_pages(str(SAMPLE))
     header = next(raw)
     pages = list(raw)
@@ -81,7 +100,7 @@ def build_corpus(target_bytes: int, directory: Path, name: str) -> tuple[Path, i
         out.write(header)
         size += len(header) + len(footer)
         copy = 0
-        while size < target_bytes:
+        while size < target_bytes or copy == 0:
             for page in pages:
                 page = _renumber(page, copy)
                 out.write(page)
@@ -93,7 +112,7 @@ def build_corpus(target_bytes: int, directory: Path, name: str) -> tuple[Path, i
     assert size == plain.stat().st_size, (size, plain.stat().st_size)
     written, _index = write_multistream(str(plain), str(dump), PAGES_PER_STREAM)
     plain.unlink()
-    recorded.write_text(str(size))
+    recorded.write_text(json.dumps({"settings": settings, "xml_bytes": size}, indent=2))
     return Path(written), size
 
 
@@ -568,16 +587,38 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def megabytes(zero: bool) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number of MB, above 0 (or 0 too, if ``zero``),
+    else a clear error."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: not a number") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"{text}: must be a finite number {'>= 0' if zero else 'above 0'}")
+        return value
+
+    return parse
+
+
+def planned_builds(runners: list[str], workers: list[int]) -> list[tuple[str, int]]:
+    """The (runner, workers) pairs that are built, in order: the DaskRunner only for 2
+    workers and more (its comparison is with DirectRunner's multi-processing)."""
+    return [(runner, w) for runner in runners for w in workers if not (runner == "dask" and w < 2)]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target-mb", type=float, default=50,
+    p.add_argument("--target-mb", type=megabytes(zero=False), default=50,
                    help="uncompressed XML MB of the largest corpus (default 50)")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2],
                    help="--direct_num_workers values (default 1 2)")
     p.add_argument("--scales", type=int, nargs="+", default=[1, 4],
                    help="corpus scales; scale s is target*s/max(scales) MB (default 1 4)")
-    p.add_argument("--unit-mb", type=float, default=1.0,
+    p.add_argument("--unit-mb", type=megabytes(zero=True), default=1.0,
                    help="--unit-mb passed to the build: compressed MB per unit of parallel "
                         "work (default 1, so a 50 MB corpus is ~14 units; 0 = the CLI's "
                         "own default)")
@@ -599,23 +640,38 @@ def main(argv: list[str] | None = None) -> int:
                         "with the part spent in the libraries it calls")
     p.add_argument("--keep", metavar="DIR",
                    help="build corpora and logs in DIR and keep them (default: a temporary "
-                        "directory, removed at the end); corpora already there are reused")
+                        "directory, removed at the end); corpora already there are reused when "
+                        "built from the same sample at the same size (recorded beside each), else rebuilt")
     args = p.parse_args(argv)
     if any(s <= 0 for s in args.scales) or any(w <= 0 for w in args.workers) or args.repeat < 1:
         p.error("--scales, --workers and --repeat must be positive")
     if args.num_shards != "auto" and not (args.num_shards.isdigit() and int(args.num_shards) > 0):
         p.error(f"--num-shards {args.num_shards}: a positive number or auto")
+    if not args.runners and not args.stages:
+        p.error("--runners with no runner builds nothing: name a runner, or add --stages for the stage times alone")
+    if args.runners and not planned_builds(args.runners, args.workers):
+        p.error(f"--runners {' '.join(args.runners)} with --workers {' '.join(map(str, args.workers))} builds "
+                "nothing: the dask runner runs for 2 workers and more only")
     for path in (SAMPLE, VOCAB):
         if not path.is_file():
             p.error(f"{path}: missing (set TACL_TEST_DATA to the directory of the real samples: "
                     "enwiki-sample.xml.bz2 and vocab/bert-base-uncased.txt)")
-    unit_mb = args.unit_mb if args.unit_mb > 0 else None
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    unit_mb = args.unit_mb if args.unit_mb > 0 else None  # 0: the CLI's default
+    builds = planned_builds(args.runners, args.workers)
 
     for line in machine_lines():
         print(line)
     print(f"corpus: {SAMPLE.name} repeated, multistream {PAGES_PER_STREAM} pages/stream; "
           f"build: --num-shards {args.num_shards}, bert-base-uncased vocab, defaults otherwise; "
           f"--unit-mb {unit_mb if unit_mb is not None else 'CLI default'}", flush=True)
+    if "dask" in args.runners and any(w < 2 for w in args.workers):
+        print(f"dask runner: for 2 workers and more only; not run for --workers "
+              f"{' '.join(str(w) for w in args.workers if w < 2)}", flush=True)
 
     if args.keep:
         work = Path(args.keep).resolve()
@@ -647,24 +703,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{scale}x] corpus {xml_bytes / MB:.1f} MB XML -> {corpus.stat().st_size / MB:.1f} "
                   f"MB multistream, {units} work unit(s) ({time.perf_counter() - t0:.1f} s)",
                   flush=True)
-            for runner in args.runners:
-                for workers in args.workers:
-                    if runner == "dask" and workers < 2:
-                        continue
-                    # A Dask cluster's workers import the code of this checkout only.
-                    runs: dict[str, list[Result]] = {}
-                    for _ in range(args.repeat):  # alternating, so a slow spell hits both codes
-                        for code in codes if runner == "direct" else codes[-1:]:
-                            r = run_build(corpus, xml_bytes, scale, units, workers, work, unit_mb, runner,
-                                          code, args.num_shards)
-                            print(f"[{code[0]}, {runner}, {scale}x, {workers} worker(s)] {r.wall_s:.1f} s, "
-                                  f"{r.xml_bytes / MB / r.wall_s:.2f} MB/s, peak RSS tree "
-                                  f"{r.peak_tree_rss / MB:,.0f} MB", flush=True)
-                            runs.setdefault(code[0], []).append(r)
-                    for same in runs.values():
-                        best = min(same, key=lambda r: r.wall_s)
-                        best.worst_wall_s = max(r.wall_s for r in same)
-                        results.append(best)
+            for runner, workers in builds:
+                # A Dask cluster's workers import the code of this checkout only.
+                runs: dict[str, list[Result]] = {}
+                for _ in range(args.repeat):  # alternating, so a slow spell hits both codes
+                    for code in codes if runner == "direct" else codes[-1:]:
+                        r = run_build(corpus, xml_bytes, scale, units, workers, work, unit_mb, runner,
+                                      code, args.num_shards)
+                        print(f"[{code[0]}, {runner}, {scale}x, {workers} worker(s)] {r.wall_s:.1f} s, "
+                              f"{r.xml_bytes / MB / r.wall_s:.2f} MB/s, peak RSS tree "
+                              f"{r.peak_tree_rss / MB:,.0f} MB", flush=True)
+                        runs.setdefault(code[0], []).append(r)
+                for same in runs.values():
+                    best = min(same, key=lambda r: r.wall_s)
+                    best.worst_wall_s = max(r.wall_s for r in same)
+                    results.append(best)
         if args.stages and smallest is not None:
             print_stage_profile(*smallest)
     finally:
