@@ -182,8 +182,10 @@ def trained_problem(out: Path, settings: dict[str, Any]) -> str | None:
 
 def final_metrics(run_dir: Path) -> dict[str, float]:
     """The last step's logged metrics of a run (its metrics.jsonl; events left out)."""
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
-    steps = [r for r in records if "event" not in r]
+    from tacl_scale.metrics import read_records, step_records
+    from tacl_scale.run_dir import RunDir
+
+    steps = step_records(read_records(RunDir(run_dir).metrics_file))
     return steps[-1] if steps else {}
 
 
