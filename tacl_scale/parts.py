@@ -374,7 +374,9 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     if run.has_record() and not config.checkpoint.resume:
         raise TrainError(f"{run.path}: holds another run ({RUN_FILE}); pass --resume to continue it "
                          "or choose another --output")
-    ds = deepspeed_config(config, dist.world_size, dist.device.type)  # its refusals come before anything is written
+    precision = resolve_precision(config, dist.device)
+    # Its refusals come before anything is written; the engine's own is settled again with the micro-batch.
+    ds = deepspeed_config(config, dist.world_size, dist.device.type, precision=precision)
     if dist.is_main:
         for problem in [*settings_deepspeed_ignores(ds, config.engine.path), *config.settings_without_effect()]:
             log.warning(problem)
@@ -385,7 +387,6 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         # run.json, read once under the lock (rank 0): nothing else writes it until this job records itself.
         record = on_main(dist, lambda: run.read_record() if run.has_record() else None)
         changes = on_main(dist, lambda: check_resume_settings(run, record, config)) if config.checkpoint.resume else []
-        precision = resolve_precision(config, dist.device)
         performance = resolve_performance(config, dist, precision)
         datasets = open_datasets(config, dist)
         fingerprints = [dataset.manifest.content_fingerprint() for dataset in datasets]
