@@ -293,6 +293,12 @@ class TrainState:
     consumed_samples: int = 0  # global position: samples of all ranks trained on (skipped steps included)
     skipped: int = 0  # updates skipped for non-finite gradients
 
+    def client_state(self, batch_size: int) -> dict[str, int]:
+        """What a checkpoint records of this state (DeepSpeed's client state, read
+        back by :func:`restore`), with the global batch it was trained at."""
+        return {"step": self.step, "consumed_samples": self.consumed_samples, "skipped": self.skipped,
+                "batch_size": batch_size}
+
 
 @dataclass
 class EngineParts:

@@ -292,8 +292,7 @@ class Trainer:
         due = step % self.config.checkpoint.save_every == 0 or step == self.last_step
         if (due or force) and step != self.parts.saved_step:
             self.flush_metrics()  # metrics.jsonl holds every step the checkpoint does
-            client = {"step": step, "consumed_samples": self.state.consumed_samples, "skipped": self.state.skipped,
-                      "batch_size": self.config.optim.batch_size}
+            client = self.state.client_state(self.config.optim.batch_size)
             try:
                 checkpoint.save(self.engine, self.run.checkpoints, step, client, self.config.checkpoint.keep_last,
                                 self.dist.barrier)
