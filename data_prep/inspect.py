@@ -117,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", "--num-instances", type=int, default=3, help="instances to decode")
     p.add_argument("--start", type=int, default=0, help="first instance to decode")
     p.add_argument("--tokenizer", default=None,
-                   help="tokenizer to decode with (default: the dataset's own copy, or the path its manifest "
-                   "records for datasets built before format 3)")
+                   help="tokenizer to decode with, an error if missing or unusable (default: the dataset's own "
+                   "copy, or the path its manifest records for datasets built before format 3; ids only if that "
+                   "is gone)")
     p.add_argument("--verify", action="store_true",
                    help="check every shard file and the tokenizer copy against the manifest's sizes and checksums "
                    "(reads the whole dataset) and name each bad file; exit 2 if there is one")
@@ -135,20 +136,30 @@ def main(argv: list[str] | None = None) -> int:
         return error_exit(f"{args.directory}: --start {args.start} is past its last instance, {len(dataset) - 1} "
                           f"(it holds {len(dataset):,})")
     manifest = dataset.manifest
+    recorded = manifest.tokenizer
+    own = recorded.location(dataset.path)
+    given = None
+    if args.tokenizer:
+        # Named on the command line, it is what the user asked to decode with: one
+        # that is missing or unusable is their error (it printed a note, decoded ids
+        # and exited 0), before anything is printed.
+        try:
+            given = load_tokenizer(TokenizerConfig(args.tokenizer))
+        except TokenizerError as err:
+            return error_exit(f"--tokenizer {err}")
     print(format_summary(manifest, args.directory))
     if args.num_instances <= 0 or len(dataset) == 0:
         return 0
-    try:
-        recorded = manifest.tokenizer
-        own = recorded.location(dataset.path)
-        config = (TokenizerConfig(args.tokenizer) if args.tokenizer else TokenizerConfig(str(own), recorded.lowercase))
-        tokenizer = load_tokenizer(config)
-        id_to_token = tokenizer.id_to_token
-        if args.tokenizer and (mismatch := other_ids(args.tokenizer, own)):
+    if given is not None:
+        id_to_token = given.id_to_token
+        if mismatch := other_ids(args.tokenizer, own):
             print(f"(note: {mismatch}; the tokens below are decoded with it all the same)")
-    except TokenizerError as err:
-        print(f"(decoding with ids only: {err})")
-        id_to_token = str
+    else:
+        try:  # the dataset's own copy (or, before format 3, the file its manifest names), which may be gone
+            id_to_token = load_tokenizer(TokenizerConfig(str(own), recorded.lowercase)).id_to_token
+        except TokenizerError as err:
+            print(f"(decoding with ids only: {err})")
+            id_to_token = str
     print()
     decode = within_vocabulary(id_to_token, manifest.tokenizer.vocab_size)
     for index in range(args.start, min(args.start + args.num_instances, len(dataset))):

@@ -11,9 +11,11 @@ stream ``pages-articles.xml.bz2``, an export) splittable in the same way, so
 from __future__ import annotations
 
 import bz2
+import contextlib
 import os
 import re
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,10 +32,11 @@ _ID = re.compile(rb"<id>(\d+)</id>")
 
 def iter_raw_pages(path: str) -> Iterator[bytes]:
     """The dump's header (everything before the first ``<page>``) and then each
-    ``<page>…</page>`` verbatim, streaming."""
+    ``<page>…</page>`` verbatim, streaming; :class:`InputError` naming ``path`` when
+    it cannot be read or its compressed data is corrupt or cut short."""
     buffer = b""
     header_done = False
-    with _open_binary(path) as f:
+    with _reading(path), _open_binary(path) as f:
         while True:
             data = f.read(1 << 20)
             buffer += data
@@ -63,6 +66,23 @@ def iter_raw_pages(path: str) -> Iterator[bytes]:
         raise InputError(f"{path}: no <page> element")
     if b"<page>" in buffer:
         raise InputError(f"{path}: truncated: a <page> is not closed")
+
+
+@contextlib.contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """Errors of reading the source as :class:`InputError` naming it, as the build
+    names them (:func:`data_prep.sources.read_wiki_pages`): a truncated .bz2/.gz was
+    an EOFError traceback, a corrupt .gz a zlib.error one, and a file that is not
+    bz2 at all "Invalid data stream" under the target's name. Only the reads are
+    wrapped: an error writing the target (a full disk) still names the target."""
+    try:
+        yield
+    except (EOFError, zlib.error) as err:
+        raise InputError(f"{path}: corrupt or truncated compressed data: {err}") from err
+    except OSError as err:
+        if err.errno is None:  # the decompressor's complaint (bz2's "Invalid data stream", gzip's BadGzipFile)
+            raise InputError(f"{path}: corrupt or truncated compressed data: {err}") from err
+        raise InputError(f"{path}: cannot read: {err.strerror}") from err
 
 
 def write_multistream(source: str, target: str, pages_per_stream: int = 100) -> tuple[Path, Path]:

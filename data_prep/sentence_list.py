@@ -5,12 +5,15 @@ lines --single-segment``) and of ``tacl_scale.analysis``.
 It cleans and splits the documents exactly as ``data_prep.build`` does (given the
 build's ``--min-doc-chars`` and ``--traditional-to-simplified``, if it had them). With
 ``--validation-fraction F --split validation`` it takes only the documents that
-a build with the same ``F`` holds out, and with ``--split train`` only the others.
-Sentences from held-out documents can then be analysed without ever having been
-trained on. The sample is the ``--count`` sentences with the smallest stable hash
-(seeded): uniform, deterministic, and streamed in O(count) memory. It reads
-sequentially in one process, which suits sample-sized lists (10k sentences of a
-dump part), not whole dumps.
+a build with the same ``F`` holds out, and with ``--split train`` only the others
+(``F`` without a ``--split`` is refused: it would choose nothing). Sentences from
+held-out documents can then be analysed without ever having been trained on. What
+it skips as the build does (lines that are not UTF-8, malformed JSON lines, short
+documents, redirects) is said on stderr, file by file. The sample is the
+``--count`` sentences with the smallest stable hash (seeded): uniform,
+deterministic, and streamed in O(count) memory. It reads sequentially in one
+process, which suits sample-sized lists (10k sentences of a dump part), not whole
+dumps.
 """
 
 from __future__ import annotations
@@ -28,22 +31,33 @@ from tacl_scale.preemption import ctrl_c_ends
 from .config import CleaningConfig, InputConfig, add_cleaning_arguments, validation_fraction_problem
 from .documents import extract_sentences, is_validation
 from .sentences import SentenceConfig, SentenceSplitter
-from .sources import FORMATS, InputError, expand_inputs, output_among_inputs, plan_work_units, read_records
+from .sources import (
+    FORMATS,
+    InputError,
+    SkipTally,
+    expand_inputs,
+    output_among_inputs,
+    plan_work_units,
+    read_records,
+)
 
 
 def corpus_sentences(inputs: list[str], input_format: str, sentences_config: SentenceConfig,
                      cleaning: CleaningConfig, validation_fraction: float = 0.0,
-                     split: str = "all") -> Iterator[tuple[str, str]]:
+                     split: str = "all", skips: SkipTally | None = None) -> Iterator[tuple[str, str]]:
     """(document id, sentence) for every sentence of the documents of ``split``
     (``all``, or the ``train``/``validation`` side of ``validation_fraction``),
-    cleaned and split as a build with these configs does."""
+    cleaned and split as a build with these configs does; what is skipped on the
+    way (lines that are not UTF-8, short documents, ...) is counted in ``skips``."""
     splitter = SentenceSplitter(sentences_config)
+    skips = skips if skips is not None else SkipTally()
     for unit in plan_work_units(expand_inputs(inputs), input_format):
-        for record in read_records(unit, lambda kind: None):
+        count_skip = skips.counter(unit.path)
+        for record in read_records(unit, count_skip):
             held_out = is_validation(record.doc_id, validation_fraction)
             if split != "all" and held_out != (split == "validation"):
-                continue
-            sentences = extract_sentences(record, splitter, cleaning.min_doc_chars, lambda kind: None)
+                continue  # the other side of the split: not a skip, the choice asked for
+            sentences = extract_sentences(record, splitter, cleaning.min_doc_chars, count_skip)
             for sentence in sentences or []:
                 yield record.doc_id, sentence
 
@@ -87,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overwrite", action="store_true", help="replace --output if it exists (else refused)")
     p.add_argument("--count", type=int, default=10_000, help="sentences (Mirror-BERT: 10k)")
     p.add_argument("--validation-fraction", type=float, default=0.0, metavar="F",
-                   help="the --validation-fraction of the dataset the list must agree with")
+                   help="the --validation-fraction of the dataset the list must agree with (with --split train or "
+                   "validation)")
     p.add_argument("--split", choices=("all", "train", "validation"), default="all",
                    help="documents a build with --validation-fraction F trains on, holds out, or all")
     p.add_argument("--min-words", type=int, default=5, help="shortest sentence kept (characters for zh)")
@@ -98,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error(problem)
     if args.split != "all" and args.validation_fraction <= 0:
         p.error(f"--split {args.split} needs the --validation-fraction of the dataset")
+    if args.split == "all" and args.validation_fraction > 0:
+        # The fraction alone chose nothing: a list meant for held-out analysis took
+        # training documents too, without a word.
+        p.error(f"--validation-fraction {args.validation_fraction} picks documents only with --split train or "
+                "--split validation; give one (a list of every document needs no fraction)")
     if args.count < 1:
         p.error("--count must be >= 1")
     if not 1 <= args.min_words <= args.max_words:
@@ -109,15 +129,18 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(err))
     if problem := output_file_problem(args.output, args.overwrite) or output_among_inputs(args.output, args.input):
         return error_exit(problem)
+    skips = SkipTally()
     try:
         sentences = corpus_sentences(list(args.input), args.format, sentences_config, cleaning,
-                                     args.validation_fraction, args.split)
+                                     args.validation_fraction, args.split, skips)
         chosen = sample(sentences, args.count, args.seed, args.min_words, args.max_words, args.language)
     except InputError as err:
         return error_exit(str(err))
+    for line in skips.lines():  # what the list does not reflect, by file, as a build's manifest records it
+        print(line, file=sys.stderr)
     if not chosen:
         return error_exit(f"{', '.join(args.input)}: no sentence of {args.min_words}-{args.max_words} words in "
-                          f"the {DOCUMENTS[args.split]}")
+                          f"the {DOCUMENTS[args.split]}; skipped: {skips.totals()}")
     out = Path(args.output)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ import json
 import os
 import xml.etree.ElementTree as ET
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
@@ -83,18 +84,75 @@ class PlainDocument:
 CountSkip = Callable[[str], None]
 
 
+class SkipTally:
+    """The skips of the commands that read a corpus outside the build (which keeps
+    its own in the manifest), counted by file and kind so that a Latin-1 file read
+    as UTF-8 is said, not dropped line by line without a word. Kinds are those of
+    :data:`data_prep.documents.SKIP_KINDS`, listed in the order first met."""
+
+    def __init__(self) -> None:
+        self.by_file: dict[str, Counter[str]] = {}
+
+    def counter(self, path: str) -> CountSkip:
+        """The ``count_skip`` callback for the records of ``path``."""
+        counts = self.by_file.setdefault(path, Counter())
+
+        def count_skip(kind: str) -> None:
+            counts[kind] += 1
+
+        return count_skip
+
+    @staticmethod
+    def _describe(counts: Counter[str]) -> str:
+        return ", ".join(f"{kind} {count:,}" for kind, count in counts.items() if count)
+
+    def totals(self) -> str:
+        """Every kind summed over the files, ``invalid_utf8_lines 3, too_short 1``,
+        or "nothing"."""
+        total: Counter[str] = Counter()
+        for counts in self.by_file.values():
+            total.update(counts)
+        return self._describe(total) or "nothing"
+
+    def lines(self) -> list[str]:
+        """One ``FILE: skipped: KIND N, ...`` line for each file with a skip."""
+        return [f"{path}: skipped: {self._describe(counts)}" for path, counts in self.by_file.items()
+                if any(counts.values())]
+
+
 # A Wikimedia multistream dump and the index published beside it.
 MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
 INDEX_SUFFIX = "-multistream-index.txt.bz2"
 
 
+def _as_glob(path: str) -> str:
+    """The glob ``glob.glob`` is given for an ``--input`` ``path`` (``~`` already
+    expanded): what names an existing file or directory is taken literally. A file
+    ``q[1]/corpus/a.txt`` was otherwise a pattern matching ``q1/corpus/a.txt`` and
+    "no input file" (brackets, ``*`` and ``?`` are legal in names), so the path
+    itself is escaped when it names a file, else its longest leading part that names
+    a directory (``q[1]/corpus/*.txt``); the rest stays a glob."""
+    if os.path.isfile(path):
+        return glob.escape(path)
+    literal = path
+    while literal and not os.path.isdir(literal):
+        parent = os.path.dirname(literal)
+        if parent == literal:
+            break
+        literal = parent
+    if not literal or not os.path.isdir(literal):
+        return path
+    return glob.escape(literal) + path[len(literal):]
+
+
 def expand_inputs(patterns: list[str]) -> list[str]:
-    """Sorted files matching the globs; :class:`InputError` if none does. A
-    multistream dump's index that a glob matches beside its dump (``dumps/*``) is
-    the dump's index, not an input; an index without its dump is refused."""
+    """Sorted files matching the globs (a path naming a file is that file, see
+    :func:`_as_glob`); :class:`InputError` if none does. A multistream dump's index
+    that a glob matches beside its dump (``dumps/*``) is the dump's index, not an
+    input; an index without its dump is refused."""
     paths: set[str] = set()
     for pattern in patterns:
-        matched = [p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p)]
+        matched = [p for p in glob.glob(_as_glob(os.path.expanduser(pattern)), recursive=True) if os.path.isfile(p)]
         if not matched:
             if os.path.isdir(os.path.expanduser(pattern)):  # WikiExtractor's output is a tree of directories
                 raise InputError(f"{pattern}: a directory; name its files with a quoted glob, "
@@ -133,7 +191,9 @@ def output_among_inputs(output: str, patterns: list[str], directory: bool = Fals
     data/ds``), so the next run would read them as a corpus."""
     target = os.path.abspath(os.path.join(output, MANIFEST_NAME) if directory else output)
     for pattern in patterns:
-        if glob_matches(os.path.abspath(os.path.expanduser(pattern)), target):
+        # Escaped as expand_inputs reads it, after abspath: the working directory
+        # may hold brackets too.
+        if glob_matches(_as_glob(os.path.abspath(os.path.expanduser(pattern))), target):
             what, read = ("the files written in it", "them") if directory else ("it", "it")
             return (f"{output}: --input {pattern!r} matches {what} too, so a next run would read {read} as a "
                     "corpus: write it outside the glob, or narrow the glob")

@@ -1,5 +1,7 @@
 """``python -m data_prep.train_vocab``: train a BERT WordPiece ``vocab.txt`` on a
-corpus, read and cleaned exactly as ``data_prep.build`` reads it.
+corpus, read and cleaned exactly as ``data_prep.build`` reads it. What it skips as
+the build does (lines that are not UTF-8, malformed JSON lines, redirects, pages of
+other namespaces) is said on stderr, file by file.
 
 For from-scratch runs and for the quickstart, whose generated corpus must not depend
 on any downloaded vocabulary. Continual pre-training (TaCL's setting) keeps the
@@ -31,6 +33,7 @@ from .sentences import SentenceConfig, SentenceSplitter
 from .sources import (
     FORMATS,
     InputError,
+    SkipTally,
     WorkUnit,
     expand_inputs,
     output_among_inputs,
@@ -48,18 +51,25 @@ LIMIT_ALPHABET = 1000
 _CHUNK = 1000
 
 
-def iter_sentences(patterns: list[str], fmt: str, language: str) -> Iterator[str]:
+class EmptyCorpusError(InputError):
+    """The corpus gave no text to train on (its skips, if any, say why)."""
+
+
+def iter_sentences(patterns: list[str], fmt: str, language: str, skips: SkipTally | None = None) -> Iterator[str]:
     """Sentences of the articles of the inputs, as the build extracts them (no
-    minimum document length). The inputs are looked up now (:class:`InputError` if a
-    pattern matches nothing, before anything is written) and read as iterated."""
+    minimum document length); what is skipped on the way (lines that are not UTF-8,
+    redirects, ...) is counted in ``skips``. The inputs are looked up now
+    (:class:`InputError` if a pattern matches nothing, before anything is written)
+    and read as iterated."""
     units = plan_work_units(expand_inputs(patterns), fmt, use_index=False)
-    return _sentences(units, SentenceSplitter(SentenceConfig(language)))
+    return _sentences(units, SentenceSplitter(SentenceConfig(language)), skips if skips is not None else SkipTally())
 
 
-def _sentences(units: list[WorkUnit], splitter: SentenceSplitter) -> Iterator[str]:
+def _sentences(units: list[WorkUnit], splitter: SentenceSplitter, skips: SkipTally) -> Iterator[str]:
     for unit in units:
-        for record in read_records(unit, lambda kind: None):
-            yield from extract_sentences(record, splitter, 0, lambda kind: None) or []
+        count_skip = skips.counter(unit.path)
+        for record in read_records(unit, count_skip):
+            yield from extract_sentences(record, splitter, 0, count_skip) or []
 
 
 @dataclass
@@ -107,7 +117,7 @@ def train_wordpiece(sentences: Iterator[str], vocab_size: int, lowercase: bool, 
                 out.write(text + "\n")
                 alphabet.add(word for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
         if not alphabet.counts:
-            raise InputError(f"{source}: no article text to train a vocabulary on")
+            raise EmptyCorpusError(f"{source}: no article text to train a vocabulary on")
         kept = alphabet.kept(LIMIT_ALPHABET)
         continuations = [CONTINUATION + c for c in kept if c in alphabet.inside]
         tokenizer.train(
@@ -157,18 +167,25 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--vocab-size must be more than the {len(SPECIAL_TOKENS)} special tokens, not {args.vocab_size}")
     if problem := output_file_problem(args.output, args.overwrite) or output_among_inputs(args.output, args.input):
         return error_exit(problem)
+    skips = SkipTally()
     try:
         path = train_wordpiece(
-            iter_sentences(args.input, args.format, args.language),
+            iter_sentences(args.input, args.format, args.language, skips),
             args.vocab_size,
             not args.cased,
             Path(args.output),
             source=", ".join(args.input),
         )
+    except EmptyCorpusError as err:  # read whole: say what was skipped, which is why nothing was left
+        for line in skips.lines():
+            print(line, file=sys.stderr)
+        return error_exit(f"{err}; skipped: {skips.totals()}")
     except InputError as err:
         return error_exit(str(err))
     except OSError as err:
         return error_exit(cannot_write(args.output, err))
+    for line in skips.lines():  # what the vocabulary was not trained on, by file
+        print(line, file=sys.stderr)
     lines = path.read_text(encoding="utf-8").count("\n")
     print(f"wrote {path} ({lines} tokens{size_note(lines, args.vocab_size)})")
     return 0

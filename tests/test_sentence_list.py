@@ -4,6 +4,7 @@ validation split, for Mirror-BERT jobs and held-out analysis."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,59 @@ def test_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
                  "--max-words", "999", "--validation-fraction", "0.2", "--split", "train"]) == 2
     assert "no sentence of 900-999 words in the training documents" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+# Five sentences, three with letters Latin-1 writes in a byte that UTF-8 never starts
+# a character with.
+LATIN1 = ["Le café est très bon ce matin.", "The river runs past the old mill today.",
+          "Un garçon mange une pomme là-bas.", "The cat sleeps on the warm red mat.",
+          "Où est la clé de la maison verte ce soir?"]
+
+
+def test_lines_that_are_not_utf8_are_counted_and_said_naming_the_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Latin-1 file of 5 sentences gave "2 sentences", exit 0, and not a word of
+    the 3 lines dropped."""
+    corpus = tmp_path / "latin1.txt"
+    corpus.write_bytes("".join(f"{line}\n" for line in LATIN1).encode("latin-1"))
+    out = tmp_path / "sentences.txt"
+    assert main(["--input", str(corpus), "--format", "lines", "--output", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"{corpus}: skipped: invalid_utf8_lines 3\n"
+    assert captured.out == f"{out}: 2 sentences (of the 10000 asked) from the documents\n"
+
+    # nothing left: the error says what was skipped, the reason nothing was
+    only_latin1 = tmp_path / "accents.txt"
+    only_latin1.write_bytes("".join(f"{line}\n" for line in LATIN1 if not line.isascii()).encode("latin-1"))
+    assert main(["--input", str(only_latin1), "--format", "lines", "--output", str(tmp_path / "none.txt")]) == 2
+    assert capsys.readouterr().err == (
+        f"{only_latin1}: skipped: invalid_utf8_lines 3\n"
+        f"error: {only_latin1}: no sentence of 5-40 words in the documents; skipped: invalid_utf8_lines 3\n")
+    assert not (tmp_path / "none.txt").exists()
+
+
+def test_malformed_json_lines_and_short_documents_are_counted_by_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = json.dumps({"id": "1", "title": "River", "text": "River\nThe river runs past the old mill today."})
+    short = json.dumps({"id": "2", "title": "Mat", "text": "Mat\nA cat."})
+    first, second = tmp_path / "wiki_00", tmp_path / "wiki_01"
+    first.write_text(f"{good}\n{{not json\n{json.dumps({'id': '3'})}\n", encoding="utf-8")
+    second.write_text(f"{short}\n", encoding="utf-8")
+    out = tmp_path / "sentences.txt"
+    assert main(["--input", str(tmp_path / "wiki_*"), "--format", "wikiextractor-json", "--min-doc-chars", "20",
+                 "--output", str(out)]) == 0
+    assert capsys.readouterr().err == (f"{first}: skipped: malformed_json_lines 2\n"
+                                       f"{second}: skipped: too_short 1\n")
+    assert out.read_text(encoding="utf-8") == "The river runs past the old mill today.\n"
+
+
+def test_a_validation_fraction_without_a_split_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--validation-fraction 0.2`` alone did nothing: a list meant to agree with the
+    dataset's split took its training documents and held-out ones alike."""
+    for split in ([], ["--split", "all"]):
+        with pytest.raises(SystemExit) as refused:
+            main(["--input", str(EN_DUMP), "--output", str(tmp_path / "x"), "--validation-fraction", "0.2", *split])
+        assert refused.value.code == 2
+        assert ("--validation-fraction 0.2 picks documents only with --split train or --split validation"
+                in capsys.readouterr().err)
+        assert not (tmp_path / "x").exists()

@@ -72,6 +72,36 @@ def test_expand_inputs_empty_glob_names_pattern(tmp_path: Path) -> None:
         expand_inputs([str(tmp_path / "a.txt"), pattern])
 
 
+def test_a_path_with_brackets_naming_a_file_or_directory_is_taken_literally(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``q[1]/corpus/a.txt`` was a glob matching ``q1/corpus/a.txt`` only: an existing
+    file was refused with "no input file matches", or another file read in its
+    place. What names an existing file, or a glob's leading directories that exist,
+    is read literally; the rest stays a glob."""
+    from data_prep.sources import output_among_inputs
+
+    corpus = tmp_path / "q[1]" / "corpus"
+    corpus.mkdir(parents=True)
+    for path in (corpus / "a.txt", corpus / "b.txt"):
+        path.write_text("x\n")
+    assert expand_inputs([str(corpus / "a.txt")]) == [str(corpus / "a.txt")]
+    (tmp_path / "q1" / "corpus").mkdir(parents=True)
+    (tmp_path / "q1" / "corpus" / "a.txt").write_text("another file\n")
+    assert expand_inputs([str(corpus / "a.txt")]) == [str(corpus / "a.txt")]
+    monkeypatch.chdir(tmp_path)
+    assert expand_inputs(["q[1]/corpus/a.txt"]) == [str(corpus / "a.txt")]
+    assert expand_inputs(["q[1]/corpus/*.txt"]) == [str(corpus / "a.txt"), str(corpus / "b.txt")]
+    # where no directory has the brackets in its name, they are a glob's, as before
+    assert expand_inputs(["q[0-9]/corpus/a.txt"]) == [str(tmp_path / "q1" / "corpus" / "a.txt")]
+    assert expand_inputs(["*/corpus/a.txt"]) == [str(tmp_path / "q1" / "corpus" / "a.txt"), str(corpus / "a.txt")]
+    # the output check reads the inputs as expand_inputs does: the glob below q[1] takes q[1]/corpus/out.txt
+    assert output_among_inputs(str(corpus / "out.txt"), ["q[1]/corpus/*"]) is not None
+    assert output_among_inputs(str(corpus / "out.txt"), ["q[1]/corpus/a.txt"]) is None
+    monkeypatch.chdir(corpus)  # a working directory with brackets in its path
+    assert expand_inputs(["*.txt"]) == [str(corpus / "a.txt"), str(corpus / "b.txt")]
+    assert output_among_inputs("out.txt", ["*"]) is not None
+
+
 def test_glob_matches_says_what_glob_lists(tmp_path: Path) -> None:
     """Checked against glob itself on a tree: it decides whether an --input glob
     would take a command's --output for a corpus file."""

@@ -4,6 +4,7 @@ half-written."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +112,39 @@ def test_a_vocabulary_of_another_size_than_asked_says_why(corpus: Path, tmp_path
     made = large.read_text(encoding="utf-8").count("\n")
     assert capsys.readouterr().out == (f"wrote {large} ({made} tokens, fewer than the 100000 asked: the corpus "
                                        "has no more words and pieces seen twice)\n")
+
+
+def test_lines_that_are_not_utf8_are_counted_and_said_naming_the_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Latin-1 corpus trained on its ASCII lines alone, without a word of the others."""
+    corpus = tmp_path / "latin1.txt"
+    lines = ["the river runs past the old mill", "le café est très bon", "the river bends past the mill",
+             "où est la clé", "un garçon là-bas"]
+    corpus.write_bytes("".join(f"{line}\n" for line in lines).encode("latin-1"))
+    output = tmp_path / "vocab.txt"
+    assert main(["--input", str(corpus), "--format", "text", "--vocab-size", "100", "--output", str(output)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"{corpus}: skipped: invalid_utf8_lines 3\n"
+    assert captured.out.startswith(f"wrote {output} (")
+    assert "é" not in tokens(output)
+
+    # nothing left: the error says what was skipped, the reason nothing was
+    only_latin1 = tmp_path / "accents.txt"
+    only_latin1.write_bytes("".join(f"{line}\n" for line in lines if not line.isascii()).encode("latin-1"))
+    output.write_text("[PAD]\nkept\n", encoding="utf-8")
+    assert main(["--input", str(only_latin1), "--format", "text", "--output", str(output), "--overwrite"]) == 2
+    assert capsys.readouterr().err == (
+        f"{only_latin1}: skipped: invalid_utf8_lines 3\n"
+        f"error: {only_latin1}: no article text to train a vocabulary on; skipped: invalid_utf8_lines 3\n")
+    assert output.read_text(encoding="utf-8") == "[PAD]\nkept\n"
+
+
+def test_malformed_json_lines_are_counted_and_said_naming_the_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = tmp_path / "wiki_00"
+    good = json.dumps({"id": "1", "title": "River", "text": "River\nThe river runs past the old mill today."})
+    corpus.write_text(f"{good}\n{{not json\n", encoding="utf-8")
+    output = tmp_path / "vocab.txt"
+    assert main(["--input", str(corpus), "--format", "wikiextractor-json", "--vocab-size", "100",
+                 "--output", str(output)]) == 0
+    assert capsys.readouterr().err == f"{corpus}: skipped: malformed_json_lines 1\n"
