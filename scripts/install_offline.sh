@@ -8,6 +8,8 @@
 # this checkout, put on the venv's path (as `pip install -e` would). Data preparation
 # (Apache Beam and its parsers) is not installed: build datasets elsewhere.
 #   bash scripts/install_offline.sh [VENV]     (default .venv-offline; idempotent)
+# A bundle whose bundle.json is not JSON with its "packages" (a truncated copy) is
+# refused, naming the file, before the venv is made.
 # Environment:
 #   PYTHON       the interpreter that holds the node's torch (default python3)
 #   GPU_BUNDLE   the bundle directory (default .gpu_bundle)
@@ -27,6 +29,24 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
   echo "error: $PY cannot import torch: set PYTHON to the interpreter that has this machine's torch" >&2
   exit 2
 fi
+# The bundle's package list, read (and a truncated or foreign bundle.json refused) before
+# anything is made.
+LIST=$("$PY" - "$BUNDLE/bundle.json" <<'PYCODE'
+import json, sys
+path = sys.argv[1]
+fix = "rebuild the bundle with 'bash scripts/build_gpu_bundle.sh' on a networked machine and copy it here"
+try:
+    with open(path, encoding="utf-8") as file:
+        info = json.load(file)
+except (OSError, UnicodeDecodeError, ValueError) as err:
+    sys.exit(f"error: {path}: not a readable JSON file ({err}): {fix}")
+packages = info.get("packages") if isinstance(info, dict) else None
+if not (isinstance(packages, list) and packages and all(isinstance(p, str) and p.strip() for p in packages)):
+    sys.exit(f'error: {path}: no "packages" list of package names in it: {fix}')
+print("\n".join(packages))
+PYCODE
+) || exit 2
+mapfile -t PACKAGES <<< "$LIST"
 if [[ ! -x "$VENV/bin/python" ]]; then
   "$PY" -m venv --without-pip "$VENV"
 fi
@@ -41,8 +61,6 @@ line = f"import site; list(map(site.addsitedir, {parents!r}))"
 with open(sys.argv[1], "w", encoding="utf-8") as pth:
     pth.write(sys.argv[2] + "\n" + line + "\n")  # this checkout first, then the machine's packages
 PYCODE
-mapfile -t PACKAGES < <("$PY" -c "import json, sys; print('\n'.join(json.load(open(sys.argv[1]))['packages']))" \
-  "$BUNDLE/bundle.json")
 # --ignore-installed: into the venv even where the machine has a package already.
 "$VENV/bin/python" -m pip install -q --no-index --no-deps --ignore-installed --no-compile --no-cache-dir \
   --disable-pip-version-check --find-links "$BUNDLE/wheels" "${PACKAGES[@]}"

@@ -10,11 +10,14 @@
 #   VENV        virtualenv to activate (default $TACL_HOME/.venv); CONDA_ENV: a conda env instead
 #   LAUNCHER    srun (default: one task per GPU through srun) | deepspeed (DeepSpeed's
 #               multi-node runner with a hostfile generated from the allocation; needs
-#               passwordless ssh/pdsh between the nodes)
-#   SIZE        base | large (set by the wrapper scripts); LANG_CODE en | zh (base only)
+#               passwordless ssh/pdsh between the nodes); any other value is refused
+#   SIZE        base | large (set by the wrapper scripts); LANG_CODE en | zh (base only:
+#               the large recipe is English only, and refuses LANG_CODE=zh)
 #   RECIPE      the train.py --recipe (default: tacl-large-en; tacl-base-en or tacl-base-zh
 #               by LANG_CODE); `python -m tacl_scale.recipes` lists them
 #   MASTER_PORT rendezvous port (default 20000 + job id mod 10000)
+# A VENV, CONDA_ENV, LAUNCHER, SIZE or LANG_CODE it cannot use stops the job (status 2)
+# before anything is written, with one line naming it.
 set -euo pipefail
 # shellcheck disable=SC1091
 source "${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}/slurm/_env.sh"
@@ -32,9 +35,24 @@ export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$TACL_HOME/.cache/torch_exte
 # first, so every flag given here replaces the recipe's value (a --ds config of the
 # user's too), and a --recipe given here replaces the script's.
 case ${SIZE:-large} in
-  large) RECIPE=${RECIPE:-tacl-large-en} ;;
-  base)  RECIPE=${RECIPE:-tacl-base-${LANG_CODE:-en}} ;;
+  large)
+    if [[ ${LANG_CODE:-en} != en ]]; then
+      echo "error: LANG_CODE=$LANG_CODE: the large recipe (pretrain_large.sh, tacl-large-en) is English only;" \
+           "LANG_CODE=zh is for pretrain_base.sh (tacl-base-zh)" >&2
+      exit 2
+    fi
+    RECIPE=${RECIPE:-tacl-large-en} ;;
+  base)
+    if [[ ${LANG_CODE:-en} != en && $LANG_CODE != zh ]]; then
+      echo "error: LANG_CODE must be en or zh (the base recipes: tacl-base-en, tacl-base-zh), not '$LANG_CODE'" >&2
+      exit 2
+    fi
+    RECIPE=${RECIPE:-tacl-base-${LANG_CODE:-en}} ;;
   *) echo "error: SIZE must be base or large, not '${SIZE}'" >&2; exit 2 ;;
+esac
+case ${LAUNCHER:-srun} in
+  srun | deepspeed) ;;
+  *) echo "error: LAUNCHER must be srun (the default) or deepspeed, not '$LAUNCHER'" >&2; exit 2 ;;
 esac
 ARGS=(--recipe "$RECIPE" "$@" --resume)
 

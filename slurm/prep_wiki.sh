@@ -47,7 +47,8 @@ SHARED=$(cd "$(dirname "$OUTPUT")" 2>/dev/null && pwd) \
 PROBE="$SHARED/.tacl-fs-probe-$JOB"
 TOKEN="$JOB-$RANDOM$RANDOM"
 echo "$TOKEN" > "$PROBE"
-if ! srun --overlap --ntasks-per-node=1 --ntasks="$NODES" bash -c "grep -qx '$TOKEN' '$PROBE'"; then
+# The token and path are bash's arguments, not part of its script: a path may hold a quote.
+if ! srun --overlap --ntasks-per-node=1 --ntasks="$NODES" bash -c 'grep -qx -- "$1" "$2"' probe "$TOKEN" "$PROBE"; then
   rm -f "$PROBE"
   echo "error: $SHARED is not visible from every node of the allocation: put --output on a filesystem" \
        "all nodes share" >&2
