@@ -4,7 +4,7 @@ the student, for BERT-base (or ``--model``) after one training step.
     python benchmarks/bench_end_of_run.py --data DATASET [--ds ds_configs/zero1_bf16.json] [--model bert.json]
 
 Times, on this machine's device (the CPU accelerator without a GPU): DeepSpeed's
-``save_checkpoint``, the checkpoint's record (every file's sha256), the export from
+``save_checkpoint``, the checkpoint's record (every file's checksum), the export from
 the fp32 masters in memory (gathered by every rank), those three one after the
 other, and (first, with nothing warm) the end of ``Trainer.train()`` itself: its
 last step's checkpoint and the export, written in a thread while the checkpoint is
@@ -80,7 +80,7 @@ def main() -> int:
             from_disk = time.perf_counter() - exported
         finally:
             trainer.close()
-    rows = [("save_checkpoint", saved - started), ("record (sha256 of every file)", recorded - saved),
+    rows = [("save_checkpoint", saved - started), ("record (checksum of every file)", recorded - saved),
             ("export from memory", exported - recorded)]
     print(f"{trainer.dist.device} | {args.ds.name} | checkpoint {size / 1e9:.2f} GB")
     for name, seconds in rows:

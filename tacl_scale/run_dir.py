@@ -12,7 +12,7 @@ what is in it::
                                  reference line of analyses
       checkpoints/
         stepNNNNNNNN/            DeepSpeed's files, trainer_state.json, files.json (every
-                                 file's size and sha256), .tacl-read-lock (exports)
+                                 file's size and checksum), .tacl-read-lock (exports)
         stepNNNNNNNN.universal/  a universal conversion (resumed at another rank count)
         latest                   the newest complete checkpoint's tag
       universal-conversion.log   the last conversion's output
@@ -63,7 +63,7 @@ PREEMPTED_MARKER = "PREEMPTED"
 EXPORT_DIR = "export"
 # Inside checkpoints/ (tacl_scale.checkpoint writes them):
 LATEST = "latest"  # DeepSpeed's own pointer file name, moved by us only when a save is complete
-CHECKPOINT_RECORD = "files.json"  # in each checkpoint: every file's size and sha256
+CHECKPOINT_RECORD = "files.json"  # in each checkpoint: every file's size and checksum
 
 # run.json's layout: 1 unversioned (before the field), 2 with ``version``. A newer
 # one is refused by name, not taken for changed settings.

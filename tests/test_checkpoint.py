@@ -5,6 +5,7 @@ universal load (resuming on another number of GPUs with the fused AdamW)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,38 @@ def test_the_newest_verified_checkpoint_is_found_whatever_latest_says(tmp_path: 
     assert tag == "step00000004" and "step00000006/files.json: missing" in problems[0]
 
 
+def test_a_record_holds_xxh3_checksums_and_an_earlier_sha256_record_still_verifies(tmp_path: Path) -> None:
+    """The record's checksum is xxh3-128 (sha256 took four times as long at the end
+    of every save and at every resume); a checkpoint recorded with sha256 by an
+    earlier version verifies as it did, and a changed byte is found either way."""
+    import hashlib
+
+    from tacl_scale.data.integrity import file_checksum
+
+    root = tmp_path / "checkpoints"
+    checkpoint.save(FakeSavingEngine(), root, 2, {"step": 2}, keep_last=3, barrier=lambda: None)
+    directory = root / "step00000002"
+    record = json.loads((directory / checkpoint.CHECKPOINT_RECORD).read_text())
+    assert record and all(entry["checksum"] == file_checksum(directory / name) and "sha256" not in entry
+                          for name, entry in record.items())
+    assert all(entry["checksum"].startswith("xxh3_128:") for entry in record.values())
+    legacy = {name: {"bytes": entry["bytes"], "sha256": hashlib.sha256((directory / name).read_bytes()).hexdigest()}
+              for name, entry in record.items()}
+    (directory / checkpoint.CHECKPOINT_RECORD).write_text(json.dumps(legacy))
+    assert checkpoint.verify(directory) is None
+    for saved in (legacy, record):
+        (directory / checkpoint.CHECKPOINT_RECORD).write_text(json.dumps(saved))
+        name = next(iter(saved))
+        data = bytearray((directory / name).read_bytes())
+        data[len(data) // 2] ^= 1
+        (directory / name).write_bytes(bytes(data))
+        assert checkpoint.verify(directory) == f"{directory / name}: contents differ from when it was saved " \
+                                               "(checksum mismatch)"
+        data[len(data) // 2] ^= 1
+        (directory / name).write_bytes(bytes(data))
+        assert checkpoint.verify(directory) is None
+
+
 def test_a_checkpoint_without_a_record_is_checked_as_far_as_it_can_be(tmp_path: Path) -> None:
     """A checkpoint saved before records were kept (no files.json) and named by
     ``latest`` loads unchecked only while its torch files are whole: a truncated or
@@ -196,11 +229,11 @@ def test_damaged_pointers_records_and_states_are_named_not_tracebacks(tmp_path: 
     assert checkpoint.newest_verified_tag(root) == ("step00000004", [])
 
     record = root / "step00000004" / checkpoint.CHECKPOINT_RECORD
-    for damaged in ("[]", "null", '{"a.pt": {"sha256": "00"}}'):
+    for damaged in ("[]", "null", '{"a.pt": {"checksum": "00"}}', '{"a.pt": {"bytes": 3}}'):
         record.write_text(damaged)
         tag, problems = checkpoint.newest_verified_tag(root)
         assert tag == "step00000002" and problems == [
-            f"{record}: not a checkpoint record (an object of file -> its bytes and sha256)"], damaged
+            f"{record}: not a checkpoint record (an object of file -> its bytes and checksum)"], damaged
 
     unrecorded = root / "step00000006"  # saved before records were kept, and named by latest
     unrecorded.mkdir()

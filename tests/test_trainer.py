@@ -493,7 +493,7 @@ def test_bad_inputs_are_train_errors(join: Callable[[], Distributed], dataset: P
 def test_resume_skips_a_checkpoint_whose_files_do_not_verify(join: Callable[[], Distributed], dataset: Path,
                                                              model_file: Path, tmp_path: Path,
                                                              caplog: pytest.LogCaptureFixture) -> None:
-    """Every checkpoint records its files' sizes and sha256; a truncated or
+    """Every checkpoint records its files' sizes and checksums; a truncated or
     bit-flipped file is named and the newest checkpoint that verifies is used."""
     import shutil
 
@@ -528,7 +528,7 @@ def test_resume_skips_a_checkpoint_whose_files_do_not_verify(join: Callable[[], 
         data[len(data) // 3] ^= 0x10
         path.write_bytes(bytes(data))
 
-    for damage, words in ((truncate, "truncated"), (flip_a_bit, "sha256 mismatch")):
+    for damage, words in ((truncate, "truncated"), (flip_a_bit, "checksum mismatch")):
         caplog.clear()
         with caplog.at_level("WARNING"):
             resumed = corrupt_and_resume(damage)
@@ -951,7 +951,7 @@ def test_export_verifies_the_checkpoint_it_reads(join: Callable[[], Distributed]
     data = bytearray(optim.read_bytes())
     data[len(data) // 3] ^= 0x10
     optim.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match="step00000004: does not verify.*sha256 mismatch"):
+    with pytest.raises(ValueError, match="step00000004: does not verify.*checksum mismatch"):
         export_checkpoint(newest, tmp_path / "bad")
     assert not (tmp_path / "bad").exists()
     capsys.readouterr()
