@@ -332,7 +332,12 @@ class Trainer:
         checkpoint, taken from memory (every rank gathers them) and written while
         the checkpoint is saved: reading the checkpoint back took 20 s for BERT-base,
         most of it DeepSpeed's conversion (``benchmarks/bench_end_of_run.py``)."""
-        weights = engine_master_weights(self.engine)  # final: nothing updates them any more
+        try:
+            weights = engine_master_weights(self.engine)  # final: nothing updates them any more
+        except Exception:
+            # train() left the last step's save to this method: it is made whatever the export does.
+            self.maybe_checkpoint(force=True)
+            raise
         errors: list[BaseException] = []
 
         def write() -> None:

@@ -149,21 +149,21 @@ def test_the_last_checkpoint_is_saved_while_the_export_is_written_and_no_save_is
 
     offset = [0.0]
     monkeypatch.setattr(trainer_module, "time", SimpleNamespace(monotonic=lambda: time_module.monotonic() + offset[0]))
-    steps, saves, last_save = 6, [], threading.Event()
+    steps, saves, last_save, exporting = 6, [], threading.Event(), threading.Event()
     real_save, real_export = trainer_module.checkpoint.save, trainer_module.export_weights
+    overlapped = []
 
     def save(engine, root, step, *args, **kwargs):
         saves.append(step)
         if step == steps:
             last_save.set()
+            overlapped.append(exporting.wait(timeout=10))  # the export is being written meanwhile
         offset[0] += 1000.0
         return real_save(engine, root, step, *args, **kwargs)
 
-    overlapped = []
-
     def export(*args, **kwargs):
-        # The last save starts once the export has: the two overlap.
-        overlapped.append((last_save.is_set(), last_save.wait(timeout=30)))
+        exporting.set()
+        overlapped.append(last_save.wait(timeout=30))  # and the last save is made meanwhile
         return real_export(*args, **kwargs)
 
     monkeypatch.setattr(trainer_module.checkpoint, "save", save)
@@ -174,11 +174,34 @@ def test_the_last_checkpoint_is_saved_while_the_export_is_written_and_no_save_is
         history = trainer.train()
     finally:
         trainer.close()
-    assert saves == [2, 4, 6] and overlapped == [(False, True)]
+    assert saves == [2, 4, 6] and overlapped == [True, True]
     assert (tmp_path / "run" / "export" / "config.json").is_file()
     # 2 samples of 4 per step at the least, had a step's window held a save's 1000 s: ~1000 times more
     assert [m["step"] for m in history] == list(range(1, steps + 1))
     assert min(m["samples_per_s"] for m in history) > 4 / 100, [m["samples_per_s"] for m in history]
+
+
+def test_an_export_that_fails_before_writing_still_leaves_the_last_checkpoint(
+        join: Callable[[], Distributed], dataset: Path, model_file: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """train() leaves the last step's save to export(): gathering the weights for the
+    export failing (memory) must not cost the run its last checkpoint."""
+    import tacl_scale.trainer as trainer_module
+
+    def no_memory(engine):
+        raise RuntimeError("out of memory gathering the fp32 masters")
+
+    monkeypatch.setattr(trainer_module, "engine_master_weights", no_memory)
+    trainer = Trainer.build(make_config(dataset, model_file, tmp_path / "run", steps=3), join())
+    try:
+        with pytest.raises(RuntimeError, match="out of memory"):
+            trainer.train()
+    finally:
+        trainer.close()
+    from tacl_scale.checkpoint import newest_verified_tag
+
+    assert newest_verified_tag(tmp_path / "run" / "checkpoints") == ("step00000003", [])
+    assert not (tmp_path / "run" / "export").exists()
 
 
 def test_skipped_updates_do_not_count(join: Callable[[], Distributed], dataset: Path, model_file: Path,
