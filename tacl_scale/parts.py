@@ -144,14 +144,14 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
     for section, settings in (("fp16", ds.get("fp16", {})), ("bf16", bf16)):
         if settings or section == precision:
             ds[section] = {**settings, "enabled": precision == section}
-    accumulation = str(ds.get("data_types", {}).get("grad_accum_dtype", precision)).lower()  # DeepSpeed's default
+    accumulation = accumulation_dtype(ds, precision)
     if (config.performance.cuda_graphs and device_type == "cuda"
             and (stage == 0 or (stage == 1 and accumulation == precision))):
         # Without ZeRO, and with ZeRO-1 accumulating in the model's own dtype, DeepSpeed
         # keeps each micro-batch's gradients in param.grad until the optimizer step,
         # where the next replay of a CUDA graph overwrites them (on the CPU the flag
         # records no graph: said when the run is built).
-        raise TrainError(f"{engine.path}: zero_optimization.stage {stage} with {precision} gradient accumulation "
+        raise TrainError(f"{engine.path}: zero_optimization.stage {stage} with {accumulation} gradient accumulation "
                          "keeps each gradient in param.grad past its micro-batch, where --cuda-graphs overwrites "
                          "it: use stage 2, or stage 1 with \"data_types\": {\"grad_accum_dtype\": \"fp32\"} in "
                          "half precision, or drop --cuda-graphs")
@@ -174,6 +174,21 @@ def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
         # does not have: nothing to gain, the host stalls each micro-batch.
         zero["overlap_comm"] = False
     return ds
+
+
+def accumulation_dtype(ds: dict[str, Any], precision: str) -> str:
+    """The dtype DeepSpeed accumulates gradients in, as ``fp16``, ``bf16`` or
+    ``fp32``: the config's ``data_types.grad_accum_dtype`` by any name DeepSpeed
+    takes (``bfloat16``, ``half``, ``float``, ...), else the model's ``precision``."""
+    from deepspeed.runtime.config import DtypeEnum
+
+    value = ds.get("data_types", {}).get("grad_accum_dtype")
+    if value is None:
+        return precision
+    try:
+        return DtypeEnum(value).name
+    except ValueError:  # DeepSpeed refuses it when the engine is built, in its own words
+        return str(value)
 
 
 def batch_layout(config: TrainConfig, world_size: int, rank: int = 0) -> BatchLayout:

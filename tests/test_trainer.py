@@ -783,13 +783,19 @@ def test_cuda_graphs_leave_no_gradient_past_the_backward_that_made_it(join: Call
                                 ({"zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp16"}},
                                  "fp16"),
                                 ({"zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"}},
-                                 "fp32")):
+                                 "fp32"),
+                                ({"zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "float16"}},
+                                 "fp16"),
+                                ({"zero_optimization": {"stage": 0}, "data_types": {"grad_accum_dtype": "half"}},
+                                 "fp16")):
         keeps = replace(config, engine=EngineConfig("keeps.json", settings))
         with pytest.raises(TrainError, match=rf"keeps\.json: zero_optimization\.stage \d with {precision} gradient "
                                              r"accumulation keeps each gradient in param\.grad .* --cuda-graphs"):
             deepspeed_config(keeps, 1, "cuda", precision=precision)
         assert deepspeed_config(replace(keeps, performance=PerformanceConfig()), 1, "cuda", precision=precision)
     for settings, precision in (({"zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"}},
+                                 "fp16"),
+                                ({"zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "float32"}},
                                  "fp16"), ({"zero_optimization": {"stage": 2}}, "fp16"),
                                 ({"zero_optimization": {"stage": 2}}, "fp32")):
         assert deepspeed_config(replace(config, engine=EngineConfig("fine.json", settings)), 1, "cuda",
