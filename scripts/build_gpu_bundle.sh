@@ -82,9 +82,18 @@ size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
 print(f"{len(wheels)} wheels, {info['instances']} instances, {size / 2**20:.1f} MiB")
 PYCODE
 )
-# The whole new bundle takes the old one's place; the old one is moved aside first, then removed.
-REPLACED=$(mktemp -d "$BUNDLE.replaced.XXXXXX")
-trap 'rm -rf "$BUILD" "$REPLACED"' EXIT
-if [[ -e "$BUNDLE" ]]; then mv "$BUNDLE" "$REPLACED/"; fi
-mv "$BUILD" "$BUNDLE"
+# The whole new bundle takes the old one's place: the old one is moved aside, and back
+# if the new one cannot take its place; it is removed only once the new one is there.
+OLD=""
+if [[ -e "$BUNDLE" ]]; then
+  OLD="$BUNDLE.replaced.$$"
+  mv -T "$BUNDLE" "$OLD"
+fi
+if ! mv -T "$BUILD" "$BUNDLE"; then
+  if [[ -n "$OLD" ]]; then mv -T "$OLD" "$BUNDLE"; fi
+  echo "error: $BUNDLE: the new bundle could not take the old one's place (the old one is kept)" >&2
+  exit 1
+fi
+trap - EXIT
+if [[ -n "$OLD" ]]; then rm -rf "$OLD"; fi
 echo "GPU bundle in $BUNDLE: $SUMMARY"

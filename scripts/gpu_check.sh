@@ -19,7 +19,11 @@ RESULTS=${OUT:-runs/gpu_check}
 if [[ $# -gt 0 && "$1" != --* ]]; then RESULTS=$1; shift; fi
 VENV=${GPU_VENV:-.venv-offline}
 INSTALL_BUDGET=60  # benchmarks/gpu_check.py's INSTALL_BUDGET (fresh H200 machines took 25 s and over 30 s)
-# The arguments are checked before the install's minute, not after it.
+# The arguments are checked before the install's minute, not after it (a --help among
+# them prints this and the check's flags, and runs nothing).
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then print_header "$0"; echo; exec "${PYTHON:-python3}" benchmarks/gpu_check.py --help; fi
+done
 "${PYTHON:-python3}" benchmarks/gpu_check.py --check-args "$@" || exit 2
 mkdir -p "$RESULTS"
 started=$(date +%s)

@@ -18,7 +18,20 @@ at_most_one_path "bash scripts/quickstart.sh [--skip-setup] [OUT_DIR]" "$@"
 # Resolved before the cd below; the marker says the folder is the quickstart's to replace.
 if [[ -n "${1:-}" ]]; then OUT=$(realpath -m -- "$1"); else OUT=$(realpath -m -- "$(dirname "$0")/../runs/quickstart"); fi
 MARKER=.tacl-quickstart
-if [[ -e "$OUT" && ! -f "$OUT/$MARKER" ]] && [[ ! -d "$OUT" || -n "$(ls -A -- "$OUT")" ]]; then
+# A quickstart's folder from before the marker: its own config file and only its names.
+earlier_quickstart() {
+  local entry
+  [[ -f "$1/bert-tiny.json" ]] || return 1
+  for entry in "$1"/* "$1"/.[!.]*; do
+    [[ -e "$entry" ]] || continue
+    case ${entry##*/} in
+      corpus|vocab.txt|build.log|dataset|bert-tiny.json|run|sentences.txt|analysis) ;;
+      *) return 1 ;;
+    esac
+  done
+}
+if [[ -e "$OUT" && ! -f "$OUT/$MARKER" ]] && [[ ! -d "$OUT" || -n "$(ls -A -- "$OUT")" ]] \
+    && ! earlier_quickstart "$OUT"; then
   echo "error: $OUT holds files the quickstart did not write (no $MARKER): name an empty or new folder" >&2
   exit 2
 fi

@@ -34,9 +34,11 @@ export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$TACL_HOME/.cache/torch_exte
 # --- the recipe: the paper's settings by name (tacl_scale/recipes.py), given to train.py
 # first, so every flag given here replaces the recipe's value (a --ds config of the
 # user's too), and a --recipe given here replaces the script's.
+RECIPE_GIVEN=${RECIPE:+yes}  # a RECIPE or a --recipe argument chooses the recipe; LANG_CODE then does not
+for arg in "$@"; do [[ $arg == --recipe || $arg == --recipe=* ]] && RECIPE_GIVEN=yes; done
 case ${SIZE:-large} in
   large)
-    if [[ ${LANG_CODE:-en} != en ]]; then
+    if [[ ${LANG_CODE:-en} != en && -z $RECIPE_GIVEN ]]; then
       echo "error: LANG_CODE=$LANG_CODE: the large recipe (pretrain_large.sh, tacl-large-en) is English only;" \
            "LANG_CODE=zh is for pretrain_base.sh (tacl-base-zh)" >&2
       exit 2
@@ -59,10 +61,12 @@ ARGS=(--recipe "$RECIPE" "$@" --resume)
 # What the checks below need, resolved by train.py's own parser and the batch shape's
 # owner (tacl_scale.data.shuffle.BatchLayout), for this job's task count.
 WORLD=${SLURM_NTASKS:-1}
-# NUL-separated: the run directory is a path, which may hold spaces.
-mapfile -d '' -t VALUES < <(python - "$WORLD" "${ARGS[@]}" <<'PYCODE'
+# NUL-separated: the run directory is a path, which may hold spaces (read one by one:
+# `mapfile -d` needs bash 4.4, and clusters still run 4.2).
+VALUES=()
+while IFS= read -r -d '' value; do VALUES+=("$value"); done < <(python - "$WORLD" "${ARGS[@]}" <<'PYCODE'
 import sys
-values, sys.stdout = sys.stdout, sys.stderr  # only the values go to `mapfile`; anything else is said
+values, sys.stdout = sys.stdout, sys.stderr  # only the values go to `read`; anything else is said
 from tacl_scale.cli import UsageError
 from tacl_scale.config import ConfigError
 from tacl_scale.data.shuffle import BatchLayout, BatchShapeError
@@ -80,15 +84,16 @@ except BatchShapeError as err:
 if problem := missing_input(config):  # a recipe's data or model not where the job runs
     sys.exit(f"error: {problem}")
 fields = (config.output, optim.batch_size, optim.micro_batch_size or "auto",
-          layout.accumulation if optim.micro_batch_size else "auto", PREEMPTED_MARKER)
+          layout.accumulation if optim.micro_batch_size else "auto", PREEMPTED_MARKER, config.recipe)
 values.write("".join(f"{field}\0" for field in fields))
 PYCODE
 )
-if (( ${#VALUES[@]} != 5 )); then
+if (( ${#VALUES[@]} != 6 )); then
   echo "error: the job stops before training: train.py refuses these flags (above): ${ARGS[*]}" >&2
   exit 2
 fi
 RUN_DIR=${VALUES[0]} BATCH=${VALUES[1]} MICRO=${VALUES[2]} ACCUMULATION=${VALUES[3]} MARKER=${VALUES[4]}
+RECIPE=${VALUES[5]}  # the one train.py uses: a --recipe argument replaces the script's
 mkdir -p "$RUN_DIR"
 exec > >(tee -a "$RUN_DIR/slurm-${SLURM_JOB_ID:-local}.log") 2>&1
 echo "job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $WORLD task(s) on ${SLURM_JOB_NODELIST:-localhost}," \

@@ -27,7 +27,7 @@ from .model import MASKED_INPUT_OBJECTIVES
 
 # Bytes per parameter the student holds while training in mixed precision: bf16/fp16
 # weights and gradients (2 + 2), fp32 masters (4), fp32 gradient accumulation (4)
-# and AdamW's two fp32 moments (8); the teacher keeps a half copy (2).
+# and AdamW's two fp32 moments (8).
 STUDENT_BYTES_PER_PARAMETER = 20
 # The teacher's weights, by its dtype (no gradients, no optimizer state).
 TEACHER_BYTES_PER_PARAMETER = {"fp16": 2, "bf16": 2, "fp32": 4}

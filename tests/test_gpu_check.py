@@ -196,6 +196,11 @@ def test_a_bad_argument_stops_the_check_before_the_install(tmp_path: Path) -> No
                              env=env, capture_output=True, text=True, timeout=120)
         assert res.returncode == 2 and says in res.stderr, res.stderr
         assert not (tmp_path / "results").exists()  # no install ran, nothing written
+    # --help after RESULTS_DIR: argparse's help exited 0 from the check, and the whole check ran after it
+    res = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "results"), "--help"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.startswith("Every GPU test and benchmark") and "--budget" in res.stdout
+    assert not (tmp_path / "results").exists()
 
 
 def test_a_missing_bundle_is_a_clear_error(tmp_path: Path) -> None:

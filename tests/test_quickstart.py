@@ -65,6 +65,16 @@ def test_quickstart_replaces_only_its_own_output(tmp_path: Path) -> None:
     assert res.stderr == (f"error: {work} holds files the quickstart did not write (no .tacl-quickstart): name an "
                           "empty or new folder\n")
     assert sorted(p.name for p in work.iterdir()) == ["run"]
+    # A quickstart's output from before the marker is its own still (its config file and only its names):
+    # past the check, the stand-in python is what stops it.
+    earlier = tmp_path / "earlier"
+    for name in ("corpus", "dataset", "run", "analysis"):
+        (earlier / name).mkdir(parents=True)
+    for name in ("bert-tiny.json", "vocab.txt", "build.log", "sentences.txt"):
+        (earlier / name).write_text("{}")
+    res = subprocess.run(["bash", str(ROOT / "scripts/quickstart.sh"), "--skip-setup", str(earlier)], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert "no-python" in res.stderr and (earlier / ".tacl-quickstart").is_file(), res.stderr
 
 
 def test_train_vocab_writes_a_bert_vocabulary(tmp_path: Path) -> None:

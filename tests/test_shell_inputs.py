@@ -161,6 +161,27 @@ def test_a_launcher_or_language_the_job_cannot_use_stops_it_before_anything_is_w
     assert not run.exists() and not (tmp_path / "srun-ran").exists()
 
 
+@pytest.mark.slow  # starts bash (and python)
+@pytest.mark.parametrize("chosen", [{"RECIPE": "tacl-base-zh"}, {}])
+def test_a_recipe_chosen_by_name_is_not_refused_for_the_large_scripts_language(chosen: dict[str, str],
+                                                                             tmp_path: Path) -> None:
+    """LANG_CODE picks the recipe only when none is named: a RECIPE, or a --recipe
+    argument (which replaces the script's), is not refused for a LANG_CODE=zh."""
+    bin_dir = tmp_path / "bin"
+    stand_in(bin_dir, "srun", f'touch "{tmp_path}/srun-ran"\n')
+    stand_in(bin_dir, "scontrol", "[[ $1 == show ]] && echo localhost\nexit 0\n")
+    for name in ("data", "model"):
+        (tmp_path / name).mkdir()
+    flags = [] if chosen else ["--recipe", "tacl-base-zh"]
+    done = subprocess.run(["bash", str(ROOT / "slurm" / "pretrain_large.sh"), *flags, "--data", str(tmp_path / "data"),
+                           "--model", str(tmp_path / "model"), "--output", str(tmp_path / "run")], cwd=tmp_path,
+                          env=job_env(SLURM_JOB_ID="42", SLURM_JOB_NODELIST="localhost", LANG_CODE="zh",
+                                      PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **chosen),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and (tmp_path / "srun-ran").exists(), done.stderr
+    assert "recipe tacl-base-zh" in (tmp_path / "run" / "slurm-42.log").read_text()
+
+
 # --- slurm/prep_wiki.sh: an --output with a quote ----------------------------------------
 
 
