@@ -1,5 +1,5 @@
 """One-way layering, as Megatron keeps tools/ → core: data_prep may import
-tacl_scale.data; nothing under tacl_scale/ (its Triton kernels included) imports data_prep, not even
+tacl_scale.data and a few shared helpers; nothing under tacl_scale/ (its Triton kernels included) imports data_prep, not even
 inside a function."""
 
 from __future__ import annotations
@@ -27,6 +27,27 @@ def test_training_never_imports_data_prep() -> None:
         for path in sorted((ROOT / "tacl_scale").rglob("*.py"))
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+# What data_prep may import of tacl_scale beside tacl_scale.data: helpers that need
+# nothing of the training stack (docs/design.md, "Layering").
+SHARED_WITH_DATA_PREP = {"tacl_scale", "tacl_scale.cli", "tacl_scale.files", "tacl_scale.locking",
+                         "tacl_scale.preemption", "tacl_scale.vocab"}
+
+
+def test_data_prep_imports_only_the_data_layer_and_the_shared_helpers() -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path)
+                                            if m.split(".")[0] == "tacl_scale" and m not in SHARED_WITH_DATA_PREP
+                                            and not (m == "tacl_scale.data" or m.startswith("tacl_scale.data.")))
+        for path in sorted((ROOT / "data_prep").rglob("*.py"))
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+    # and none of the shared helpers reaches the training stack
+    for module in sorted(SHARED_WITH_DATA_PREP - {"tacl_scale"}):
+        path = ROOT / (module.replace(".", "/") + ".py")
+        heavy = {m for m in imported_modules(path) if m.split(".")[0] in ("torch", "deepspeed", "transformers")}
+        assert not heavy, (module, heavy)
 
 
 def test_the_check_sees_imports_inside_functions(tmp_path: Path) -> None:
