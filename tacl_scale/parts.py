@@ -54,10 +54,12 @@ from .data.loader import (
     checked_batches,
     collate,
 )
+from .data.manifest import NO_VOCABULARY, holds_a_vocabulary
 from .data.shuffle import BatchLayout, BatchShapeError, GlobalOrder
 from .data.views import MirrorViews
 from .distributed import Distributed
 from .encoder import CompiledEncoder, expect_cuda_graphs
+from .export import export_student
 from .flops import peak_flops
 from .kernels.tacl_loss import impl_unavailable
 from .locking import DirectoryLock, LockedError
@@ -74,7 +76,7 @@ from .run_dir import (
     missing_input,
     output_problem,
     record_job,
-    snapshot_inputs,
+    snapshot_tokenizer,
     student_config_dict,
     tokenizer_source,
 )
@@ -724,6 +726,19 @@ def record_this_job(run: RunDir, record: RunRecord | None, config: TrainConfig, 
                     tokenizer_source=tokenizer_source(config.model, dataset), deepspeed_config=ds_config,
                     student_config=student_config_dict(student), data_fingerprints=fingerprints)
     return record_job(run, record, segment, new, config)
+
+
+def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset, student: Any) -> None:
+    """What an export needs, in the run directory from the first job on: the
+    tokenizer files, and a random init's weights as ``RUN_DIR/initial`` (the
+    reference line of analyses). Also makes ``RUN_DIR/checkpoints``."""
+    run.checkpoints.mkdir(parents=True, exist_ok=True)
+    tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run)
+    if not holds_a_vocabulary(tokenizer_dir):  # before the first step, not at the export after the last
+        raise ValueError(f"{tokenizer_dir}: {NO_VOCABULARY}, copied from the model or the dataset: the run could not "
+                         "be exported; give a --model or a dataset whose tokenizer has one")
+    if Path(config.model).is_file() and not run.initial.exists():
+        export_student(student, run.initial, tokenizer_dir, source=config.model, managed=True)
 
 
 def build_data(config: TrainConfig, datasets: list[PretrainDataset], dist: Distributed, state: TrainState,

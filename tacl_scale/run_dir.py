@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 from .data.manifest import (
     MANIFEST_NAME,
-    NO_VOCABULARY,
     TOKENIZER_FILES,
     flat_settings,
     holds_a_vocabulary,
@@ -408,18 +407,3 @@ def student_config_dict(student: Any) -> dict[str, Any]:
     that belongs to the run, not to the exported model)."""
     config = student.config.to_dict()
     return {k: v for k, v in config.items() if "attn_implementation" not in k}
-
-
-def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset, student: Any) -> None:
-    """What an export needs, in the run directory from the first job on: the
-    tokenizer files, and a random init's weights as ``RUN_DIR/initial`` (the
-    reference line of analyses). Also makes ``RUN_DIR/checkpoints``."""
-    from .export import export_student  # export reads this module's names: imported when used
-
-    run.checkpoints.mkdir(parents=True, exist_ok=True)
-    tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run)
-    if not holds_a_vocabulary(tokenizer_dir):  # before the first step, not at the export after the last
-        raise ValueError(f"{tokenizer_dir}: {NO_VOCABULARY}, copied from the model or the dataset: the run could not "
-                         "be exported; give a --model or a dataset whose tokenizer has one")
-    if Path(config.model).is_file() and not run.initial.exists():
-        export_student(student, run.initial, tokenizer_dir, source=config.model, managed=True)
