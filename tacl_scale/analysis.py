@@ -141,6 +141,10 @@ def analyse_model(
     return results
 
 
+HEATMAP_MAX_INCHES = 40.0
+HEATMAP_MAX_LABELS = 110  # the tokens a 40-inch axis labels legibly at 8 points
+
+
 def heatmap(tokenizer: Any, model: Any, sentence: str, layer: int, device: torch.device, out: Path,
             title: str) -> Path:
     """The token × token cosine matrix of one sentence, as a labelled PNG."""
@@ -159,11 +163,16 @@ def heatmap(tokenizer: Any, model: Any, sentence: str, layer: int, device: torch
     unit = F.normalize(hidden[0].float().cpu(), dim=-1)
     sims = (unit @ unit.T).numpy()
     labels = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
-    size = max(4.0, 0.35 * len(labels) + 2)
+    # A readable cell per token up to MAX_LABELS tokens; past that the figure stops
+    # growing (512 tokens made a 181-inch, 21,000-pixel PNG in a minute) and every
+    # k-th token is labelled.
+    size = min(HEATMAP_MAX_INCHES, max(4.0, 0.35 * len(labels) + 2))
+    every = -(-len(labels) // HEATMAP_MAX_LABELS)
     fig, ax = plt.subplots(figsize=(size, size))
     image = ax.imshow(sims, vmin=-1, vmax=1, cmap="viridis")
-    ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=8)
-    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ticks = range(0, len(labels), every)
+    ax.set_xticks(ticks, [labels[k] for k in ticks], rotation=90, fontsize=8)
+    ax.set_yticks(ticks, [labels[k] for k in ticks], fontsize=8)
     ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.046)
     fig.tight_layout()

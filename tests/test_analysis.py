@@ -119,7 +119,10 @@ def test_sentences_that_give_no_figure_are_refused_and_cut_ones_said(
     assert "tiny: 1 of the 2 sentences are longer than its 512 positions: only their first 512 tokens" in caplog.text
     # The heat map cut it too (its position embeddings ended at 512: an IndexError).
     assert "the heat-map sentence is longer than its 512 positions: only its first 512 tokens are drawn" in caplog.text
-    assert (tmp_path / "long" / "heatmap_tiny.png").stat().st_size > 0
+    import matplotlib.image as mpimg
+
+    height, width = mpimg.imread(tmp_path / "long" / "heatmap_tiny.png").shape[:2]
+    assert 1000 < height <= 40 * 120 and 1000 < width <= 40 * 120  # capped: 512 labelled cells made 21,000 pixels
 
 
 def test_bad_sentence_files_and_outputs_are_one_error_line_naming_them(tiny_model: Path, tmp_path: Path,
