@@ -21,7 +21,7 @@ at_most_one_path "bash scripts/build_gpu_bundle.sh [BUNDLE_DIR]" "$@"
 # Resolved before the cd below (a trailing slash dropped: the build folders sit beside it).
 if [[ -n "${1:-}" ]]; then BUNDLE=$(realpath -m -- "$1"); else BUNDLE=$(realpath -m -- "$(dirname "$0")/../.gpu_bundle"); fi
 cd "$(dirname "$0")/.."
-if [[ -e "$BUNDLE" && ! -f "$BUNDLE/bundle.json" ]] && [[ ! -d "$BUNDLE" || -n "$(ls -A -- "$BUNDLE")" ]]; then
+if foreign_folder "$BUNDLE" bundle.json; then
   echo "error: $BUNDLE exists and is not a GPU bundle (no bundle.json): name another folder, or remove it yourself" >&2
   exit 2
 fi

@@ -30,8 +30,7 @@ earlier_quickstart() {
     esac
   done
 }
-if [[ -e "$OUT" && ! -f "$OUT/$MARKER" ]] && [[ ! -d "$OUT" || -n "$(ls -A -- "$OUT")" ]] \
-    && ! earlier_quickstart "$OUT"; then
+if foreign_folder "$OUT" "$MARKER" && ! earlier_quickstart "$OUT"; then
   echo "error: $OUT holds files the quickstart did not write (no $MARKER): name an empty or new folder" >&2
   exit 2
 fi

@@ -33,3 +33,9 @@ no_arguments() {
     exit 2
   fi
 }
+
+# foreign_folder DIR MARKER: whether DIR exists and is not for this command to replace:
+# neither empty nor holding MARKER, the file the command leaves in what it writes.
+foreign_folder() {
+  [[ -e "$1" && ! -f "$1/$2" ]] && [[ ! -d "$1" || -n "$(ls -A -- "$1")" ]]
+}

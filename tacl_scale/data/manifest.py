@@ -99,7 +99,6 @@ class DatasetError(ValueError):
     """A dataset directory is missing, incomplete or inconsistent."""
 
 
-
 def holds_a_vocabulary(directory: Path) -> bool:
     """Whether a tokenizer folder holds a vocabulary, in any of the forms a run's
     copy takes (``tacl_scale.run_dir.write_tokenizer``): settings files alone
@@ -107,6 +106,7 @@ def holds_a_vocabulary(directory: Path) -> bool:
     of its special tokens alone, every word [UNK]."""
     return (any((directory / name).is_file() for name in ("vocab.txt", "tokenizer.json"))
             or any(directory.glob("*.model")))
+
 
 def shard_name(index: int, split: str = "train") -> str:
     """The name of shard ``index`` of a split: ``shard-00003``, ``validation-00000``."""
