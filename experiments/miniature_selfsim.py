@@ -36,7 +36,6 @@ batch.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import os
@@ -46,6 +45,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from tacl_scale.files import atomic_write, file_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 # Real English text: the sample in the directory named by TACL_TEST_DATA.
@@ -74,14 +75,6 @@ def run(cmd: list[str], **env: str) -> None:
     subprocess.run(cmd, cwd=ROOT, check=True, env=dict(os.environ, **env))
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def settings_file(output: Path) -> Path:
     """Where the settings ``output`` was made with are recorded: beside it."""
     return output.with_name(output.name + ".settings.json")
@@ -103,7 +96,7 @@ def make(output: Path, done: Path, settings: dict[str, Any], cmd: list[str]) -> 
         return
     settings_file(output).unlink(missing_ok=True)  # until it is made again
     run(cmd)
-    settings_file(output).write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    atomic_write(settings_file(output), json.dumps(settings, indent=2))
 
 
 def data_settings(model: Path, sentences: int) -> dict[str, dict[str, Any]]:
@@ -122,14 +115,13 @@ def data_settings(model: Path, sentences: int) -> dict[str, dict[str, Any]]:
     }
 
 
-def prepare_data(work: Path, model: Path, python: str, sentences: int) -> dict[str, Path]:
+def prepare_data(work: Path, model: Path, python: str, settings: dict[str, dict[str, Any]]) -> dict[str, Path]:
     """The paired dataset (with its held-out split), the training sentence list as a
     single-segment dataset, and the held-out analysis sentences; each reused only if
-    made with the same settings."""
+    made with the same ``settings`` (:func:`data_settings`)."""
     vocab = str(model / "vocab.txt")
     pairs, lines, sentence_data = work / "dataset", work / "train_sentences.txt", work / "sentence_dataset"
     held_out = work / "analysis_sentences.txt"
-    settings = data_settings(model, sentences)
     make(pairs, pairs / "manifest.json", settings["pairs"],
          [python, "-m", "data_prep.build", "--input", str(DUMP), "--tokenizer", vocab, "--output", str(pairs),
           "--max-seq-len", "128", "--dupe-factor", "2", "--validation-fraction", VALIDATION_FRACTION,
@@ -142,7 +134,7 @@ def prepare_data(work: Path, model: Path, python: str, sentences: int) -> dict[s
          [python, "-m", "data_prep.build", "--input", str(lines), "--format", "lines", "--single-segment",
           "--tokenizer", vocab, "--output", str(sentence_data), "--max-seq-len", "64", "--quiet", "--overwrite"])
     make(held_out, held_out, settings["held_out"],
-         [python, "-m", "data_prep.sentence_list", *split, "--split", "validation", "--count", str(sentences),
+         [python, "-m", "data_prep.sentence_list", *split, "--split", "validation", "--count", str(settings["held_out"]["count"]),
           "--min-words", "8", "--output", str(held_out), "--overwrite"])
     return {"pairs": pairs, "sentences": sentence_data, "held_out": held_out}
 
@@ -223,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(problems):
         print("\n".join(f"error: {problem}" for problem in problems if problem), file=sys.stderr)
         return 2
-    data = prepare_data(work, model, python, args.sentences)
+    data = prepare_data(work, model, python, inputs)
 
     exports, minutes, reused = {}, {}, []
     for name in args.only:
@@ -240,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                  "--micro-batch-size", str(args.batch_size // 2), *flags, "--eval-every", "0",
                  "--save-every", str(args.steps), "--log-every", "20", "--num-workers", "1", "--resume"],
                 DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-            settings_file(out).write_text(json.dumps(trained[name], indent=2), encoding="utf-8")
+            atomic_write(settings_file(out), json.dumps(trained[name], indent=2))
             minutes[name] = (time.monotonic() - began) / 60
         exports[name] = out / "export"
     analysis = work / "analysis"

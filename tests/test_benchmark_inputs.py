@@ -174,17 +174,17 @@ def test_miniature_rebuilds_data_made_with_other_settings(tmp_path: Path, inputs
     model, commands = inputs
     work = tmp_path / "work"
     work.mkdir()
-    miniature_selfsim.prepare_data(work, model, "python", 400)
+    miniature_selfsim.prepare_data(work, model, "python", miniature_selfsim.data_settings(model, 400))
     assert len(commands) == 4
     commands.clear()
-    miniature_selfsim.prepare_data(work, model, "python", 400)
+    miniature_selfsim.prepare_data(work, model, "python", miniature_selfsim.data_settings(model, 400))
     assert commands == []
-    miniature_selfsim.prepare_data(work, model, "python", 800)
+    miniature_selfsim.prepare_data(work, model, "python", miniature_selfsim.data_settings(model, 800))
     assert len(commands) == 1 and "data_prep.sentence_list" in commands[0]
     assert commands[0][commands[0].index("--count") + 1] == "800"
     commands.clear()
     miniature_selfsim.DUMP.write_bytes(b"another dump")
-    miniature_selfsim.prepare_data(work, model, "python", 800)
+    miniature_selfsim.prepare_data(work, model, "python", miniature_selfsim.data_settings(model, 800))
     assert len(commands) == 4
 
 
