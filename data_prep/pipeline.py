@@ -36,7 +36,7 @@ from tacl_scale.data.manifest import ShardRecord, shard_name
 from .config import BuildConfig
 from .documents import SKIP_KINDS, DocumentProcessor, shard_key
 from .shards import EmptyDatasetError, SpillWriter, TokenizerFacts, build_shard, make_manifest
-from .sources import ReadProgress, WorkUnit, read_records
+from .sources import ReadProgress, WorkUnit, describe_skips, read_records
 from .workspace import Workspace, unit_bytes, writing
 
 log = logging.getLogger(__name__)
@@ -213,7 +213,7 @@ def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any]
     skip_counts["duplicate_documents"] += sum(s.duplicate_documents for s in shards)
     workspace.remove()
     if sum(s.counts.instances for s in shards if s.split == "train") == 0:
-        skipped = ", ".join(f"{kind} {count:,}" for kind, count in skip_counts.items() if count) or "nothing"
+        skipped = describe_skips(skip_counts)
         raise EmptyDatasetError(
             f"{directory}: no instance was built from {len(context['sources'])} input file(s); skipped: {skipped} "
             f"(do --format {config.input.format} and --min-doc-chars {config.cleaning.min_doc_chars} fit them?)"

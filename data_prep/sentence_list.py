@@ -136,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = sample(sentences, args.count, args.seed, args.min_words, args.max_words, args.language)
     except InputError as err:
         return error_exit(str(err))
-    for line in skips.lines():  # what the list does not reflect, by file, as a build's manifest records it
-        print(line, file=sys.stderr)
+    skips.say()  # what the list does not reflect, by file, as a build's manifest records it
     if not chosen:
         return error_exit(f"{', '.join(args.input)}: no sentence of {args.min_words}-{args.max_words} words in "
                           f"the {DOCUMENTS[args.split]}; skipped: {skips.totals()}")

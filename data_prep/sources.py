@@ -16,10 +16,11 @@ import glob
 import gzip
 import json
 import os
+import sys
 import xml.etree.ElementTree as ET
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import BinaryIO
@@ -102,22 +103,25 @@ class SkipTally:
 
         return count_skip
 
-    @staticmethod
-    def _describe(counts: Counter[str]) -> str:
-        return ", ".join(f"{kind} {count:,}" for kind, count in counts.items() if count)
-
     def totals(self) -> str:
         """Every kind summed over the files, ``invalid_utf8_lines 3, too_short 1``,
         or "nothing"."""
         total: Counter[str] = Counter()
         for counts in self.by_file.values():
             total.update(counts)
-        return self._describe(total) or "nothing"
+        return describe_skips(total)
 
-    def lines(self) -> list[str]:
-        """One ``FILE: skipped: KIND N, ...`` line for each file with a skip."""
-        return [f"{path}: skipped: {self._describe(counts)}" for path, counts in self.by_file.items()
-                if any(counts.values())]
+    def say(self) -> None:
+        """One ``FILE: skipped: KIND N, ...`` line on stderr for each file with a skip."""
+        for path, counts in self.by_file.items():
+            if any(counts.values()):
+                print(f"{path}: skipped: {describe_skips(counts)}", file=sys.stderr)
+
+
+def describe_skips(counts: Mapping[str, int]) -> str:
+    """Skip counts as the commands and the build say them, ``redirect 6, too_short 2``
+    (kinds with none left out), or "nothing"."""
+    return ", ".join(f"{kind} {count:,}" for kind, count in counts.items() if count) or "nothing"
 
 
 # A Wikimedia multistream dump and the index published beside it.
@@ -135,14 +139,9 @@ def _as_glob(path: str) -> str:
     if os.path.isfile(path):
         return glob.escape(path)
     literal = path
-    while literal and not os.path.isdir(literal):
-        parent = os.path.dirname(literal)
-        if parent == literal:
-            break
-        literal = parent
-    if not literal or not os.path.isdir(literal):
-        return path
-    return glob.escape(literal) + path[len(literal):]
+    while literal and not os.path.isdir(literal):  # ends at "" or at a directory ("/" is one)
+        literal = os.path.dirname(literal)
+    return glob.escape(literal) + path[len(literal):] if literal else path
 
 
 def expand_inputs(patterns: list[str]) -> list[str]:

@@ -177,15 +177,13 @@ def main(argv: list[str] | None = None) -> int:
             source=", ".join(args.input),
         )
     except EmptyCorpusError as err:  # read whole: say what was skipped, which is why nothing was left
-        for line in skips.lines():
-            print(line, file=sys.stderr)
+        skips.say()
         return error_exit(f"{err}; skipped: {skips.totals()}")
     except InputError as err:
         return error_exit(str(err))
     except OSError as err:
         return error_exit(cannot_write(args.output, err))
-    for line in skips.lines():  # what the vocabulary was not trained on, by file
-        print(line, file=sys.stderr)
+    skips.say()  # what the vocabulary was not trained on, by file
     lines = path.read_text(encoding="utf-8").count("\n")
     print(f"wrote {path} ({lines} tokens{size_note(lines, args.vocab_size)})")
     return 0
