@@ -376,13 +376,28 @@ def pyproject() -> dict[str, Any]:
 
 
 def free_port() -> int:
-    """A TCP port no socket on this host holds now, chosen by the kernel. A random
-    port from the global ``random`` collided: resuming a checkpoint restores the
-    Python RNG state, so the next test drew the port a trainer had just used, and
-    a fixed range also meets the kernel's ephemeral ports of live connections."""
-    from tacl_scale.distributed import free_port as kernel_port
+    """A TCP port below the kernel's ephemeral range that nothing holds now, for a
+    launcher's ``--master_port``. A port the kernel picks (a bind to port 0) comes
+    from the ephemeral range, from which it also gives outgoing connections their
+    local ports: between this probe and the launcher's bind, a rank's own gloo
+    connection could take it. Below the range only an explicit bind can. The draw
+    has its own generator: resuming a checkpoint restores the global ``random``
+    state, so a draw from it repeated the port a trainer had just used."""
+    import random
+    import socket
 
-    return kernel_port("127.0.0.1")
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    first_ephemeral = int(ephemeral.read_text().split()[0]) if ephemeral.exists() else 32768
+    draw = random.SystemRandom()
+    for _ in range(100):
+        port = draw.randrange(min(20000, first_ephemeral - 1000), first_ephemeral)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:  # held, or in TIME_WAIT after an earlier test's rendezvous
+                continue
+        return port
+    raise RuntimeError(f"no free port below {first_ephemeral} in 100 draws")
 
 
 def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str],

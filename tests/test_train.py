@@ -50,6 +50,23 @@ def launch(args: list[str], ranks: int = 2, launcher: str = "torchrun") -> subpr
     return res
 
 
+def test_launch_ports_are_free_and_below_the_kernels_ephemeral_range() -> None:
+    """The ports ``launch`` gives a launcher: nothing holds them, and the kernel
+    never hands them to an outgoing connection (a port it picked itself could be
+    taken by a rank's own gloo connection before the rendezvous binds it)."""
+    import socket
+
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    if not ephemeral.exists():
+        pytest.skip("no /proc/sys/net/ipv4/ip_local_port_range (not Linux)")
+    first_ephemeral = int(ephemeral.read_text().split()[0])
+    for _ in range(20):
+        port = free_port()
+        assert 1024 < port < first_ephemeral
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+            listener.bind(("127.0.0.1", port))
+
+
 def metrics(run: Path) -> dict[int, dict[str, float]]:
     """Per-step metrics of rank 0 (the last record of a step wins after a resume)."""
     return {r["step"]: r for r in step_records(read_records(RunDir(run).metrics_file))}
