@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tacl_scale.kernels import tacl_loss
+from tacl_scale.kernels.tacl_loss import impl_unavailable, triton_available
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
 
@@ -135,6 +136,19 @@ def test_bad_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the tests' CPU runs set it: a user's do not
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
         tacl_loss(s, t, m, a, 0.01, impl="triton")
+
+
+@pytest.mark.skipif(not triton_available(), reason="needs the triton package")
+@pytest.mark.parametrize("setting", ["1", "true", "on"])
+def test_the_triton_loss_is_allowed_on_cpu_whenever_triton_interprets(monkeypatch: pytest.MonkeyPatch,
+                                                                       setting: str) -> None:
+    """Triton reads its interpreter switch itself and takes ``true`` or ``on`` as
+    well as ``1``: the refusal asks Triton, so it never refuses a run Triton would
+    interpret, nor allows one it would not."""
+    monkeypatch.setenv("TRITON_INTERPRET", setting)
+    assert impl_unavailable("triton", "cpu") is None
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert "TRITON_INTERPRET" in (impl_unavailable("triton", "cpu") or "")
 
 
 def pack(student, teacher, masked, attention_mask):
