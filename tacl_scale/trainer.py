@@ -136,8 +136,10 @@ class Trainer:
         """Build a run (:func:`~tacl_scale.parts.build_run`) and its Trainer; a
         new job clears the preemption marker the previous one left.
         ``stop_request``: the handler ``train.py`` installed before anything else
-        (default: one installed now)."""
-        stop_request = stop_request or StopRequest.install()
+        (default: one that no signal fills, so a library caller's process keeps its
+        own SIGTERM and SIGUSR1 handlers; pass ``StopRequest.install()`` to stop at
+        a step boundary on them, as ``train.py`` does)."""
+        stop_request = stop_request or StopRequest()
         parts = build_run(config, dist)
         if dist.is_main:
             RunDir(config.output).preempted_marker.unlink(missing_ok=True)

@@ -196,8 +196,12 @@ def test_a_token_id_past_the_vocabulary_names_shard_instance_and_position(zh_dat
 
 
 def rank_error_of(config: TrainConfig, join: Callable[[], Any]) -> str:
-    """The one line of the RankError that training ``config`` in this process ends with."""
+    """The one line of the RankError that training ``config`` in this process ends with
+    (and, on the way, that a Trainer built without a stop request leaves this
+    process's signal handlers as they were)."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGUSR1)}
     trainer = Trainer.build(config, join())
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
     try:
         with pytest.raises(RankError) as caught:
             trainer.train()
