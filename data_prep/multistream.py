@@ -11,11 +11,9 @@ stream ``pages-articles.xml.bz2``, an export) splittable in the same way, so
 from __future__ import annotations
 
 import bz2
-import contextlib
 import os
 import re
 import sys
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from tacl_scale.cli import error_exit, make_parser
 from tacl_scale.files import os_error_line, output_file_problem
 from tacl_scale.preemption import ctrl_c_ends, uninterrupted
 
-from .sources import InputError, _open_binary, index_beside
+from .sources import InputError, _open_binary, index_beside, read_errors
 
 _PAGE_END = b"</page>"
 _TITLE = re.compile(rb"<title>(.*?)</title>", re.DOTALL)
@@ -36,7 +34,7 @@ def iter_raw_pages(path: str) -> Iterator[bytes]:
     it cannot be read or its compressed data is corrupt or cut short."""
     buffer = b""
     header_done = False
-    with _reading(path), _open_binary(path) as f:
+    with read_errors(path), _open_binary(path) as f:
         while True:
             data = f.read(1 << 20)
             buffer += data
@@ -66,23 +64,6 @@ def iter_raw_pages(path: str) -> Iterator[bytes]:
         raise InputError(f"{path}: no <page> element")
     if b"<page>" in buffer:
         raise InputError(f"{path}: truncated: a <page> is not closed")
-
-
-@contextlib.contextmanager
-def _reading(path: str) -> Iterator[None]:
-    """Errors of reading the source as :class:`InputError` naming it, as the build
-    names them (:func:`data_prep.sources.read_wiki_pages`): a truncated .bz2/.gz was
-    an EOFError traceback, a corrupt .gz a zlib.error one, and a file that is not
-    bz2 at all "Invalid data stream" under the target's name. Only the reads are
-    wrapped: an error writing the target (a full disk) still names the target."""
-    try:
-        yield
-    except (EOFError, zlib.error) as err:
-        raise InputError(f"{path}: corrupt or truncated compressed data: {err}") from err
-    except OSError as err:
-        if err.errno is None:  # the decompressor's complaint (bz2's "Invalid data stream", gzip's BadGzipFile)
-            raise InputError(f"{path}: corrupt or truncated compressed data: {err}") from err
-        raise InputError(f"{path}: cannot read: {err.strerror}") from err
 
 
 def write_multistream(source: str, target: str, pages_per_stream: int = 100) -> tuple[Path, Path]:

@@ -327,6 +327,25 @@ class ReadProgress:
 
 
 @contextlib.contextmanager
+def read_errors(what: str) -> Iterator[None]:
+    """Errors of reading a source inside the block as :class:`InputError` naming
+    ``what`` (the file, or a work unit of it): an error of the file system
+    (missing, unreadable, an I/O error) as ``cannot read``, and the decompressors'
+    complaints as ``corrupt or truncated compressed data`` (a cut-short .bz2/.gz
+    raises EOFError, a corrupt .gz zlib.error, and a file that is not bz2 at all an
+    OSError without an errno: "Invalid data stream", gzip's BadGzipFile). Wrap only
+    reads: an error writing an output must still name the output."""
+    try:
+        yield
+    except (EOFError, zlib.error) as err:
+        raise InputError(f"{what}: corrupt or truncated compressed data: {err}") from err
+    except OSError as err:
+        if err.errno is None:
+            raise InputError(f"{what}: corrupt or truncated compressed data: {err}") from err
+        raise InputError(f"{what}: cannot read: {err.strerror}") from err
+
+
+@contextlib.contextmanager
 def _open_binary(path: str, progress: ReadProgress | None = None) -> Iterator[BinaryIO]:
     """The decompressed bytes of a file (.bz2 with every stream of a multistream
     file, .gz, or plain)."""
@@ -459,26 +478,19 @@ def read_wiki_pages(unit: WorkUnit, progress: ReadProgress | None = None) -> Ite
         if unit.stop is not None
         else _file_chunks(unit.path, progress)
     )
-    try:
+    with read_errors(unit.describe()):
         yield from _parse_pages(chunks, unit.describe(), fragment)
-    except (FileNotFoundError, PermissionError, IsADirectoryError) as err:
-        raise InputError(f"{unit.describe()}: cannot read: {err.strerror}") from err
-    except (OSError, EOFError, zlib.error) as err:
-        raise InputError(f"{unit.describe()}: corrupt or truncated compressed data: {err}") from err
 
 
 def _decoded_lines(
     path: str, count_skip: CountSkip, progress: ReadProgress | None = None
 ) -> Iterator[tuple[int, str]]:
-    try:
-        with _open_binary(path, progress) as f:
-            for line_no, raw in enumerate(f, 1):
-                try:
-                    yield line_no, raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    count_skip("invalid_utf8_lines")
-    except (OSError, EOFError, zlib.error) as err:
-        raise InputError(f"{path}: unreadable or corrupt compressed data: {err}") from err
+    with read_errors(path), _open_binary(path, progress) as f:
+        for line_no, raw in enumerate(f, 1):
+            try:
+                yield line_no, raw.decode("utf-8")
+            except UnicodeDecodeError:
+                count_skip("invalid_utf8_lines")
 
 
 def read_text_documents(

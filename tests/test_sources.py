@@ -454,6 +454,72 @@ def test_corrupt_bz2(tmp_path: Path, damage: str) -> None:
         list(read_wiki_pages(WorkUnit(str(path), "wiki-xml")))
 
 
+def _read_as(fmt: str, path: Path) -> None:
+    unit = WorkUnit(str(path), fmt)
+    if fmt == "wiki-xml":
+        list(read_wiki_pages(unit))
+    elif fmt == "text":
+        list(read_text_documents(unit, SkipCounter()))
+    else:
+        list(read_wikiextractor_documents(unit, SkipCounter()))
+
+
+@pytest.mark.parametrize("fmt", ["wiki-xml", "text", "wikiextractor-json"])
+def test_every_reader_tells_damaged_data_from_a_file_it_cannot_read(tmp_path: Path, fmt: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """One mapping (``sources.read_errors``) for every reader and ``tacl-multistream``:
+    a cut-short .gz or a .bz2 that is not bz2 is corrupt data; an I/O error is not
+    (the XML reader called an EIO corrupt data, the text readers called both
+    "unreadable or corrupt")."""
+    import errno
+
+    from data_prep import sources
+
+    body = single_xml(synthetic_pages(20)) if fmt == "wiki-xml" else b"".join(b"Line %d of the text.\n" % i for i in range(400))
+    if fmt == "wikiextractor-json":
+        body = b"".join(json.dumps({"id": str(i), "title": "T", "text": "A line."}).encode() + b"\n"
+                        for i in range(200))
+    cut = tmp_path / "cut.gz"
+    compressed = gzip.compress(body, mtime=0)
+    cut.write_bytes(compressed[: len(compressed) // 2])
+    not_bz2 = tmp_path / "plain.bz2"
+    not_bz2.write_bytes(body)
+    for damaged in (cut, not_bz2):
+        with pytest.raises(InputError, match=f"^{re.escape(str(damaged))}: corrupt or truncated compressed data: "):
+            _read_as(fmt, damaged)
+
+    readable = tmp_path / "readable"
+    readable.write_bytes(body)
+    real_open = open
+
+    class FailingRead:
+        def __init__(self, raw):
+            self.raw = raw
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.raw.close()
+
+        def __getattr__(self, name):
+            return getattr(self.raw, name)
+
+        def read(self, *args):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+        def readinto(self, *args):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+        def __iter__(self):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(sources, "open", lambda path, mode="r", *a, **k: FailingRead(real_open(path, mode, *a, **k))
+                        if str(path) == str(readable) else real_open(path, mode, *a, **k), raising=False)
+    with pytest.raises(InputError, match=f"^{re.escape(str(readable))}: cannot read: {os.strerror(errno.EIO)}$"):
+        _read_as(fmt, readable)
+
+
 def test_malformed_xml_names_file_and_line(tmp_path: Path) -> None:
     good = page_xml(1, "Good", "Fine.")
     bad = page_xml(2, "Bad", "Text.").replace(b"</title>", b"")  # <title> never closed
