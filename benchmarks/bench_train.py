@@ -30,7 +30,13 @@ from transformers import BertConfig, BertForPreTraining  # noqa: E402
 
 from tacl_scale.data.loader import CollateConfig, collate, to_device  # noqa: E402
 from tacl_scale.data.views import MirrorViews  # noqa: E402
-from tacl_scale.model import ObjectiveConfig, PretrainingModule, make_teacher, teacher_states  # noqa: E402
+from tacl_scale.model import (  # noqa: E402
+    ObjectiveConfig,
+    PretrainingModule,
+    default_teacher_dtype,
+    make_teacher,
+    teacher_states,
+)
 
 PUBLIC_CODE = {"tacl,mlm,nsp": 7.5, "mlm,nsp": 9.7}
 # What the public code's figures were measured at (the default shape above): a run at
@@ -60,8 +66,8 @@ def random_items(count: int, length: int, vocab: int, generator: torch.Generator
 
 
 def teacher_dtype(args: argparse.Namespace, device: torch.device) -> str:
-    """The teacher's dtype: --teacher-dtype, else fp16 on CUDA and fp32 elsewhere."""
-    return args.teacher_dtype or ("fp16" if device.type == "cuda" else "fp32")
+    """The teacher's dtype: --teacher-dtype, else the trainer's default on ``device``."""
+    return args.teacher_dtype or default_teacher_dtype(device)
 
 
 def public_figure(objectives: str, args: argparse.Namespace) -> float | None:

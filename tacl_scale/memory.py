@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from .data.shuffle import BatchLayout
 from .model import MASKED_INPUT_OBJECTIVES
 
@@ -29,8 +31,6 @@ from .model import MASKED_INPUT_OBJECTIVES
 # weights and gradients (2 + 2), fp32 masters (4), fp32 gradient accumulation (4)
 # and AdamW's two fp32 moments (8).
 STUDENT_BYTES_PER_PARAMETER = 20
-# The teacher's weights, by its dtype (no gradients, no optimizer state).
-TEACHER_BYTES_PER_PARAMETER = {"fp16": 2, "bf16": 2, "fp32": 4}
 # The student runs once on the MLM-masked input for all of MASKED_INPUT_OBJECTIVES,
 # and mirror runs it on two views of its own.
 MIRROR_VIEWS = 2
@@ -56,11 +56,12 @@ class Workload:
     activation_scale: int = 1  # 1 for half-precision activations, 2 for fp32
 
     @classmethod
-    def of(cls, objectives: Sequence[str], teacher_dtype: str | None, precision: str) -> Workload:
-        """The workload of training ``objectives`` with a teacher in ``teacher_dtype``
-        (None: no teacher) and the student in ``precision`` (fp16, bf16 or fp32)."""
+    def of(cls, objectives: Sequence[str], teacher_dtype: torch.dtype | None, precision: str) -> Workload:
+        """The workload of training ``objectives`` with a teacher whose weights are
+        ``teacher_dtype`` (None: no teacher; it holds no gradients and no optimizer
+        state) and the student in ``precision`` (fp16, bf16 or fp32)."""
         masked = any(name in MASKED_INPUT_OBJECTIVES for name in objectives)
-        return cls(teacher_bytes_per_parameter=TEACHER_BYTES_PER_PARAMETER[teacher_dtype] if teacher_dtype else 0,
+        return cls(teacher_bytes_per_parameter=teacher_dtype.itemsize if teacher_dtype is not None else 0,
                    encoder_passes=int(masked) + (MIRROR_VIEWS if "mirror" in objectives else 0),
                    mlm_logits="mlm" in objectives, activation_scale=2 if precision == "fp32" else 1)
 

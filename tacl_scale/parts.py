@@ -64,7 +64,7 @@ from .flops import peak_flops
 from .kernels.tacl_loss import impl_unavailable
 from .locking import DirectoryLock, LockedError
 from .metrics import MetricsLogger
-from .model import TEACHER_DTYPES, PretrainingModule, default_teacher_dtype, load_student, make_teacher
+from .model import PretrainingModule, default_teacher_dtype, load_student, make_teacher
 from .preemption import ignore_in_worker
 from .run_dir import (
     RUN_FILE,
@@ -226,8 +226,7 @@ def resolve_micro_batch(config: TrainConfig, dist: Distributed, datasets: list[P
     per_rank = batch_layout(config, dist.world_size).per_rank
     max_len = max(d.manifest.max_seq_len for d in datasets)
     device_bytes = torch.cuda.mem_get_info(dist.device)[1] if dist.device.type == "cuda" else None
-    teacher_dtype = None if teacher is None else next(k for k, v in TEACHER_DTYPES.items() if v == teacher.dtype)
-    workload = Workload.of(config.objective.objectives, teacher_dtype, precision)
+    workload = Workload.of(config.objective.objectives, None if teacher is None else teacher.dtype, precision)
     # Rank 0's choice for all: every rank must agree on the batch shape.
     micro = dist.broadcast_object(auto_micro_batch(student.config, per_rank, max_len, workload, device_bytes))
     if dist.is_main:

@@ -1317,7 +1317,7 @@ def test_auto_micro_batch_counts_mirrors_views_an_fp32_teacher_and_fp32_activati
     )
 
     base, gib = BertConfig(), 2**30
-    assert Workload.of(("tacl", "mlm", "nsp"), "fp16", "bf16") == TACL
+    assert Workload.of(("tacl", "mlm", "nsp"), torch.float16, "bf16") == TACL
     model_1 = Workload.of(("mlm", "nsp", "mirror"), None, "bf16")
     assert (model_1.encoder_passes, model_1.teacher_bytes_per_parameter) == (3, 0)
     assert Workload.of(("mirror",), None, "bf16") == Workload(0, 2, False, 1)
@@ -1329,7 +1329,7 @@ def test_auto_micro_batch_counts_mirrors_views_an_fp32_teacher_and_fp32_activati
     assert auto_micro_batch(base, 256, 256, model_1, 40 * gib) < 256
     assert training_bytes(base, auto_micro_batch(base, 256, 256, model_1, 40 * gib), 256, model_1) <= 0.9 * 40 * gib
     # --reference-compat: an fp32 teacher (4 bytes a weight); an fp32 student's activations are twice a half one's.
-    compat = Workload.of(("tacl", "mlm", "nsp"), "fp32", "fp32")
+    compat = Workload.of(("tacl", "mlm", "nsp"), torch.float32, "fp32")
     assert compat.teacher_bytes_per_parameter == 4
     assert training_bytes(base, 8, 256, compat) - training_bytes(base, 8, 256, TACL) == pytest.approx(
         SAFETY * (2 * parameter_count(base) + 8 * 256 * activation_bytes_per_token(base, TACL)))
