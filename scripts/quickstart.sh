@@ -25,7 +25,7 @@ earlier_quickstart() {
   for entry in "$1"/* "$1"/.[!.]*; do
     [[ -e "$entry" ]] || continue
     case ${entry##*/} in
-      corpus|vocab.txt|build.log|dataset|bert-tiny.json|run|sentences.txt|analysis) ;;
+      corpus|vocab.txt|build.log|dataset|dataset.build.log|bert-tiny.json|run|sentences.txt|analysis) ;;
       *) return 1 ;;
     esac
   done

@@ -49,6 +49,12 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
     assert list(report["models"]) == ["initial", "run"] and len(report["models"]["run"]) == 3
     assert (analysis / "selfsim_by_layer.png").stat().st_size > 1000 and list(analysis.glob("heatmap_*.png"))
     assert (tmp_path / "qs" / ".tacl-quickstart").is_file()  # a run again replaces it
+    # Without its marker (a quickstart's folder from before there was one) the folder, as this run left it,
+    # is still the quickstart's own: past the check, the stand-in python is what stops the run again.
+    (tmp_path / "qs" / ".tacl-quickstart").unlink()
+    again = subprocess.run(["bash", "scripts/quickstart.sh", "--skip-setup", str(tmp_path / "qs")], cwd=ROOT,
+                           env=dict(env, PY=str(tmp_path / "no-python")), capture_output=True, text=True, timeout=60)
+    assert "no-python" in again.stderr and "did not write" not in again.stderr, again.stderr
 
 
 def test_quickstart_replaces_only_its_own_output(tmp_path: Path) -> None:
@@ -70,7 +76,7 @@ def test_quickstart_replaces_only_its_own_output(tmp_path: Path) -> None:
     earlier = tmp_path / "earlier"
     for name in ("corpus", "dataset", "run", "analysis"):
         (earlier / name).mkdir(parents=True)
-    for name in ("bert-tiny.json", "vocab.txt", "build.log", "sentences.txt"):
+    for name in ("bert-tiny.json", "vocab.txt", "build.log", "dataset.build.log", "sentences.txt"):
         (earlier / name).write_text("{}")
     res = subprocess.run(["bash", str(ROOT / "scripts/quickstart.sh"), "--skip-setup", str(earlier)], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=60)
