@@ -7,6 +7,7 @@
 # to another python.
 TACL_HOME=${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}
 cd "$TACL_HOME"
+TACL_HOME=$PWD  # absolute: a relative one would now be looked for inside itself
 if [[ -n ${CONDA_ENV:-} ]]; then
   if ! command -v conda > /dev/null; then
     echo "error: CONDA_ENV=$CONDA_ENV: conda not found on PATH (load or initialise conda in the job's" \

@@ -126,6 +126,11 @@ def test_without_venv_the_checkouts_venv_is_used_if_there_and_else_the_python_on
     for env in without_venv(clone):
         done = source_env_sh(tmp_path, env)
         assert (done.returncode, done.stdout, done.stderr) == (0, f"{clone}/.venv/bin/python\n", "")
+    # A relative TACL_HOME (from where the job was submitted) names the same checkout: the job
+    # moves into it, and what it then reads there (scripts/usage.sh) was looked for under the
+    # relative name again, from inside it.
+    done = source_env_sh(tmp_path, without_venv(clone)[0] | {"TACL_HOME": "clone"})
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{clone}/.venv/bin/python\n", "")
 
 
 # --- slurm/_pretrain.sh: LAUNCHER and LANG_CODE ------------------------------------------
