@@ -45,11 +45,15 @@ case ${SIZE:-large} in
     fi
     RECIPE=${RECIPE:-tacl-large-en} ;;
   base)
-    if [[ ${LANG_CODE:-en} != en && $LANG_CODE != zh ]]; then
-      echo "error: LANG_CODE must be en or zh (the base recipes: tacl-base-en, tacl-base-zh), not '$LANG_CODE'" >&2
-      exit 2
-    fi
-    RECIPE=${RECIPE:-tacl-base-${LANG_CODE:-en}} ;;
+    case ${LANG_CODE:-en} in
+      en | zh) RECIPE=${RECIPE:-tacl-base-${LANG_CODE:-en}} ;;
+      *)
+        if [[ -z $RECIPE_GIVEN ]]; then
+          echo "error: LANG_CODE must be en or zh (the base recipes: tacl-base-en, tacl-base-zh), not '$LANG_CODE'" >&2
+          exit 2
+        fi
+        RECIPE=${RECIPE:-tacl-base-en} ;;  # a --recipe argument, after it, replaces it
+    esac ;;
   *) echo "error: SIZE must be base or large, not '${SIZE}'" >&2; exit 2 ;;
 esac
 case ${LAUNCHER:-srun} in

@@ -167,20 +167,22 @@ def test_a_launcher_or_language_the_job_cannot_use_stops_it_before_anything_is_w
 
 
 @pytest.mark.slow  # starts bash (and python)
+@pytest.mark.parametrize(("script", "language"), [("pretrain_large.sh", "zh"), ("pretrain_base.sh", "fr")])
 @pytest.mark.parametrize("chosen", [{"RECIPE": "tacl-base-zh"}, {}])
-def test_a_recipe_chosen_by_name_is_not_refused_for_the_large_scripts_language(chosen: dict[str, str],
-                                                                             tmp_path: Path) -> None:
+def test_a_recipe_chosen_by_name_is_not_refused_for_the_scripts_language(chosen: dict[str, str], script: str,
+                                                                       language: str, tmp_path: Path) -> None:
     """LANG_CODE picks the recipe only when none is named: a RECIPE, or a --recipe
-    argument (which replaces the script's), is not refused for a LANG_CODE=zh."""
+    argument (which replaces the script's), is not refused for a LANG_CODE the
+    script's own recipes lack (pretrain_base.sh refused LANG_CODE=fr even then)."""
     bin_dir = tmp_path / "bin"
     stand_in(bin_dir, "srun", f'touch "{tmp_path}/srun-ran"\n')
     stand_in(bin_dir, "scontrol", "[[ $1 == show ]] && echo localhost\nexit 0\n")
     for name in ("data", "model"):
         (tmp_path / name).mkdir()
     flags = [] if chosen else ["--recipe", "tacl-base-zh"]
-    done = subprocess.run(["bash", str(ROOT / "slurm" / "pretrain_large.sh"), *flags, "--data", str(tmp_path / "data"),
+    done = subprocess.run(["bash", str(ROOT / "slurm" / script), *flags, "--data", str(tmp_path / "data"),
                            "--model", str(tmp_path / "model"), "--output", str(tmp_path / "run")], cwd=tmp_path,
-                          env=job_env(SLURM_JOB_ID="42", SLURM_JOB_NODELIST="localhost", LANG_CODE="zh",
+                          env=job_env(SLURM_JOB_ID="42", SLURM_JOB_NODELIST="localhost", LANG_CODE=language,
                                       PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **chosen),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and (tmp_path / "srun-ran").exists(), done.stderr
