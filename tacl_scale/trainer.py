@@ -113,7 +113,7 @@ class Trainer:
         self.cuda_graphs = fast is not None and fast.cuda_graphs and dist.device.type == "cuda"
         self.first_step = parts.state.step
         self.skipped_in_a_row = 0
-        self.stop_request = stop_request or StopRequest.install()
+        self.stop_request = stop_request or StopRequest()  # see build
         self.pending: list[StepResult] = []  # steps whose metrics are not read yet (see train)
         self.window_started = time.monotonic()
 
@@ -139,7 +139,6 @@ class Trainer:
         (default: one that no signal fills, so a library caller's process keeps its
         own SIGTERM and SIGUSR1 handlers; pass ``StopRequest.install()`` to stop at
         a step boundary on them, as ``train.py`` does)."""
-        stop_request = stop_request or StopRequest()
         parts = build_run(config, dist)
         if dist.is_main:
             RunDir(config.output).preempted_marker.unlink(missing_ok=True)
