@@ -386,11 +386,15 @@ def free_port() -> int:
     import random
     import socket
 
+    from tacl_scale.distributed import free_port as kernel_port
+
     ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
     first_ephemeral = int(ephemeral.read_text().split()[0]) if ephemeral.exists() else 32768
+    if first_ephemeral <= 2048:  # a host whose ephemeral range is (nearly) every port: the kernel's pick
+        return kernel_port("127.0.0.1")
     draw = random.SystemRandom()
     for _ in range(100):
-        port = draw.randrange(min(20000, first_ephemeral - 1000), first_ephemeral)
+        port = draw.randrange(max(1024, min(20000, first_ephemeral - 1000)), first_ephemeral)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
                 probe.bind(("127.0.0.1", port))
