@@ -46,7 +46,9 @@ version() { "$PY" -c "import importlib.metadata as m, sys; print(m.version(sys.a
 mkdir -p "$(dirname "$BUNDLE")"
 BUILD=$(mktemp -d "$BUNDLE.building.XXXXXX")
 chmod "$(umask -S)" "$BUILD"  # mktemp's folder is private; the bundle is not
-trap 'rm -rf "$BUILD"' EXIT
+OLD=""  # the earlier bundle while it is moved aside (below)
+# A signal between the two moves below would leave no bundle: the old one goes back.
+trap 'rm -rf "$BUILD"; if [[ -n $OLD && ! -e $BUNDLE ]]; then mv -T "$OLD" "$BUNDLE"; fi' EXIT
 mkdir "$BUILD/wheels"
 # deepspeed exactly as installed here (and xxhash, the dataset checksums); its runtime needs that the GPU image lacks
 # (it has torch, numpy, ninja, psutil, py-cpuinfo, msgpack, einops, nvidia-ml-py, tqdm).
@@ -84,13 +86,11 @@ PYCODE
 )
 # The whole new bundle takes the old one's place: the old one is moved aside, and back
 # if the new one cannot take its place; it is removed only once the new one is there.
-OLD=""
 if [[ -e "$BUNDLE" ]]; then
   OLD="$BUNDLE.replaced.$$"
   mv -T "$BUNDLE" "$OLD"
 fi
-if ! mv -T "$BUILD" "$BUNDLE"; then
-  if [[ -n "$OLD" ]]; then mv -T "$OLD" "$BUNDLE"; fi
+if ! mv -T "$BUILD" "$BUNDLE"; then  # the EXIT trap moves the old one back
   echo "error: $BUNDLE: the new bundle could not take the old one's place (the old one is kept)" >&2
   exit 1
 fi

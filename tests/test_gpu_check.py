@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -252,6 +254,34 @@ def test_the_bundle_build_replaces_only_a_bundle_and_only_once_the_new_one_is_wh
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 1 and (old / "bundle.json").read_text() == "{}", res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "dump.xml.bz2", "python", "runs", "vocab.txt"]
+
+
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_a_bundle_that_cannot_take_the_old_ones_place_leaves_the_old_one(tmp_path: Path, interrupted: bool) -> None:
+    """The old bundle is moved aside before the new one moves in: a failed move, or a
+    signal between the two moves (which left the old one under a temporary name and
+    nothing in its place), puts it back."""
+    for name in ("dump.xml.bz2", "vocab.txt"):
+        (tmp_path / name).write_bytes(b"x")
+    fake = tmp_path / "python"  # has everything, builds everything
+    fake.write_text('#!/bin/sh\ncase "$*" in *importlib.metadata*) echo 1.0;; esac\nexit 0\n')
+    fake.chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stop = "kill -TERM $PPID; sleep 1\n" if interrupted else ""
+    (bin_dir / "mv").write_text(f'#!/bin/bash\nif [[ $2 == *.building.* ]]; then {stop}exit 1; fi\n'
+                                f'exec {shutil.which("mv")} "$@"\n')
+    (bin_dir / "mv").chmod(0o755)
+    old = tmp_path / "bundle"
+    old.mkdir()
+    (old / "bundle.json").write_text("{}")
+    env = dict(os.environ, PY=str(fake), EN_DUMP=str(tmp_path / "dump.xml.bz2"), EN_VOCAB=str(tmp_path / "vocab.txt"),
+               PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    res = subprocess.run(["bash", str(ROOT / "scripts/build_gpu_bundle.sh"), str(old)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == (-signal.SIGTERM if interrupted else 1), res.stderr
+    assert (old / "bundle.json").read_text() == "{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "bundle", "dump.xml.bz2", "python", "vocab.txt"]
 
 
 def test_the_driver_exits_2_without_cuda(tmp_path: Path) -> None:
