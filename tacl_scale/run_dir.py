@@ -24,8 +24,10 @@ what is in it::
 
 ``run.json`` is read only through :meth:`RunRecord.from_json`, where older layouts
 get their defaults (as :class:`~tacl_scale.data.manifest.Manifest` does for
-datasets). This module also holds what a job checks and copies into the directory
-before training: the resume-settings check and the input snapshot.
+datasets). This module also holds what a job checks against the directory before
+training (the resume-settings and data checks) and the pieces of the input snapshot
+(the tokenizer's source and copy, the student's config), which
+:func:`tacl_scale.parts.snapshot_inputs` writes.
 """
 
 from __future__ import annotations
