@@ -315,6 +315,14 @@ class TrainState:
         return {"step": self.step, "consumed_samples": self.consumed_samples, "skipped": self.skipped,
                 "batch_size": batch_size}
 
+    @classmethod
+    def from_client_state(cls, client: dict[str, Any], batch_size: int) -> TrainState:
+        """The state a checkpoint recorded with :meth:`client_state`. A checkpoint
+        from before the global data order has no ``consumed_samples``: its position
+        is taken as ``step`` × ``batch_size`` (not exact; :func:`restore` says so)."""
+        consumed = client.get("consumed_samples", int(client["step"]) * batch_size)
+        return cls(int(client["step"]), int(consumed), int(client.get("skipped", 0)))
+
 
 @dataclass
 class EngineParts:
@@ -670,15 +678,12 @@ def restore(engine: Any, ckpt_root: Path, tag: str | None, config: TrainConfig, 
         raise TrainError(f"{ckpt_root / tag} was trained with a global batch of {saved_batch}; "
                          f"--batch-size {batch_size} would change the data order and the schedule: resume "
                          f"with --batch-size {saved_batch} (ranks and micro-batch size may change)")
-    if "consumed_samples" in client:
-        consumed = int(client["consumed_samples"])
-    else:  # saved before the global order: its position cannot be carried over exactly
-        consumed = int(client["step"]) * batch_size
+    state = TrainState.from_client_state(client, batch_size)
+    if "consumed_samples" not in client:  # saved before the global order: its position cannot be carried over exactly
         log.warning("%s predates the global data order: continuing at sample %d of the new order",
-                    ckpt_root / tag, consumed)
-    state = TrainState(int(client["step"]), consumed, int(client.get("skipped", 0)))
-    log.info("resumed from %s at step %d (%d samples consumed, %d ranks)", ckpt_root / tag, state.step, consumed,
-             world_size)
+                    ckpt_root / tag, state.consumed_samples)
+    log.info("resumed from %s at step %d (%d samples consumed, %d ranks)", ckpt_root / tag, state.step,
+             state.consumed_samples, world_size)
     return state
 
 

@@ -245,3 +245,14 @@ def test_damaged_pointers_records_and_states_are_named_not_tracebacks(tmp_path: 
     assert tag == "step00000002" and len(problems) == 2 and problems[0].startswith(f"{state}: unreadable (truncated?)")
     with pytest.raises(ValueError, match=f"{state}: unreadable"):
         checkpoint.saved_world_size(unrecorded)
+
+
+def test_the_train_state_reads_back_what_a_checkpoint_records_of_it() -> None:
+    """``TrainState.client_state`` writes the keys and ``from_client_state`` reads
+    them: one round trip, whatever the keys; a checkpoint from before the global
+    data order (no ``consumed_samples``) is placed at step × batch."""
+    from tacl_scale.parts import TrainState
+
+    state = TrainState(step=7, consumed_samples=1800, skipped=2)
+    assert TrainState.from_client_state(state.client_state(256), 256) == state
+    assert TrainState.from_client_state({"step": 7}, 256) == TrainState(7, 7 * 256, 0)
