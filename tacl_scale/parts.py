@@ -62,7 +62,7 @@ from .encoder import CompiledEncoder, expect_cuda_graphs
 from .export import export_student
 from .flops import peak_flops
 from .kernels.tacl_loss import impl_unavailable
-from .locking import DirectoryLock, LockedError
+from .locking import DirectoryLock, LockedError, holder
 from .metrics import MetricsLogger
 from .model import PretrainingModule, default_teacher_dtype, load_student, make_teacher
 from .preemption import ignore_in_worker
@@ -402,6 +402,9 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     if problem := output_problem(run.path, config.data.paths, config.model):
         raise TrainError(problem)
     if run.has_record() and not config.checkpoint.resume:
+        if (held := holder(run.path)) is not None:  # said first: with --resume, the lock would refuse it
+            raise TrainError(f"{run.path}: holds a run in use by {held}; wait for it to end (or stop it), then "
+                             "pass --resume to continue it, or choose another --output")
         raise TrainError(f"{run.path}: holds another run ({RUN_FILE}); pass --resume to continue it "
                          "or choose another --output")
     precision = resolve_precision(config, dist.device)

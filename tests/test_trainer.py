@@ -1239,6 +1239,10 @@ def test_a_second_job_on_a_live_run_is_refused_in_one_line(join: Callable[[], Di
     try:
         with pytest.raises(TrainError, match=r"run: in use by training pid \d+ on "):
             Trainer.build(replace(config, checkpoint=CheckpointConfig(resume=True)), join())
+        # Without --resume it said "pass --resume to continue it", which the lock then refused.
+        with pytest.raises(TrainError, match=r"run: holds a run in use by training pid \d+ on .*; wait for it to "
+                                             r"end \(or stop it\), then pass --resume"):
+            Trainer.build(config, join())
     finally:
         live.close()
     assert not (run / ".tacl-lock").exists()  # removed by its holder on close
