@@ -371,10 +371,15 @@ def _interrupted(config: TrainConfig | None, argv: list[str] | None, env: Any) -
     newest, _ = checkpoint.newest_verified_tag(root) if root.is_dir() else (None, [])
     args = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--resume" and not a.startswith("--local_rank")]
     launcher = ["tacl-train"] if env is not None and env.standalone else ["deepspeed", "tacl_scale/train.py"]
+    # --resume either way: the run directory may hold this run's run.json already, which a
+    # command without it refuses; with no checkpoint, --resume starts at step 0.
     command = shlex.join([*launcher, *args, "--resume"])
+    # A rank sees its launcher's result, not its options (--num_gpus, --hostfile, ...).
+    ranks = ("" if env is None or env.standalone or env.world_size == 1 else
+             f" (with this job's launcher options: it ran on {env.world_size} ranks)")
     if newest is None:
-        return f"interrupted; {config.output} has no checkpoint yet: start again with the same command"
-    return f"interrupted; the newest checkpoint is {root / newest}: continue with {command}"
+        return f"interrupted; {config.output} has no checkpoint yet: start it again from step 0 with {command}{ranks}"
+    return f"interrupted; the newest checkpoint is {root / newest}: continue with {command}{ranks}"
 
 
 if __name__ == "__main__":

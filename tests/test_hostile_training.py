@@ -289,6 +289,27 @@ def test_ctrl_c_is_one_line_naming_the_checkpoint_and_the_resume_command(zh_data
     assert not (run / LOCK_NAME).exists()
 
 
+def test_ctrl_c_before_the_first_checkpoint_names_a_command_that_starts_again(tmp_path: Path) -> None:
+    """Before the first checkpoint it said "start again with the same command", which
+    the run's own run.json then refused ("pass --resume"); and a job of several
+    ranks was told a command without its launcher's options, which resumed on one."""
+    from tacl_scale.distributed import LaunchEnv
+    from tacl_scale.train import _interrupted, parse_args
+
+    argv = ["--ds", str(ROOT / "ds_configs" / "cpu.json"), "--data", str(tmp_path / "ds"), "--model", str(tmp_path / "m.json"),
+            "--output", str(tmp_path / "run")]
+    config = parse_args(argv)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("{}")
+    alone = _interrupted(config, argv, LaunchEnv.standalone_here())
+    assert alone == (f"interrupted; {tmp_path / 'run'} has no checkpoint yet: start it again from step 0 with "
+                     f"tacl-train {' '.join(argv)} --resume")
+    two_ranks = _interrupted(config, [*argv, "--local_rank=1"], LaunchEnv(1, 1, 2, "127.0.0.1", "29500"))
+    assert two_ranks == (f"interrupted; {tmp_path / 'run'} has no checkpoint yet: start it again from step 0 with "
+                         f"deepspeed tacl_scale/train.py {' '.join(argv)} --resume (with this job's launcher "
+                         "options: it ran on 2 ranks)")
+
+
 def test_ctrl_c_inside_code_run_by_exec_still_exits_130(tmp_path: Path) -> None:
     """``python -m tacl_scale.train`` and ``deepspeed --module`` died of SIGINT (-2)."""
     res = ctrl_c_in_exec(tmp_path, "tacl_scale.train", "parse_args")
