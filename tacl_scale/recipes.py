@@ -93,8 +93,13 @@ def describe() -> str:
                      for r in RECIPES.values())
 
 
-def main() -> int:
-    """``python -m tacl_scale.recipes``: each recipe and what it sets."""
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tacl_scale.recipes``: each recipe and what it sets (it takes no
+    arguments: an unknown one is refused, as every command refuses one)."""
+    from .cli import make_parser
+
+    make_parser("python -m tacl_scale.recipes", "Each training recipe (train.py --recipe NAME) and the flags it "
+                "sets; a flag given on the command line replaces the recipe's.").parse_args(argv)
     for r in RECIPES.values():
         set_here = {k: v for k, v in r.flag_values().items() if v is not None}
         print(f"{r.name}: {r.summary}")

@@ -239,3 +239,14 @@ def test_a_slurm_jobs_help_is_its_usage_and_its_commands_flags_and_starts_nothin
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(first_line) and flags_of in done.stdout, done.stdout
     assert sorted(p.name for p in ROOT.iterdir()) == before and not list(tmp_path.iterdir())
+
+
+def test_the_recipe_listing_refuses_an_argument_it_does_not_take(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m tacl_scale.recipes --bogus`` ignored it and exited 0."""
+    from tacl_scale.recipes import main
+
+    assert main([]) == 0
+    assert "tacl-base-en:" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        main(["--bogus"])
+    assert refused.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
