@@ -126,6 +126,19 @@ class MetricsLogger:
         for key, value in values.items():
             self._writer.add_scalar(f"{prefix}/{key}", value, step)
 
+    def log_evaluation(self, step: int, values: dict[str, float]) -> None:
+        """A held-out evaluation at ``step``, as :meth:`log_scalars` logs ``eval``,
+        and one console line (its losses and the last layer's self-similarity): a
+        user watching the console saw no sign that it ran."""
+        self.log_scalars("eval", step, values)
+        if not self.enabled:
+            return
+        shown = "".join(f"  {k} {values[k]:.4f}" for k in PROGRESS_KEYS if k in values)
+        layers = sorted((int(k.removeprefix("selfsim_layer")), v) for k, v in values.items()
+                        if k.startswith("selfsim_layer"))
+        last = f"  self-similarity of layer {layers[-1][0]} {layers[-1][1]:.4f}" if layers else ""
+        print(f"eval at step {step}{shown}{last}", flush=True)
+
     def _write(self, record: dict[str, Any]) -> None:
         with naming(self._file.name):
             self._file.write(json.dumps(record) + "\n")

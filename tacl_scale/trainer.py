@@ -284,7 +284,7 @@ class Trainer:
                 initial = layer_self_similarity(self.parts.teacher, self.parts.eval_batches)
                 self.parts.metrics.log_scalars("eval_initial", step,
                                          {f"selfsim_layer{k}": v for k, v in enumerate(initial)})
-            self.parts.metrics.log_scalars("eval", step, evaluate(self.engine.module.student, self.parts.teacher,
+            self.parts.metrics.log_evaluation(step, evaluate(self.engine.module.student, self.parts.teacher,
                                                              self.parts.eval_batches, config.objective))
         self.dist.barrier()
 

@@ -1082,6 +1082,21 @@ def test_metrics_records_are_read_in_order_without_a_cut_line(tmp_path: Path) ->
     assert step_records(records) == [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.5}]
 
 
+def test_an_evaluation_is_a_console_line_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It went only to metrics.jsonl and TensorBoard: the console showed no sign of it."""
+    from tacl_scale.metrics import MetricsLogger
+    from tacl_scale.run_dir import RunDir
+
+    logger = MetricsLogger(RunDir(tmp_path), True, total_steps=6, log_every=10, first_step=0)
+    logger.log_evaluation(4, {"loss": 4.6, "mlm": 3.25, "selfsim_layer0": 0.9, "selfsim_layer10": 0.5,
+                              "selfsim_layer2": 0.7})
+    logger.close()
+    assert capsys.readouterr().out == "eval at step 4  loss 4.6000  mlm 3.2500  self-similarity of layer 10 0.5000\n"
+    [record] = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert record == {"event": "eval", "at_step": 4, "loss": 4.6, "mlm": 3.25, "selfsim_layer0": 0.9,
+                      "selfsim_layer10": 0.5, "selfsim_layer2": 0.7}
+
+
 def test_a_resumed_job_logs_no_step_twice(tmp_path: Path) -> None:
     """Steps, evaluations and skipped updates logged after the checkpoint a job
     resumes from are done again: the earlier job's records of them are dropped;
