@@ -58,7 +58,9 @@ from .workspace import (
     OutputError,
     Workspace,
     describe_os_error,
+    determining_settings,
     fingerprint,
+    first_difference,
     input_stats,
     is_build_file,
     writing,
@@ -239,9 +241,11 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokeniz
     directory = Path(config.output.directory)
     manifest = directory / MANIFEST_NAME
     workspace = Workspace(directory)
-    digest, inputs = fingerprint(config.to_dict(), units), input_stats(units)
+    settings, inputs = determining_settings(config.to_dict()), input_stats(units)
+    digest = fingerprint(config.to_dict(), units)
     if resume and workspace.exists():
-        problem = workspace.resumable(digest, inputs, tokenizer_sha256)
+        problem = workspace.resumable(digest, inputs, tokenizer_sha256, settings,
+                                      legacy_digest=fingerprint(config.to_dict(), units, legacy=True))
         if problem is not None:
             raise BuildError(f"--resume: {problem}")
         kept, removed = workspace.discard_incomplete()
@@ -250,7 +254,7 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokeniz
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
         log.info("resuming: %d of %d work unit(s) already done, reading the other %d (%d incomplete file(s) "
                  "discarded)", kept, len(units), len(units) - kept, removed)
-        workspace.start_run(digest, units, inputs, tokenizer_sha256)
+        workspace.start_run(digest, units, inputs, tokenizer_sha256, settings)
         return
     if resume:
         log.info("--resume: %s holds no interrupted build; starting from the beginning", directory)
@@ -270,7 +274,7 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokeniz
             if path.name != LOCK_NAME and is_build_file(path):  # the lock is this build's, held
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     directory.mkdir(parents=True, exist_ok=True)
-    workspace.start_run(digest, units, inputs, tokenizer_sha256)
+    workspace.start_run(digest, units, inputs, tokenizer_sha256, settings)
 
 
 def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: bool = False) -> Path:
@@ -357,19 +361,21 @@ def _finished_build(config: BuildConfig, paths: list[str], tokenizer_sha256: str
 def _build_difference(manifest: Manifest, config: BuildConfig, paths: list[str],
                       tokenizer_sha256: str) -> str | None:
     """``None`` when ``manifest`` records a build of ``config`` from ``paths`` (their
-    sizes) and the tokenizer of ``tokenizer_sha256``, else the first difference."""
-    ours, recorded = flat_settings(config.to_dict()), flat_settings(manifest.build_config)
-    for name, value in ours.items():
-        if name != "output.overwrite" and (then := recorded.get(name)) != value:
-            return f"built with {name} {then!r}, this build's is {value!r}"
+    sizes) and the tokenizer of ``tokenizer_sha256``, else the first difference.
+    The inputs are the files ``paths`` names, however ``--input`` spelled them (a
+    quoted glob, or the files the shell expanded it to)."""
+    if (difference := first_difference(flat_settings(manifest.build_config),
+                                       determining_settings(config.to_dict()))) is not None:
+        name, then, now = difference
+        return f"built with {name} {then!r}, this build's is {now!r}"
     recorded_sizes = {s.path: s.bytes for s in manifest.sources}
     for path in paths:
         if path not in recorded_sizes:
-            return f"{path}: the input patterns match it now, they did not when the dataset was built"
+            return f"{path}: an input of this build that the dataset was not built from"
         if recorded_sizes[path] != os.path.getsize(path):
             return f"{path}: its size changed since the dataset was built"
     if gone := sorted(set(recorded_sizes) - set(paths)):
-        return f"{gone[0]}: an input of the dataset's build that the input patterns no longer match"
+        return f"{gone[0]}: an input the dataset was built from that this build does not read"
     if manifest.tokenizer.sha256 != tokenizer_sha256:
         return "built with another tokenizer file"
     return None

@@ -60,18 +60,25 @@ def _thread_processor(config: BuildConfig) -> DocumentProcessor:
 # A progress line reads every unit's completion marker, so one per unit would read
 # units²/2 markers over a build (3.4 million for the English dump's 2,600 units, each
 # a file on the shared file system): a worker thread writes one at most every
-# PROGRESS_EVERY_S seconds, and whichever unit completes the stage writes the last.
+# PROGRESS_EVERY_S seconds, and whichever unit first finds the stage complete writes
+# the last, once. A unit a resumed build reuses writes none but that last one: the
+# build said how many it reuses, and a line per reused unit said the same again.
 PROGRESS_EVERY_S = 30.0
 _THREAD_PROGRESS = threading.local()
 
 
-def _log_progress(workspace: Workspace) -> None:
+def _log_progress(workspace: Workspace, reused: bool = False) -> None:
     """The build-wide progress line, when this thread's last is PROGRESS_EVERY_S old
-    (or it has none yet) or every work unit is done."""
+    (or it has none yet) and the unit was read (not ``reused``), or once when every
+    work unit is done."""
     now = time.monotonic()
-    last = getattr(_THREAD_PROGRESS, "logged_at", None)
-    if last is not None and now - last < PROGRESS_EVERY_S and not workspace.all_units_done():
-        return
+    if workspace.all_units_done():
+        if not workspace.claim_last_progress():
+            return  # another unit wrote the last line
+    else:
+        last = getattr(_THREAD_PROGRESS, "logged_at", None)
+        if reused or (last is not None and now - last < PROGRESS_EVERY_S):
+            return
     _THREAD_PROGRESS.logged_at = now
     log.info("progress: %s", workspace.progress_line())
 
@@ -104,7 +111,8 @@ class PrepareDocuments(beam.DoFn):
                      done["documents"])
             for kind, count in done["skips"].items():
                 Metrics.counter(METRICS_NAMESPACE, f"skipped_{kind}").inc(count)
-            yield from self._emit(str(prefix), done["shards"], done["skips"], done["documents"], workspace)
+            yield from self._emit(str(prefix), done["shards"], done["skips"], done["documents"], workspace,
+                                  reused=True)
             return
         progress = ReadProgress(unit)
         records = read_records(unit, count_skip, progress)
@@ -147,11 +155,11 @@ class PrepareDocuments(beam.DoFn):
         yield from self._emit(str(prefix), shards, skips, documents, workspace)
 
     def _emit(self, prefix: str, shards: list[int], skips: dict[str, int], documents: int,
-              workspace: Workspace) -> Iterator[Any]:
-        """A unit's outputs (the same whether it was read now or reused; its skip
+              workspace: Workspace, reused: bool = False) -> Iterator[Any]:
+        """A unit's outputs (the same whether it was read now or ``reused``; its skip
         counts are in its marker), and the build-wide progress line."""
         Metrics.counter(METRICS_NAMESPACE, "documents").inc(documents)
-        _log_progress(workspace)
+        _log_progress(workspace, reused)
         for shard in shards:
             yield (shard, prefix)
 

@@ -9,9 +9,12 @@ dataset exists, and what makes a killed build resumable. This module owns its na
   files that were synced. A part without a marker is incomplete and is discarded
   on resume.
 - ``build.json``: a fingerprint of the build configuration and the list of units,
+  the settings themselves (so that a refused resume names the one that differs),
   each input's size and modification time and the tokenizer's sha256 (what
   determines the parts) and, for the progress line, the
   number and size of the units and when this run started.
+- ``progress.last``: made by whichever work unit first finds every unit done, so
+  that the build's last progress line is written once.
 - ``shard-<random>/``: a shard being built; its finished files are renamed into
   the dataset directory.
 - ``entries/<key>.json``: a built shard's manifest record.
@@ -39,6 +42,7 @@ from tacl_scale.data.manifest import (
     SPLITS,
     TOKENIZER_DIR,
     ShardRecord,
+    flat_settings,
     shard_name,
 )
 from tacl_scale.files import atomic_write, describe_os_error
@@ -50,6 +54,12 @@ TMP_DIR_NAME = "_tmp"
 BUILD_RECORD = "build.json"
 MARKER_SUFFIX = ".done.json"
 ENTRIES_DIR = "entries"
+LAST_PROGRESS = "progress.last"
+# Settings that do not change what a build makes: whether an old dataset may be
+# replaced, and how the inputs were spelled (a quoted glob, or the files the shell
+# expanded it to); the files they expand to are compared instead (the units, and
+# each input's path and size).
+NOT_DETERMINING = ("output.overwrite", "input.patterns")
 # A dataset's own files: its shards' (shard-NNNNN.*, validation-NNNNN.*), as shard_name names them.
 _SHARD_FILE = re.compile("|".join(re.escape(shard_name(0, split)).replace("00000", r"\d{5}") + r"\..+"
                                   for split in SPLITS))
@@ -136,26 +146,49 @@ class Workspace:
     # -- runs -------------------------------------------------------------------------------------------------
 
     def start_run(self, digest: str, units: list[WorkUnit], inputs: dict[str, list[int]],
-                  tokenizer_sha256: str) -> None:
+                  tokenizer_sha256: str, settings: dict[str, Any] | None = None) -> None:
         """Record this run of the build (a fresh one, or a resumed one): what the
-        parts depend on (:func:`fingerprint`, each input's size and mtime, the
+        parts depend on (:func:`fingerprint`, its ``settings`` as
+        :func:`determining_settings` gives them, each input's size and mtime, the
         tokenizer's sha256) and, for the progress line, the units' count and size."""
         self.root.mkdir(parents=True, exist_ok=True)
         record = {"fingerprint": digest, "inputs": inputs, "tokenizer_sha256": tokenizer_sha256,
                   "units": len(units), "bytes": sum(unit_bytes(u) for u in units), "started": time.time()}
+        if settings is not None:
+            record["settings"] = settings
         atomic_write(self.root / BUILD_RECORD, json.dumps(record))
 
-    def resumable(self, digest: str, inputs: dict[str, list[int]], tokenizer_sha256: str) -> str | None:
+    def resumable(self, digest: str, inputs: dict[str, list[int]], tokenizer_sha256: str,
+                  settings: dict[str, Any] | None = None, legacy_digest: str | None = None) -> str | None:
         """``None`` when the parts here were made by a build of the same settings
         and units from the same inputs and tokenizer (unchanged since), else why
-        not, naming what changed."""
+        not, naming what changed: the first setting that differs (``settings``, as
+        :func:`determining_settings` gives them) or an input only one build reads.
+        ``legacy_digest``: this build's :func:`fingerprint` as versions that
+        recorded no settings took it (the spelling of the inputs in), accepted
+        from such a record."""
         path = self.root / BUILD_RECORD
         if not path.is_file():
             return f"{path}: missing (no interrupted build of this version to resume)"
         record = json.loads(path.read_text(encoding="utf-8"))
-        if record.get("fingerprint") != digest:
-            return (f"{self.root}: its parts were made with other settings or inputs; rerun the same command, or "
-                    "drop --resume to start over")
+        again = "rerun the same command, or drop --resume to start over"
+        recorded_settings = record.get("settings")
+        if recorded_settings is not None and settings is not None:
+            if (difference := first_difference(recorded_settings, settings)) is not None:
+                name, then, now = difference
+                return f"{self.root}: its parts were made with other settings ({name} {then!r}, this build's is {now!r}); {again}"
+            recorded_inputs = record.get("inputs", {})
+            if new := sorted(set(inputs) - set(recorded_inputs)):
+                return (f"{new[0]}: an input of this build that the interrupted build did not read (its parts were "
+                        f"made from other inputs); {again}")
+            if gone := sorted(set(recorded_inputs) - set(inputs)):
+                return (f"{gone[0]}: an input of the interrupted build that this build does not read (its parts "
+                        f"were made from other inputs); {again}")
+            if record.get("fingerprint") != digest:  # same settings and files, other units
+                return (f"{self.root}: its parts were made from other work units of the same inputs (a multistream "
+                        f"index beside a dump appeared, went or changed); {again}")
+        elif record.get("fingerprint") not in (digest, legacy_digest):
+            return f"{self.root}: its parts were made with other settings or inputs; {again}"
         if record.get("tokenizer_sha256") != tokenizer_sha256:
             return ("the tokenizer's file changed since the interrupted build (its sha256 differs): its parts hold "
                     "the old ids; drop --resume to start over")
@@ -179,7 +212,7 @@ class Workspace:
             if path.name in keep:
                 continue
             shutil.rmtree(path) if path.is_dir() else path.unlink()
-            removed += 1
+            removed += path.name != LAST_PROGRESS  # no part's: gone so that this run writes its own last line
         return len(markers), removed
 
     def all_units_done(self) -> bool:
@@ -189,6 +222,16 @@ class Workspace:
         with os.scandir(self.root) as entries:
             done = sum(1 for e in entries if e.name.startswith("part-") and e.name.endswith(MARKER_SUFFIX))
         return done >= record["units"]
+
+    def claim_last_progress(self) -> bool:
+        """Whether the caller is the first to find every unit done, and so writes the
+        build's last progress line: by an exclusive create, as the units that finish
+        together, or that a resumed build reuses, each find them all done."""
+        try:
+            os.close(os.open(self.root / LAST_PROGRESS, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
 
     def progress_line(self) -> str:
         """Units done of all, input MB done, this run's rate and the ETA (from the
@@ -234,10 +277,32 @@ def input_stats(units: Iterable[WorkUnit]) -> dict[str, list[int]]:
     return stats
 
 
-def fingerprint(config_dict: dict[str, Any], units: Iterable[WorkUnit]) -> str:
-    """What the spill parts depend on: the build configuration (but whether an old
-    dataset may be overwritten) and the units."""
-    settings = json.loads(json.dumps(config_dict))
-    settings.get("output", {}).pop("overwrite", None)
+def determining_settings(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a build configuration (``BuildConfig.to_dict()``) that
+    determine what it makes, as dotted names to JSON values: all but
+    :data:`NOT_DETERMINING`."""
+    return {name: value for name, value in flat_settings(config_dict).items() if name not in NOT_DETERMINING}
+
+
+def first_difference(recorded: dict[str, Any], ours: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """The first setting of ``ours`` that ``recorded`` (both dotted names to JSON
+    values, as :func:`determining_settings` gives them) holds otherwise or not at
+    all: (name, recorded value or None, our value); ``None`` when none does."""
+    for name, value in ours.items():
+        if name not in NOT_DETERMINING and (then := recorded.get(name)) != value:
+            return name, then, value
+    return None
+
+
+def fingerprint(config_dict: dict[str, Any], units: Iterable[WorkUnit], legacy: bool = False) -> str:
+    """What the spill parts depend on: the build configuration's
+    :func:`determining_settings` and the units (which name the files the inputs
+    expand to, however they were spelled). ``legacy``: as versions that recorded no
+    settings in ``build.json`` took it, the inputs' spelling in, to resume their parts."""
+    if legacy:
+        settings = json.loads(json.dumps(config_dict))
+        settings.get("output", {}).pop("overwrite", None)
+    else:
+        settings = determining_settings(config_dict)
     text = json.dumps({"config": settings, "units": [unit_key(u) for u in units]}, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -501,6 +501,42 @@ def test_the_progress_line_is_written_once_per_interval_and_when_the_last_unit_f
         "progress: work units 5/5"]  # the stage's last unit
 
 
+def test_reused_units_write_no_progress_line_but_the_last_and_it_is_written_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed build wrote "progress: work units 3/3 done ... 0.00 MB/s" once for
+    each unit it reused, all done before it started; the "resuming: N of M work
+    unit(s) already done" line says that once. Every unit that finds the stage
+    complete (units finishing together, or reused ones) used to write the last line."""
+    import threading
+
+    from data_prep import pipeline
+    from data_prep.sources import WorkUnit
+    from data_prep.workspace import Workspace
+
+    units = [WorkUnit("dump.xml.bz2", "wiki-xml", start, start + 100) for start in range(0, 400, 100)]
+    workspace = Workspace(tmp_path)
+    workspace.start_run("digest", units, inputs={}, tokenizer_sha256="0" * 64)
+    monkeypatch.setattr(pipeline, "_THREAD_PROGRESS", threading.local())  # this test's thread starts afresh
+    with caplog.at_level("INFO", logger="data_prep.pipeline"):
+        for unit in units[:2]:  # done before the resume: reused, each a thread's first unit
+            workspace.mark_done(workspace.part_prefix(unit), [], {"bytes": 100, "shards": [0], "skips": {},
+                                                                   "documents": 1})
+            pipeline._log_progress(workspace, reused=True)
+            monkeypatch.setattr(pipeline, "_THREAD_PROGRESS", threading.local())
+        assert caplog.records == []
+        for unit in units[2:]:  # read now, each by a thread of its own
+            workspace.mark_done(workspace.part_prefix(unit), [], {"bytes": 100, "shards": [0], "skips": {},
+                                                                   "documents": 1})
+            pipeline._log_progress(workspace)
+            monkeypatch.setattr(pipeline, "_THREAD_PROGRESS", threading.local())
+        for _ in range(2):  # units that find the stage complete too
+            pipeline._log_progress(workspace, reused=True)
+            pipeline._log_progress(workspace)
+    assert [r.getMessage().split(" done")[0] for r in caplog.records] == [
+        "progress: work units 3/4",  # the first unit read
+        "progress: work units 4/4"]  # the stage's last, once
+
+
 def test_a_file_of_a_hf_tokenizer_directory_is_refused_naming_the_directory(tmp_path: Path) -> None:
     """Read as a vocab.txt, a model's tokenizer.json or config.json said "sep_token
     not found in the vocabulary"."""
