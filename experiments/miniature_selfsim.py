@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     analysis = work / "analysis"
     run([python, "-m", "tacl_scale.analysis", "selfsim", "--model", str(model),
          *[arg for path in exports.values() for arg in ("--model", str(path))],
-         "--sentences", str(data["held_out"]), "--out", str(analysis)],
+         "--sentences", str(data["held_out"]), "--out", str(analysis), "--overwrite"],  # a rerun's report replaces it
         TRANSFORMERS_VERBOSITY="error", HF_HUB_DISABLE_PROGRESS_BARS="1")
     report = json.loads((analysis / "selfsim.json").read_text())
     columns = ["initial", *exports]

@@ -76,8 +76,9 @@ out = sys.argv[1]
 sentences = itertools.islice(iter_sentences([f"{out}/corpus/*.xml.bz2"], "wiki-xml", "en"), 400)
 open(f"{out}/sentences.txt", "w", encoding="utf-8").write("\n".join(sentences) + "\n")
 PYCODE
+# --overwrite: a rerun replaces the earlier report (a used --out is refused without it).
 "$PY" -m tacl_scale.analysis selfsim --model "$OUT/run/initial" --model "$OUT/run/export" \
-  --sentences "$OUT/sentences.txt" --out "$OUT/analysis" \
+  --sentences "$OUT/sentences.txt" --out "$OUT/analysis" --overwrite \
   --heatmap-sentence "The river flows through the old town."
 echo
 echo "dataset:      $OUT/dataset   (from tacl_scale.data import PretrainDataset)"

@@ -1,6 +1,6 @@
 """Geometry of token representations (TaCL paper §3.2.2).
 
-    python -m tacl_scale.analysis selfsim --model PATH [--model PATH2 ...] --sentences FILE --out DIR
+    python -m tacl_scale.analysis selfsim --model PATH [--model PATH2 ...] --sentences FILE --out DIR [--overwrite]
 
 For every layer (embeddings + each transformer layer) and every sentence encoded
 alone as ``[CLS] sentence [SEP]``, the self-similarity of its real tokens (Eq. 3):
@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fnmatch
 import json
 import logging
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -29,12 +31,18 @@ import torch
 import torch.nn.functional as F
 
 from .cli import HelpFormatter, error_exit, make_parser
-from .files import os_error_line, output_directory_problem
-from .preemption import ctrl_c_ends
-from .run_dir import EXPORT_DIR
+from .files import atomic_write, os_error_line, output_directory_problem
+from .preemption import ctrl_c_ends, uninterrupted
+from .run_dir import EXPORT_DIR, RUN_FILE, RunDir
 from .similarity import LayerStats, sentence_self_similarity
 
 log = logging.getLogger("tacl_scale.analysis")
+
+# What selfsim writes into --out: the only files an --out may already hold, and the
+# ones --overwrite removes before the new report goes in, so that a folder never
+# mixes two runs (an earlier run's heat map of a model no longer compared).
+REPORT_FILES = ("selfsim.json", "selfsim.csv", "selfsim_by_layer.png")
+HEATMAP_PATTERN = "heatmap_*.png"
 
 
 def isotropy(tokens: torch.Tensor, sentence_ids: torch.Tensor) -> float:
@@ -59,18 +67,24 @@ def resolve_model(path: str, workdir: Path) -> Path:
     return export_checkpoint(candidate, workdir / candidate.name.replace("/", "_"))
 
 
+def require_vocabulary(model_dir: Path) -> None:
+    """Refuse (ValueError naming it) a model directory without its tokenizer's
+    vocabulary: transformers would build a tokenizer of its special tokens alone,
+    every word [UNK], and figures that look like any others."""
+    from .data.manifest import NO_VOCABULARY, holds_a_vocabulary
+
+    if not holds_a_vocabulary(model_dir):
+        raise ValueError(f"{model_dir}: {NO_VOCABULARY}: its figures would compare [UNK] tokens; copy the tokenizer "
+                         "files of the model it was trained from into it")
+
+
 def load_encoder(model_dir: Path, device: torch.device) -> tuple[Any, Any]:
     """(tokenizer, encoder in eval mode) of a HF directory."""
     from transformers import AutoModel, AutoTokenizer
 
-    from .data.manifest import NO_VOCABULARY, holds_a_vocabulary
     from .model import LOAD_ERRORS, cannot_load, mismatch_problem, own_load_report
 
-    if not holds_a_vocabulary(model_dir):
-        # transformers would build a tokenizer of its special tokens alone: every word
-        # [UNK], and figures that look like any others.
-        raise ValueError(f"{model_dir}: {NO_VOCABULARY}: its figures would compare [UNK] tokens; copy the tokenizer "
-                         "files of the model it was trained from into it")
+    require_vocabulary(model_dir)
     try:
         with own_load_report():
             tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -247,27 +261,99 @@ def analysis_device(asked: str | None) -> torch.device:
     return device
 
 
-def selfsim(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``selfsim`` command: every --model analysed over the sentences, the
-    report (JSON, CSV, plot, heat maps) written to --out and returned."""
-    out = Path(args.out)
-    sentences = read_sentences(Path(args.sentences), args.max_sentences)
-    from .export import container_problem
+def is_report_file(path: Path) -> bool:
+    """Whether ``path`` is a file selfsim writes into --out (:data:`REPORT_FILES`,
+    :data:`HEATMAP_PATTERN`)."""
+    return path.is_file() and (path.name in REPORT_FILES or fnmatch.fnmatchcase(path.name, HEATMAP_PATTERN))
+
+
+def report_directory_problem(out: Path, overwrite: bool) -> str | None:
+    """Why the report may not be written into ``out``, in words naming it, or None.
+    ``out`` may be new, empty, or, with ``overwrite``, an earlier report (its own
+    files alone). Refused: an export or a place inside one (the next export there
+    replaces it whole), a training run's own folders (training replaces them), a
+    run or a dataset directory itself, and a folder holding any other file, which
+    the report would be mixed with."""
+    from .data.manifest import MANIFEST_NAME
+    from .export import EXPORT_MARKER, container_problem
 
     if problem := (output_directory_problem(out, "a directory for the report (--out)")
-                   or container_problem(out, runs_and_datasets=False)):
+                   or container_problem(out, runs_and_datasets=False) or _run_part_problem(out)):
+        return problem
+    if not out.is_dir():
+        return None
+    for marker, what in ((EXPORT_MARKER, "an export, which the next export there replaces whole"),
+                         (RUN_FILE, "a training run directory"), (MANIFEST_NAME, "a dataset directory")):
+        if (out / marker).is_file():
+            return f"{out}: is {what} (it has {marker}): choose a new or empty directory for the report (--out)"
+    entries = sorted(out.iterdir())
+    if stray := next((path for path in entries if not is_report_file(path)), None):
+        return (f"{out}: holds {stray.name}, which the analysis does not write: choose a new or empty directory for "
+                "the report (--out), so that it is not mixed with other files")
+    if entries and not overwrite:
+        return (f"{out}: already holds an analysis report ({entries[0].name}); pass --overwrite to replace it (its "
+                "selfsim.* and heatmap_*.png files all go), or choose another --out")
+    return None
+
+
+def _run_part_problem(out: Path) -> str | None:
+    """Why ``out`` may not be (or be inside) one of a training run's own folders
+    (checkpoints/, export/, initial/, tokenizer/, tensorboard/), which training
+    writes and replaces, or None; a report beside them (``RUN/analysis``) is fine.
+    Asked even when the folder is not there yet: the run's end writes export/."""
+    absolute = Path(os.path.abspath(out))
+    for above in absolute.parents:
+        run = RunDir(above)
+        if not run.has_record():
+            continue
+        part = above / absolute.relative_to(above).parts[0]
+        if part in (run.checkpoints, run.export, run.initial, run.tokenizer, run.tensorboard):
+            return (f"{out}: inside the training run {above}'s own {part.name}/, which training writes and replaces: "
+                    f"choose a place outside it, such as {above / 'analysis'}")
+    return None
+
+
+def encoder_layers(model_dir: Path) -> int:
+    """The layers of the model in ``model_dir`` (its transformer layers and the
+    embeddings, layer 0), from its config alone: asked of every model before the
+    first is analysed."""
+    from transformers import AutoConfig
+
+    from .model import LOAD_ERRORS, cannot_load
+
+    try:
+        return AutoConfig.from_pretrained(str(model_dir)).num_hidden_layers + 1
+    except LOAD_ERRORS as err:
+        raise cannot_load(model_dir, err) from err
+
+
+def selfsim(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``selfsim`` command: every --model analysed over the sentences, the
+    report (JSON, CSV, plot, heat maps) written to --out and returned.
+
+    Everything that can be refused is refused before the first model is analysed,
+    and --out is made (or its earlier report removed) only once the whole report
+    is ready: a failed analysis leaves it as it was."""
+    out = Path(args.out)
+    sentences = read_sentences(Path(args.sentences), args.max_sentences)
+    if problem := report_directory_problem(out, args.overwrite):
         raise ValueError(problem)
     device = analysis_device(args.device)
-    out.mkdir(parents=True, exist_ok=True)
     results: dict[str, list[dict[str, float]]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for path in args.model:
-            tokenizer, model = load_encoder(resolve_model(path, Path(tmp)), device)
-            name = _unique_name(Path(path), results)
-            layers = model.config.num_hidden_layers + 1  # the embeddings are layer 0
+    with tempfile.TemporaryDirectory(prefix="tacl-analysis-") as tmp:
+        staged = Path(tmp) / "report"
+        staged.mkdir()
+        # A folder each: two runs of the same name must not export to one place.
+        model_dirs = [resolve_model(path, Path(tmp) / f"model-{k}") for k, path in enumerate(args.model)]
+        for path, model_dir in zip(args.model, model_dirs, strict=True):  # the next model's fault, before minutes
+            require_vocabulary(model_dir)
+            layers = encoder_layers(model_dir)
             if args.heatmap_sentence and args.heatmap_layer is not None and not 0 <= args.heatmap_layer < layers:
                 raise ValueError(f"--heatmap-layer {args.heatmap_layer}: {path} has layers 0 (the embeddings) to "
                                  f"{layers - 1}")
+        for path, model_dir in zip(args.model, model_dirs, strict=True):
+            tokenizer, model = load_encoder(model_dir, device)
+            name = _unique_name(Path(path), results)
             results[name] = analyse_model(tokenizer, model, name, sentences, args.batch_size, device,
                                           args.exclude_special)
             if results[name][0]["n_sentences"] == 0:
@@ -275,22 +361,41 @@ def selfsim(args: argparse.Namespace) -> dict[str, Any]:
                                  f"tokens for {path}'s tokenizer: self-similarity compares a sentence's tokens")
             if args.heatmap_sentence:
                 layer = args.heatmap_layer if args.heatmap_layer is not None else len(results[name]) - 1
-                heatmap(tokenizer, model, args.heatmap_sentence, layer, device, out / f"heatmap_{name}.png",
+                heatmap(tokenizer, model, args.heatmap_sentence, layer, device, staged / f"heatmap_{name}.png",
                         f"{name}, layer {layer}")
-    report = {"settings": {"sentences": str(args.sentences), "n_sentences": len(sentences),
-                           "exclude_special": args.exclude_special, "models": list(args.model)},
-              "models": results}
-    (out / "selfsim.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    with open(out / "selfsim.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["model", "layer", "eq3_mean", "eq3_std", "n_sentences", "pair_weighted_mean", "n_pairs",
-                         "isotropy"])
-        for name, layers in results.items():
-            for r in layers:
-                writer.writerow([name, r["layer"], f"{r['eq3_mean']:.6f}", f"{r['eq3_std']:.6f}", r["n_sentences"],
-                                 f"{r['pair_weighted_mean']:.6f}", r["n_pairs"], f"{r['isotropy']:.6f}"])
-    plot_by_layer(results, out / "selfsim_by_layer.png")
+        report = {"settings": {"sentences": str(args.sentences), "n_sentences": len(sentences),
+                               "exclude_special": args.exclude_special, "models": list(args.model)},
+                  "models": results}
+        (staged / "selfsim.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+        with open(staged / "selfsim.csv", "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["model", "layer", "eq3_mean", "eq3_std", "n_sentences", "pair_weighted_mean", "n_pairs",
+                             "isotropy"])
+            for name, layers in results.items():
+                for r in layers:
+                    writer.writerow([name, r["layer"], f"{r['eq3_mean']:.6f}", f"{r['eq3_std']:.6f}",
+                                     r["n_sentences"], f"{r['pair_weighted_mean']:.6f}", r["n_pairs"],
+                                     f"{r['isotropy']:.6f}"])
+        plot_by_layer(results, staged / "selfsim_by_layer.png")
+        publish_report(staged, out, args.overwrite)
     return report
+
+
+def publish_report(staged: Path, out: Path, overwrite: bool) -> None:
+    """Move the report files of ``staged`` into ``out`` (made now), after removing
+    an earlier report's files there (``overwrite``), so that none of them is left
+    beside the new ones. Each file is written whole (:func:`atomic_write`);
+    selfsim.json, which names the models compared, goes last."""
+    if problem := report_directory_problem(out, overwrite):  # something put there while the models were analysed
+        raise ValueError(problem)
+    # A few small files: Ctrl-C once the earlier report is gone would leave half of each.
+    with uninterrupted():
+        out.mkdir(parents=True, exist_ok=True)
+        for earlier in sorted(out.iterdir()):
+            if is_report_file(earlier):
+                earlier.unlink()
+        for path in sorted(staged.iterdir(), key=lambda path: path.name == "selfsim.json"):
+            atomic_write(out / path.name, path.read_bytes())
 
 
 def _unique_name(path: Path, taken: dict[str, Any]) -> str:
@@ -323,7 +428,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--model", action="append", required=True, metavar="PATH",
                    help="HF model directory, or a training run/checkpoint directory; repeatable")
     s.add_argument("--sentences", required=True, metavar="FILE", help="text file, one sentence a line")
-    s.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    s.add_argument("--out", required=True, metavar="DIR",
+                   help="output directory: new, empty, or an earlier report's (with --overwrite)")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace the report already in --out (its selfsim.* and heatmap_*.png files all go first)")
     s.add_argument("--max-sentences", type=int, default=None, help="read at most this many (default: all)")
     s.add_argument("--batch-size", type=int, default=64, help="sentences encoded at once")
     s.add_argument("--device", default=None, help="default: cuda if available, else cpu")

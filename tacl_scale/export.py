@@ -21,6 +21,7 @@ not there is refused in one line naming it.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import io
 import json
 import logging
@@ -36,7 +37,7 @@ from transformers.utils import logging as transformers_logging
 
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify, verify_unrecorded
 from .cli import error_exit, make_parser
-from .data.manifest import NO_VOCABULARY, holds_a_vocabulary
+from .data.manifest import MANIFEST_NAME, NO_VOCABULARY, TOKENIZER_FILES, holds_a_vocabulary
 from .files import os_error_line, output_directory_problem
 from .preemption import ctrl_c_ends, uninterrupted
 from .run_dir import CHECKPOINT_RECORD, CHECKPOINTS_DIR, LATEST, RUN_FILE, RunDir, snapshot_tokenizer
@@ -47,13 +48,23 @@ log = logging.getLogger("tacl_scale.export")
 # replace, from any other directory, which it may not.
 EXPORT_MARKER = "tacl_export.json"
 MODULE_PREFIX = "student."  # the student's parameters inside the engine's PretrainingModule
+# The names an export writes whatever its marker records: Hugging Face's weights and
+# config in any sharding (a differently sharded earlier export leaves other shard
+# names, which the next export replaces), the run tokenizer's files and the marker.
+# Exports from before the marker listed its files are judged by these alone.
+EXPORT_FILE_PATTERNS = ("config.json", "generation_config.json", "model.safetensors", "model-*-of-*.safetensors",
+                        "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model-*-of-*.bin",
+                        "pytorch_model.bin.index.json", *TOKENIZER_FILES, "added_tokens.json", "*.model",
+                        EXPORT_MARKER)
 
 
 def export_target_problem(out: Path) -> str | None:
     """Why ``out`` may not receive an export, in words naming it, or None: it may be
-    new, an empty directory, or an earlier export (marked by :data:`EXPORT_MARKER`).
-    Anything else, such as the directory of the model a run started from, a run
-    directory or a dataset, is refused rather than overwritten."""
+    new, an empty directory, or an earlier export (marked by :data:`EXPORT_MARKER`)
+    that holds only what an export writes (:func:`not_exported`). Anything else, such
+    as the directory of the model a run started from, a run directory, a dataset
+    (even one built into an export) or an export a user added files to, is refused
+    rather than overwritten."""
     if problem := output_directory_problem(out, "a directory for the export") or container_problem(out):
         return problem
     if out.is_symlink():
@@ -63,9 +74,41 @@ def export_target_problem(out: Path) -> str | None:
     if out.is_dir() and os.path.ismount(out):
         return (f"{out}: a mount point, which the export (written beside it, then renamed into place) cannot "
                 f"replace; export into a new directory inside it ({out / 'model'})")
-    if out.exists() and any(out.iterdir()) and not (out / EXPORT_MARKER).is_file():
-        return (f"{out}: a directory that holds files and is not an earlier export (it has no {EXPORT_MARKER}); "
-                "export to a new directory, so that nothing in it is overwritten")
+    if out.is_dir() and (out / MANIFEST_NAME).is_file():
+        # Asked even of an earlier export: a build --overwrite into one keeps its
+        # marker, and the export, replacing the directory whole, deleted the dataset.
+        return (f"{out}: holds a dataset ({MANIFEST_NAME}), which an export there would delete; export to a new "
+                "directory")
+    if out.exists() and any(out.iterdir()):
+        if not (out / EXPORT_MARKER).is_file():
+            return (f"{out}: a directory that holds files and is not an earlier export (it has no {EXPORT_MARKER}); "
+                    "export to a new directory, so that nothing in it is overwritten")
+        if stray := not_exported(out):
+            return (f"{out}: an earlier export that also holds {stray}, which an export does not write and the next "
+                    "one would delete with the rest (an export replaces its directory whole); move it out of the "
+                    "export, or export to a new directory")
+    return None
+
+
+def exported_names(out: Path) -> set[str]:
+    """The file names the export in ``out`` wrote, as its marker lists them (none
+    for a marker from before the list, or one that is not JSON)."""
+    try:
+        recorded = json.loads((out / EXPORT_MARKER).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):  # unreadable, not JSON, not a JSON object
+        return set()
+    return {name for name in recorded if isinstance(name, str)} if isinstance(recorded, list) else set()
+
+
+def not_exported(out: Path) -> str | None:
+    """The first entry (by name) of the earlier export ``out`` that no export
+    writes, such as a user's notes or an analysis report, or None: replacing the
+    export whole would delete it."""
+    listed = exported_names(out)
+    for path in sorted(out.iterdir()):
+        if path.is_dir() or not (path.name in listed or any(fnmatch.fnmatchcase(path.name, pattern)
+                                                            for pattern in EXPORT_FILE_PATTERNS)):
+            return path.name
     return None
 
 
@@ -82,8 +125,6 @@ def container_problem(out: Path, runs_and_datasets: bool = True) -> str | None:
     an export (replaced whole by the next one) and, with ``runs_and_datasets``, a
     training run (whose checkpoints and export training rotates and replaces; its
     own ``export`` is allowed) or a dataset."""
-    from .data.manifest import MANIFEST_NAME
-
     absolute = Path(os.path.abspath(out))
     for above in absolute.parents:
         if (above / EXPORT_MARKER).is_file():
@@ -130,7 +171,10 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, 
         for path in sorted(tokenizer_dir.iterdir()):
             if path.is_file():
                 shutil.copy2(path, partial / path.name)
-        (partial / EXPORT_MARKER).write_text(json.dumps({"source": str(source)}, indent=2) + "\n", encoding="utf-8")
+        # The files it wrote, so that the next export tells them from files added since (not_exported).
+        files = sorted({path.name for path in partial.iterdir()} | {EXPORT_MARKER})
+        (partial / EXPORT_MARKER).write_text(json.dumps({"source": str(source), "files": files}, indent=2) + "\n",
+                                             encoding="utf-8")
         # safetensors writes its file owner-only (0600); an export is shared like the rest of it.
         mask = os.umask(0)
         os.umask(mask)

@@ -200,7 +200,7 @@ def test_bad_analysis_options_are_one_error_line(flags: list[str], said: str, ti
     assert code == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if "error: " in line]
     assert len(errors) == 1 and said in errors[0], errors
-    assert not (tmp_path / "out" / "selfsim.json").exists()
+    assert not (tmp_path / "out").exists()  # a heat-map layer the model lacks left an empty --out
 
 
 def test_layer_self_similarity_of_an_encoder(tiny_model: Path) -> None:
@@ -269,3 +269,100 @@ def test_models_load_quietly_and_missing_encoder_weights_are_one_warning(tmp_pat
     assert done.stderr.splitlines() == [
         f"WARNING: {partial}: 1 encoder weights are not in the checkpoint and were initialised at random "
         "(e.g. encoder.layer.1.output.dense.weight): its figures describe a partly random model"], done.stderr
+
+
+def selfsim_argv(models: list[Path], sentences: Path, out: Path, *flags: str) -> list[str]:
+    return ["selfsim", *(arg for model in models for arg in ("--model", str(model))), "--sentences", str(sentences),
+            "--out", str(out), *flags]
+
+
+def one_error(capsys: pytest.CaptureFixture[str]) -> str:
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, errors
+    return errors[0]
+
+
+def test_an_export_a_run_or_a_dataset_is_refused_as_out(tiny_model: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--out runs/tour/model`` (an export) was taken, and the next export there
+    deleted the report with the rest; a run or a dataset directory got the report
+    among its files. Each is refused, nothing in it touched."""
+    from tacl_scale.export import EXPORT_MARKER
+    from tacl_scale.run_dir import RUN_FILE
+
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("The river flows north.\nIt rained.\n")
+    export, run, dataset = tmp_path / "export", tmp_path / "run", tmp_path / "dataset"
+    for directory, marker in ((export, EXPORT_MARKER), (run, RUN_FILE), (dataset, "manifest.json")):
+        directory.mkdir()
+        (directory / marker).write_text("{}")
+    said = {export: f"{export}: is an export, which the next export there replaces whole (it has {EXPORT_MARKER})",
+            export / "analysis": f"{export / 'analysis'}: inside the export {export}",
+            run: f"{run}: is a training run directory (it has {RUN_FILE})",
+            # not there yet: the run's end writes it, replacing what is there
+            run / "export": f"{run / 'export'}: inside the training run {run}'s own export/, which training writes",
+            run / "checkpoints" / "x": f"{run / 'checkpoints' / 'x'}: inside the training run {run}'s own checkpoints/",
+            dataset: f"{dataset}: is a dataset directory (it has manifest.json)"}
+    before = sorted(tmp_path.rglob("*"))
+    for out, says in said.items():
+        assert main(selfsim_argv([tiny_model], sentences, out, "--overwrite")) == 2, out
+        assert one_error(capsys).startswith(f"error: {says}"), out
+    assert sorted(tmp_path.rglob("*")) == before
+    assert main(selfsim_argv([tiny_model], sentences, run / "analysis")) == 0  # beside the run's own folders
+    assert (run / "analysis" / "selfsim.json").is_file()
+
+
+def test_a_used_out_needs_overwrite_and_holds_one_report(tiny_model: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Two models with heat maps, then one without, into one folder: selfsim.json
+    named one model and the earlier heat maps stayed beside it, looking current."""
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("The river flows north.\nA small town lies on the hill.\n")
+    out = tmp_path / "out"
+    assert main(selfsim_argv([tiny_model, tiny_model], sentences, out, "--heatmap-sentence", "It rained.")) == 0
+    first = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert sorted(first) == ["heatmap_tiny-2.png", "heatmap_tiny.png", "selfsim.csv", "selfsim.json",
+                             "selfsim_by_layer.png"]
+    assert main(selfsim_argv([tiny_model], sentences, out)) == 2
+    assert one_error(capsys).startswith(f"error: {out}: already holds an analysis report (heatmap_tiny-2.png); "
+                                        "pass --overwrite to replace it")
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == first
+    assert main(selfsim_argv([tiny_model], sentences, out, "--overwrite")) == 0
+    assert sorted(path.name for path in out.iterdir()) == ["selfsim.csv", "selfsim.json", "selfsim_by_layer.png"]
+    assert list(json.loads((out / "selfsim.json").read_text())["models"]) == ["tiny"]
+    # A file the analysis does not write is never removed, --overwrite or not.
+    (out / "NOTES.md").write_text("mine")
+    for flags in ([], ["--overwrite"]):
+        assert main(selfsim_argv([tiny_model], sentences, out, *flags)) == 2
+        assert one_error(capsys).startswith(f"error: {out}: holds NOTES.md, which the analysis does not write")
+    assert (out / "NOTES.md").read_text() == "mine" and (out / "selfsim.json").is_file()
+
+
+def test_a_failed_analysis_leaves_out_as_it_was(tiny_model: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A heat-map layer the second model lacks, or a second model that cannot be
+    used, failed after --out was made (and the first model's heat map written in
+    it); checked before the first model is analysed now, and --out is written only
+    once the whole report is ready."""
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("The river flows north.\nIt rained.\n")
+    deeper = tmp_path / "deeper"  # 4 layers: layer 3 is in it, not in tiny
+    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(deeper)
+    (deeper / "vocab.txt").write_bytes(EN_VOCAB.read_bytes())
+    no_vocabulary = tmp_path / "no-vocabulary"
+    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(no_vocabulary)
+    out, earlier = tmp_path / "out", tmp_path / "earlier"
+    assert main(selfsim_argv([tiny_model], sentences, earlier)) == 0
+    kept = {path.name: path.read_bytes() for path in earlier.iterdir()}
+    cases = [([deeper, tiny_model], ["--heatmap-sentence", "It rained.", "--heatmap-layer", "3"],
+              f"--heatmap-layer 3: {tiny_model} has layers 0 (the embeddings) to 2"),
+             ([tiny_model], ["--device", "cdua"], "--device cdua: not a device"),
+             ([tiny_model, no_vocabulary], [], f"{no_vocabulary}: no tokenizer vocabulary")]
+    for models, flags, says in cases:
+        for target in (out, earlier):
+            assert main(selfsim_argv(models, sentences, target, "--overwrite", *flags)) == 2, (flags, target)
+            assert one_error(capsys).startswith(f"error: {says}"), (flags, target)
+        assert not out.exists(), flags
+        assert {path.name: path.read_bytes() for path in earlier.iterdir()} == kept, flags

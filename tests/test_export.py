@@ -132,3 +132,44 @@ def test_an_export_to_dot_a_link_or_a_mount_point(tokenizer_dir: Path, tmp_path:
     monkeypatch.setattr(os.path, "ismount", lambda path: Path(path) == elsewhere)
     with pytest.raises(ValueError, match=f"{elsewhere}: a mount point, .* \\({elsewhere / 'model'}\\)"):
         export_student(student(0), elsewhere, tokenizer_dir, "run")
+
+
+def test_an_export_holding_files_no_export_writes_is_refused(tokenizer_dir: Path, tmp_path: Path) -> None:
+    """An analysis report (selfsim.json, selfsim.csv, selfsim_by_layer.png) and a
+    NOTES.md a user added to an export were deleted by the next export there, which
+    replaces the directory whole. Refused, naming the first such file; the export's
+    own files, a differently sharded earlier export's shards among them, are not."""
+    out = tmp_path / "model"
+    export_student(student(0), out, tokenizer_dir, "first")
+    recorded = json.loads((out / EXPORT_MARKER).read_text())["files"]
+    assert {"config.json", "model.safetensors", "vocab.txt", EXPORT_MARKER} <= set(recorded)
+    (out / "model-00002-of-00002.safetensors").write_bytes(b"stale")  # the next export replaces it
+    export_student(student(1), out, tokenizer_dir, "second")
+    for added in ("NOTES.md", "selfsim.json", "analysis"):
+        path = out / added
+        path.mkdir() if added == "analysis" else path.write_text("mine")
+        with pytest.raises(ValueError, match=f"^{out}: an earlier export that also holds {added}, which an export "
+                                             "does not write and the next one would delete"):
+            export_student(student(2), out, tokenizer_dir, "third")
+        assert path.exists() and json.loads((out / EXPORT_MARKER).read_text())["source"] == "second"
+        path.rmdir() if added == "analysis" else path.unlink()
+    # An export from before the marker listed its files: judged by the names an export writes.
+    (out / EXPORT_MARKER).write_text(json.dumps({"source": "second"}))
+    export_student(student(2), out, tokenizer_dir, "third")
+    (out / EXPORT_MARKER).write_text(json.dumps({"source": "third"}))
+    (out / "NOTES.md").write_text("mine")
+    with pytest.raises(ValueError, match="also holds NOTES.md"):
+        export_student(student(3), out, tokenizer_dir, "fourth")
+
+
+def test_a_dataset_built_into_an_export_is_refused(tokenizer_dir: Path, tmp_path: Path) -> None:
+    """``data_prep.build --output EXPORT --overwrite`` kept the export's marker, and
+    the next export removed the dataset's manifest.json and shards."""
+    out = tmp_path / "model"
+    export_student(student(0), out, tokenizer_dir, "first")
+    (out / "manifest.json").write_text("{}")
+    (out / "shard-00000.idx").write_bytes(b"")
+    with pytest.raises(ValueError, match=f"^{out}: holds a dataset \\(manifest.json\\), which an export there would "
+                                         "delete; export to a new directory"):
+        export_student(student(1), out, tokenizer_dir, "second")
+    assert (out / "manifest.json").is_file() and (out / "shard-00000.idx").is_file()

@@ -214,3 +214,27 @@ def test_the_export_lets_go_of_its_checkpoint_when_it_fails(run: Path, tmp_path:
         export.export_checkpoint(run, tmp_path / "out")
     save(root, 4)
     assert checkpoint.tags(root) == ["step00000004"]
+
+
+def test_a_target_that_cannot_be_one_is_refused_before_the_checkpoint_is_looked_at(
+        run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``tacl-export RUN runs/tour/vocab.txt`` said "INFO: exporting ..." and only
+    then that the target is a file; so must an earlier export a user added files
+    to: one error line, before the run's checkpoints are resolved or locked."""
+    a_file = tmp_path / "vocab.txt"
+    a_file.write_text("[PAD]\n")
+    used = tmp_path / "model"
+    used.mkdir()
+    (used / export.EXPORT_MARKER).write_text(json.dumps({"source": "x", "files": [export.EXPORT_MARKER]}))
+    (used / "NOTES.md").write_text("mine")
+
+    def resolved(ckpt: Path) -> None:
+        raise AssertionError("the checkpoint was looked at before the target was checked")
+
+    monkeypatch.setattr(export, "_resolve", resolved)
+    for target, says in ((a_file, "is a file, not a directory for the export"),
+                         (used, "an earlier export that also holds NOTES.md")):
+        assert export.main([str(run), str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"error: {target}: {says}"), err
+    assert a_file.read_text() == "[PAD]\n" and (used / "NOTES.md").read_text() == "mine"

@@ -83,6 +83,15 @@ def test_quickstart_replaces_only_its_own_output(tmp_path: Path) -> None:
     assert "no-python" in res.stderr and (earlier / ".tacl-quickstart").is_file(), res.stderr
 
 
+def test_a_rerun_replaces_the_analysis_report() -> None:
+    """The analysis refuses an --out holding a report without --overwrite, and the
+    quickstart analyses into OUT/analysis on every run: its second run failed at
+    its last step (the end-to-end test runs it once)."""
+    script = (ROOT / "scripts" / "quickstart.sh").read_text(encoding="utf-8").replace("\\\n", " ")
+    command = next(line for line in script.splitlines() if "tacl_scale.analysis selfsim" in line)
+    assert '--out "$OUT/analysis"' in command and "--overwrite" in command.split(), command
+
+
 def test_train_vocab_writes_a_bert_vocabulary(tmp_path: Path) -> None:
     from data_prep.sample_corpus import write_sample_dump
 
