@@ -10,6 +10,10 @@
 #                                                           the current directory)
 # A run replaces what an earlier quickstart wrote in OUT_DIR; a folder that holds
 # anything else is refused.
+# Environment:
+#   PY      the python with tacl-scale installed (default: the checkout's .venv, which the
+#           set-up makes; with --skip-setup and no .venv, the active virtualenv's)
+#   STEPS   training steps (default 30)
 set -euo pipefail
 source "$(dirname "$0")/usage.sh"
 SETUP=1
@@ -36,7 +40,17 @@ if foreign_folder "$OUT" "$MARKER" && ! earlier_quickstart "$OUT"; then
 fi
 cd "$(dirname "$0")/.."
 if (( SETUP )); then bash scripts/setup.sh; fi
-PY=${PY:-.venv/bin/python}
+if [[ -z ${PY:-} ]]; then
+  if [[ -x .venv/bin/python || -z ${VIRTUAL_ENV:-} ]]; then PY=.venv/bin/python; else PY=$VIRTUAL_ENV/bin/python; fi
+fi
+PY=$(command -v -- "$PY" || echo "$PY")  # a bare name (PY=python) by its path: deepspeed is beside it
+# Before anything is written: a python that is not there (no .venv after --skip-setup)
+# failed at step 1 with "No such file or directory", the marker already in OUT_DIR.
+if ! "$PY" -c "import tacl_scale" 2> /dev/null || [[ ! -x "$(dirname "$PY")/deepspeed" ]]; then
+  echo "error: PY=$PY: not a python with tacl-scale installed: run without --skip-setup (scripts/setup.sh" \
+       "makes .venv), or set PY to one" >&2
+  exit 2
+fi
 export TOKENIZERS_PARALLELISM=false TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1
 mkdir -p "$OUT"
 echo "written by scripts/quickstart.sh, which replaces what it wrote here when run again" > "$OUT/$MARKER"

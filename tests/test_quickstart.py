@@ -78,9 +78,37 @@ def test_quickstart_replaces_only_its_own_output(tmp_path: Path) -> None:
         (earlier / name).mkdir(parents=True)
     for name in ("bert-tiny.json", "vocab.txt", "build.log", "dataset.build.log", "sentences.txt"):
         (earlier / name).write_text("{}")
+    before = sorted(p.name for p in earlier.iterdir())
     res = subprocess.run(["bash", str(ROOT / "scripts/quickstart.sh"), "--skip-setup", str(earlier)], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=60)
-    assert "no-python" in res.stderr and (earlier / ".tacl-quickstart").is_file(), res.stderr
+    assert res.returncode == 2 and res.stderr.startswith(f"error: PY={tmp_path / 'no-python'}: "), res.stderr
+    assert sorted(p.name for p in earlier.iterdir()) == before  # refused before anything is written
+
+
+def test_without_a_python_it_stops_before_writing_anything(tmp_path: Path) -> None:
+    """``--skip-setup`` in a checkout without .venv failed at step 1 with ".venv/bin/python:
+    No such file or directory" (exit 127), its marker already written; with a virtualenv
+    active and no .venv, that virtualenv's python is the default."""
+    checkout = tmp_path / "checkout"
+    (checkout / "scripts").mkdir(parents=True)
+    for name in ("quickstart.sh", "usage.sh"):
+        (checkout / "scripts" / name).write_text((ROOT / "scripts" / name).read_text(encoding="utf-8"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PY", "VIRTUAL_ENV")}
+    out = tmp_path / "out"
+    res = subprocess.run(["bash", str(checkout / "scripts" / "quickstart.sh"), "--skip-setup", str(out)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert (res.returncode, res.stderr) == (2, "error: PY=.venv/bin/python: not a python with tacl-scale installed: "
+                                               "run without --skip-setup (scripts/setup.sh makes .venv), or set PY "
+                                               "to one\n")
+    assert not out.exists()
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text('#!/bin/sh\necho "venv python $*" >&2\nexit 3\n')
+    (venv / "bin" / "python").chmod(0o755)
+    res = subprocess.run(["bash", str(checkout / "scripts" / "quickstart.sh"), "--skip-setup", str(out)],
+                         cwd=tmp_path, env=env | {"VIRTUAL_ENV": str(venv)}, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 2 and res.stderr.startswith(f"error: PY={venv}/bin/python: "), res.stderr
 
 
 def test_a_rerun_replaces_the_analysis_report() -> None:
