@@ -263,6 +263,14 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokeniz
             raise BuildError(f"{directory}: already holds a dataset; pass --overwrite to replace it")
         manifest.unlink()
     elif directory.exists():
+        # --overwrite removes only the build's own files: in a model's, an export's or a
+        # run's folder the dataset would lie beside them (and the next export or job,
+        # replacing its folder whole, would delete it).
+        for marker, what in (("tacl_export.json", "an export"), ("run.json", "a training run"),
+                             ("config.json", "a model")):
+            if (directory / marker).is_file():
+                raise BuildError(f"{directory}: holds {what} ({marker}), which a dataset must not be mixed with, "
+                                 "even with --overwrite: choose another --output")
         foreign = [p.name for p in directory.iterdir() if not is_build_file(p)]
         if foreign and not config.output.overwrite:
             raise BuildError(

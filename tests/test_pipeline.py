@@ -362,6 +362,16 @@ def test_existing_dataset_is_kept_unless_overwrite(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="not empty"):
         build_dataset(tmp_path / "junk", *args)
     assert (tmp_path / "junk" / "notes.txt").read_text() == "mine"
+    # A model's, an export's or a run's folder is refused even with --overwrite (which keeps
+    # what is not the build's: the dataset went in beside the model's files).
+    for marker in ("config.json", "tacl_export.json", "run.json"):
+        folder = tmp_path / f"with-{marker}"
+        folder.mkdir()
+        (folder / marker).write_text("{}")
+        with pytest.raises(BuildError, match=f"{re.escape(str(folder))}: holds .* \\({re.escape(marker)}\\), which a "
+                                             "dataset must not be mixed with, even with --overwrite"):
+            build_dataset(folder, *args, "--overwrite")
+        assert [p.name for p in folder.iterdir()] == [marker]
 
 
 def test_failure_mid_run_leaves_no_readable_dataset(tmp_path: Path) -> None:
