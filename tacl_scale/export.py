@@ -29,11 +29,12 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from transformers import BertConfig, BertForPreTraining
-from transformers.utils import logging as transformers_logging
+
+if TYPE_CHECKING:
+    from transformers import BertForPreTraining
 
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify, verify_unrecorded
 from .cli import error_exit, make_parser
@@ -356,6 +357,9 @@ def export_weights(weights: dict[str, torch.Tensor], run_dir: Path, out: Path, s
     run = RunDir(run_dir)
     record = run.read_record()
     if record.student_config is not None:
+        # Imported here: 2 s that a refusal of the command line or of OUT need not wait for.
+        from transformers import BertConfig, BertForPreTraining
+
         # Built on the meta device and given the weights as they are: a random
         # initialisation of BERT-base alone takes seconds, for values thrown away.
         with torch.device("meta"):
@@ -388,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("output", type=Path, help="HF model directory to write")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    from transformers.utils import logging as transformers_logging
+
     # Its "Writing model shards" bar is carriage-return noise in a job's log, as in training.
     transformers_logging.disable_progress_bar()
     try:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -173,3 +175,19 @@ def test_a_dataset_built_into_an_export_is_refused(tokenizer_dir: Path, tmp_path
                                          "delete; export to a new directory"):
         export_student(student(1), out, tokenizer_dir, "second")
     assert (out / "manifest.json").is_file() and (out / "shard-00000.idx").is_file()
+
+
+def test_the_export_command_refuses_before_it_imports_transformers_models(tmp_path: Path) -> None:
+    """``tacl-export --help`` and its refusals of the command line and of OUT took
+    4-5 s on 2 cores, most of it importing transformers' models (2 s of
+    ``transformers.modeling_utils``), which only the export itself needs."""
+    probe = ("import sys\n"
+             "from tacl_scale.export import main\n"
+             "code = main(sys.argv[1:])\n"
+             "print(code, 'transformers.modeling_utils' in sys.modules)\n")
+    target = tmp_path / "a-file"
+    target.write_text("x")
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path), str(target)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split() == ["2", "False"], done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [f"error: {target}: is a file, not a directory for the export"]
