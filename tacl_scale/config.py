@@ -251,6 +251,7 @@ class DataConfig:
 
 LR_SCHEDULES = ("linear", "constant")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+TEACHER_DTYPE_NAMES = ("bf16", "fp16", "fp32")  # --teacher-dtype; tacl_scale.model.TEACHER_DTYPES maps them
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from safetensors import SafetensorError
 from transformers import BertConfig, BertForPreTraining, BertModel
 
 from .attention import register as register_attention
-from .config import MirrorConfig, ObjectiveConfig
+from .config import TEACHER_DTYPE_NAMES, MirrorConfig, ObjectiveConfig
 from .encoder import CompiledEncoder, masked_lm_loss
 from .files import first_line
 from .kernels import tacl_loss, tacl_loss_packed
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 # Objectives that read the student on the MLM-masked input (mirror reads its own views).
 MASKED_INPUT_OBJECTIVES = ("tacl", "mlm", "nsp")
-TEACHER_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+TEACHER_DTYPES = dict(zip(TEACHER_DTYPE_NAMES, (torch.bfloat16, torch.float16, torch.float32), strict=True))
 # What from_pretrained loads a model directory's weights from (whole or sharded).
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")

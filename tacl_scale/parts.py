@@ -59,6 +59,7 @@ from .data.shuffle import BatchLayout, BatchShapeError, GlobalOrder
 from .data.views import MirrorViews
 from .distributed import Distributed
 from .encoder import CompiledEncoder, expect_cuda_graphs
+from .errors import TrainError
 from .export import export_student
 from .flops import peak_flops
 from .kernels.tacl_loss import impl_unavailable
@@ -84,16 +85,6 @@ from .vocab import first_difference, vocabulary
 
 log = logging.getLogger("tacl_scale.trainer")
 T = TypeVar("T")
-
-
-class TrainError(RuntimeError):
-    """Training refused to start or cannot go on; the message says why. Every rank
-    raises it alike, and rank 0 says it."""
-
-
-class RankError(TrainError):
-    """What failed on this rank alone (its batch, its checkpoint files): the rank
-    says it; the launcher then stops the others."""
 
 
 def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,

@@ -55,6 +55,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         LR_SCHEDULES,
         POOLINGS,
         PRECISIONS,
+        TEACHER_DTYPE_NAMES,
         CheckpointConfig,
         DataConfig,
         MirrorConfig,
@@ -64,7 +65,6 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
         TrainConfig,
     )
     from tacl_scale.kernels.tacl_loss import IMPLEMENTATIONS
-    from tacl_scale.model import TEACHER_DTYPES
     from tacl_scale.recipes import RECIPES
     from tacl_scale.recipes import describe as describe_recipes
 
@@ -104,7 +104,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
                    help="behave as the paper's released code, not Eq. 1 as written: padding columns are TaCL "
                    "negatives, the teacher's dropout is on while training, the teacher in fp32; batches padded "
                    "to the dataset's max length (docs/design.md)")
-    p.add_argument("--teacher-dtype", choices=sorted(TEACHER_DTYPES), default=None,
+    p.add_argument("--teacher-dtype", choices=TEACHER_DTYPE_NAMES, default=None,
                    help="teacher precision (default: fp16 on CUDA, fp32 on the CPU)")
     p.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default: {OptimConfig.lr})")
     p.add_argument("--weight-decay", type=float, default=None,
@@ -250,23 +250,28 @@ def main(argv: list[str] | None = None) -> int:
     with CtrlC() as ctrl_c:  # Ctrl-C: Interrupted, not the interpreter's KeyboardInterrupt
         try:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-            from transformers.utils import logging as transformers_logging
-
             from tacl_scale.cli import UsageError, error_exit
             from tacl_scale.config import ConfigError
-            from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
+            from tacl_scale.distributed import DistributedError, LaunchEnv
+            from tacl_scale.errors import RankError, TrainError
             from tacl_scale.files import describe_os_error, first_line
-            from tacl_scale.trainer import RankError, Trainer, TrainError
 
-            # Its "Loading weights" / "Writing model shards" bars, one per rank, are
-            # carriage-return noise in a job's log; the trainer logs what it loads.
-            transformers_logging.disable_progress_bar()
             env = LaunchEnv()
             trainer = None
             try:
                 env = LaunchEnv.from_environ(os.environ)
                 quiet_other_ranks(env.rank)
                 config = parse_args(argv)
+                # The training stack (transformers' models, DeepSpeed) only now: --help and a
+                # refused flag did not wait the seconds it takes to import.
+                from transformers.utils import logging as transformers_logging
+
+                from tacl_scale.distributed import Distributed
+                from tacl_scale.trainer import Trainer
+
+                # Its "Loading weights" / "Writing model shards" bars, one per rank, are
+                # carriage-return noise in a job's log; the trainer logs what it loads.
+                transformers_logging.disable_progress_bar()
                 note = config.engine.trainer_settings_note()
                 if note and env.rank == 0:
                     logging.getLogger("tacl_scale.train").warning("%s", note)

@@ -32,12 +32,13 @@ from .data.manifest import DatasetError
 from .data.shuffle import DIGEST_MODULUS, sample_digest
 from .distributed import Distributed
 from .encoder import new_micro_batch
+from .errors import RankError, TrainError
 from .evaluation import evaluate, layer_self_similarity
 from .export import engine_master_weights, export_weights
 from .files import describe_write_error
 from .flops import mfu, step_flops
 from .model import teacher_states
-from .parts import RankError, RunParts, TrainError, TrainState, build_run
+from .parts import RunParts, TrainState, build_run
 from .preemption import StopRequest
 from .run_dir import RunDir
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import re
+import subprocess
+import sys
 
 import pytest
+from conftest import ROOT
 
 from tacl_scale.cli import HelpFormatter, make_parser, plain_text
 
@@ -140,3 +143,21 @@ def test_a_usage_line_names_the_console_script_that_ran(monkeypatch: pytest.Monk
     assert parsers["tacl-export"].prog == "python -m tacl_scale.export"
     assert parsers["tacl-train"].prog == "deepspeed tacl_scale/train.py"
     assert parsers["tacl-analyze selfsim"].prog.startswith("python -m tacl_scale.analysis selfsim")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--bogus"], ["--ds", "ds_configs/cpu.json", "--lr", "nan"]])
+def test_train_settles_its_command_line_before_it_imports_the_training_stack(args: list[str]) -> None:
+    """``--help`` and a refused flag took 4 s on 2 cores, importing transformers' models
+    and DeepSpeed first: the command line is settled before them (torch alone is
+    left, for the launch environment)."""
+    probe = ("import sys\n"
+             "from tacl_scale.train import main\n"
+             "try:\n"
+             "    code = main(sys.argv[1:])\n"
+             "except SystemExit as done:\n"
+             "    code = done.code\n"
+             "heavy = sorted(m for m in ('transformers.modeling_utils', 'deepspeed') if m in sys.modules)\n"
+             "print('RESULT', code, *heavy, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = done.stderr.strip().splitlines()[-1]
+    assert result == f"RESULT {0 if args == ['--help'] else 2}", done.stderr[-2000:]
