@@ -247,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     stop_request = StopRequest.install()  # first: a signal from here on is a request to checkpoint
     env: Any = None
     config: TrainConfig | None = None
+    building = False  # from Trainer.build on: the run directory may hold what this job wrote
     with CtrlC() as ctrl_c:  # Ctrl-C: Interrupted, not the interpreter's KeyboardInterrupt
         try:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -276,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
                 if note and env.rank == 0:
                     logging.getLogger("tacl_scale.train").warning("%s", note)
                 dist = Distributed.setup(env)
+                building = True
                 try:
                     trainer = Trainer.build(config, dist, stop_request)
                     trainer.train()
@@ -297,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"error: {err}", file=sys.stderr)
                 return EXIT_ERROR
             except OSError as err:  # writing the run directory (a full disk, a permission)
+                if not building:
+                    raise  # importing the training stack (a broken library): the traceback is the report
                 where = err.filename or (config.output if config is not None else "the run directory")
                 return error_exit(f"{_rank_prefix(env)}{where}: {describe_os_error(err)}")
             except RuntimeError as err:
@@ -319,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             ctrl_c.ignore()  # the run has stopped: its one line, uninterrupted
             if env is None or env.rank == 0:
-                print(_interrupted(config, argv, env), file=sys.stderr, flush=True)
+                # Before the run is built nothing was written: the newest checkpoint of
+                # whatever --output names may be another run's.
+                print(_interrupted(config if building else None, argv, env), file=sys.stderr, flush=True)
             return EXIT_INTERRUPTED
     return 0
 
@@ -375,7 +381,8 @@ def _interrupted(config: TrainConfig | None, argv: list[str] | None, env: Any) -
     root = RunDir(config.output).checkpoints
     newest, _ = checkpoint.newest_verified_tag(root) if root.is_dir() else (None, [])
     args = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--resume" and not a.startswith("--local_rank")]
-    launcher = ["tacl-train"] if env is not None and env.standalone else ["deepspeed", "tacl_scale/train.py"]
+    # The module form runs from any directory (the script form from the checkout alone).
+    launcher = ["tacl-train"] if env is not None and env.standalone else ["deepspeed", "--module", "tacl_scale.train"]
     # --resume either way: the run directory may hold this run's run.json already, which a
     # command without it refuses; with no checkpoint, --resume starts at step 0.
     command = shlex.join([*launcher, *args, "--resume"])

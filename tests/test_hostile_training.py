@@ -306,8 +306,27 @@ def test_ctrl_c_before_the_first_checkpoint_names_a_command_that_starts_again(tm
                      f"tacl-train {' '.join(argv)} --resume")
     two_ranks = _interrupted(config, [*argv, "--local_rank=1"], LaunchEnv(1, 1, 2, "127.0.0.1", "29500"))
     assert two_ranks == (f"interrupted; {tmp_path / 'run'} has no checkpoint yet: start it again from step 0 with "
-                         f"deepspeed tacl_scale/train.py {' '.join(argv)} --resume (with this job's launcher "
-                         "options: it ran on 2 ranks)")
+                         f"deepspeed --module tacl_scale.train {' '.join(argv)} --resume (with this job's "
+                         "launcher options: it ran on 2 ranks)")
+
+
+def test_ctrl_c_before_the_run_is_built_says_nothing_was_written(tiny_bert_file: Path, zh_dataset: Path,
+                                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line is settled before the training stack is imported: a Ctrl-C
+    in those seconds named a resume command (and, for an --output holding another
+    run, that run's newest checkpoint) although this job had written nothing."""
+    from tacl_scale.distributed import Distributed
+
+    def interrupted(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Distributed, "setup", staticmethod(interrupted))
+    code, stderr = main_in_this_process(["--recipe", "tiny-cpu", *common(zh_dataset, tiny_bert_file, tmp_path / "run", 3)],
+                                        capsys)
+    assert (code, stderr.strip().splitlines()[-1]) == (130, "interrupted before training started; nothing was "
+                                                             "written")
+    assert not (tmp_path / "run").exists()
 
 
 def test_ctrl_c_inside_code_run_by_exec_still_exits_130(tmp_path: Path) -> None:
