@@ -56,10 +56,11 @@ MARKER_SUFFIX = ".done.json"
 ENTRIES_DIR = "entries"
 LAST_PROGRESS = "progress.last"
 # Settings that do not change what a build makes: whether an old dataset may be
-# replaced, and how the inputs were spelled (a quoted glob, or the files the shell
-# expanded it to); the files they expand to are compared instead (the units, and
-# each input's path and size).
-NOT_DETERMINING = ("output.overwrite", "input.patterns")
+# replaced, how the inputs were spelled (a quoted glob, or the files the shell
+# expanded it to) and where the tokenizer file is; the files the inputs expand to
+# are compared instead (the units, and each input's path and size), and the
+# tokenizer by its sha256.
+NOT_DETERMINING = ("output.overwrite", "input.patterns", "tokenizer.path")
 # A dataset's own files: its shards' (shard-NNNNN.*, validation-NNNNN.*), as shard_name names them.
 _SHARD_FILE = re.compile("|".join(re.escape(shard_name(0, split)).replace("00000", r"\d{5}") + r"\..+"
                                   for split in SPLITS))
@@ -184,6 +185,8 @@ class Workspace:
             if gone := sorted(set(recorded_inputs) - set(inputs)):
                 return (f"{gone[0]}: an input of the interrupted build that this build does not read (its parts "
                         f"were made from other inputs); {again}")
+            if problem := _changed_input(record, inputs):  # before the units: a dump cut anew has other streams
+                return problem
             if record.get("fingerprint") != digest:  # same settings and files, other units
                 return (f"{self.root}: its parts were made from other work units of the same inputs (a multistream "
                         f"index beside a dump appeared, went or changed); {again}")
@@ -192,11 +195,7 @@ class Workspace:
         if record.get("tokenizer_sha256") != tokenizer_sha256:
             return ("the tokenizer's file changed since the interrupted build (its sha256 differs): its parts hold "
                     "the old ids; drop --resume to start over")
-        changed = [path for path, stat in inputs.items() if record.get("inputs", {}).get(path) != stat]
-        if changed:
-            return (f"{changed[0]} changed since the interrupted build (size or modification time)"
-                    f"{f' (and {len(changed) - 1} more)' if len(changed) > 1 else ''}: drop --resume to start over")
-        return None
+        return _changed_input(record, inputs)
 
     def discard_incomplete(self) -> tuple[int, int]:
         """Remove everything but the completed parts (the files their markers
@@ -265,6 +264,16 @@ class Workspace:
         """The records of every shard built so far."""
         return [ShardRecord.from_json(json.loads(p.read_text(encoding="utf-8")))
                 for p in sorted((self.root / ENTRIES_DIR).glob("*.json"))]
+
+
+def _changed_input(record: dict[str, Any], inputs: dict[str, list[int]]) -> str | None:
+    """Which input the interrupted build of ``record`` read at another size or
+    modification time than ``inputs`` give now, in words, or None."""
+    changed = [path for path, stat in inputs.items() if record.get("inputs", {}).get(path) != stat]
+    if not changed:
+        return None
+    return (f"{changed[0]} changed since the interrupted build (size or modification time)"
+            f"{f' (and {len(changed) - 1} more)' if len(changed) > 1 else ''}: drop --resume to start over")
 
 
 def input_stats(units: Iterable[WorkUnit]) -> dict[str, list[int]]:

@@ -156,3 +156,28 @@ def test_a_build_record_without_settings_resumes_by_its_fingerprint(tmp_path: Pa
     assert legacy != fingerprint(config, units)
     assert workspace.resumable(fingerprint(config, units), {}, "0" * 64, {}, legacy_digest=legacy) is None
     assert "other settings or inputs" in str(workspace.resumable("another", {}, "0" * 64, {}, legacy_digest="other"))
+
+
+def test_the_tokenizer_is_known_by_its_bytes_not_by_how_its_path_was_spelled(
+        tmp_path: Path, corpus: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--tokenizer vocab.txt`` and ``--tokenizer ./vocab.txt`` (or a copy elsewhere)
+    are the same tokenizer, as its sha256 says: a resume was refused as "other
+    settings (tokenizer.path ...)"; a file of other bytes is still refused."""
+    (tmp_path / "vocab.txt").write_bytes(ZH_VOCAB.read_bytes())
+    respelled = [*ARGS[:ARGS.index("--tokenizer")], *ARGS[ARGS.index("--tokenizer") + 2:]]
+
+    def build_with(output: Path, tokenizer: str, resume: bool = False) -> Path:
+        command = parse_args(["--input", *QUOTED, "--output", str(output), *respelled, "--tokenizer", tokenizer])
+        return run_build(command.config, command.beam_args, resume)
+
+    finished = build_with(tmp_path / "ds", "vocab.txt")
+    assert build_with(tmp_path / "ds", "./vocab.txt", resume=True) == finished
+    assert build_with(tmp_path / "ds", str(ZH_VOCAB), resume=True) == finished
+    out = tmp_path / "interrupted"
+    interrupted_before_the_manifest(out, QUOTED, monkeypatch)  # with --tokenizer ZH_VOCAB
+    build_with(out, "./vocab.txt", resume=True)
+    assert (out / "manifest.json").is_file()
+    other = tmp_path / "other-vocab.txt"
+    other.write_bytes(ZH_VOCAB.read_bytes() + b"extra\n")
+    with pytest.raises(BuildError, match="built with another tokenizer file"):
+        build_with(tmp_path / "ds", str(other), resume=True)
