@@ -393,7 +393,9 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     if problem := output_problem(run.path, config.data.paths, config.model):
         raise TrainError(problem)
     if run.has_record() and not config.checkpoint.resume:
-        if (held := holder(run.path)) is not None:  # said first: with --resume, the lock would refuse it
+        # Said first (with --resume the lock would refuse it); asked on rank 0 alone: a probe
+        # takes the lock for an instant, so the ranks' probes saw each other's as a holder.
+        if (held := on_main(dist, lambda: holder(run.path))) is not None:
             raise TrainError(f"{run.path}: holds a run in use by {held}; wait for it to end (or stop it), then "
                              "pass --resume to continue it, or choose another --output")
         raise TrainError(f"{run.path}: holds another run ({RUN_FILE}); pass --resume to continue it "
