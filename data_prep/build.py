@@ -36,6 +36,7 @@ from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.files import output_directory_problem
 from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError, holder
 from tacl_scale.preemption import CtrlC, uninterrupted
+from tacl_scale.run_dir import EXPORT_MARKER, RUN_FILE, container_problem
 
 from .build_log import build_logging
 from .config import (
@@ -263,14 +264,6 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokeniz
             raise BuildError(f"{directory}: already holds a dataset; pass --overwrite to replace it")
         manifest.unlink()
     elif directory.exists():
-        # --overwrite removes only the build's own files: in a model's, an export's or a
-        # run's folder the dataset would lie beside them (and the next export or job,
-        # replacing its folder whole, would delete it).
-        for marker, what in (("tacl_export.json", "an export"), ("run.json", "a training run"),
-                             ("config.json", "a model")):
-            if (directory / marker).is_file():
-                raise BuildError(f"{directory}: holds {what} ({marker}), which a dataset must not be mixed with, "
-                                 "even with --overwrite: choose another --output")
         foreign = [p.name for p in directory.iterdir() if not is_build_file(p)]
         if foreign and not config.output.overwrite:
             raise BuildError(
@@ -285,6 +278,21 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokeniz
     workspace.start_run(digest, units, inputs, tokenizer_sha256, settings)
 
 
+def model_folder_problem(output: Path) -> str | None:
+    """Why ``output`` may not hold a dataset, or None: it is (or is inside) a model's,
+    an export's or a training run's folder. ``--overwrite`` removes only the build's
+    own files, so the dataset would lie beside the model's; and the next export, or
+    the run's checkpoint rotation and end-of-run export, replaces its folder whole,
+    dataset and all."""
+    if problem := container_problem(output, own_export=False):
+        return problem
+    for marker, what in ((EXPORT_MARKER, "an export"), (RUN_FILE, "a training run"), ("config.json", "a model")):
+        if (output / marker).is_file():
+            return (f"{output}: holds {what} ({marker}), which a dataset must not be mixed with, even with "
+                    "--overwrite: choose another --output")
+    return None
+
+
 def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: bool = False) -> Path:
     """Check the inputs, run the Beam pipeline, return the manifest path. Raises
     :class:`BuildError` with a message naming the file and the problem. ``resume``
@@ -292,7 +300,8 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     output directory is locked for the build's duration."""
     beam_args = list(beam_args or [])
     if problem := (output_directory_problem(config.output.directory, "a dataset directory")
-                   or output_among_inputs(config.output.directory, list(config.input.patterns), directory=True)):
+                   or output_among_inputs(config.output.directory, list(config.input.patterns), directory=True)
+                   or model_folder_problem(Path(config.output.directory))):
         raise BuildError(problem)
     try:
         paths = expand_inputs(list(config.input.patterns))

@@ -41,13 +41,19 @@ from .cli import error_exit, make_parser
 from .data.manifest import MANIFEST_NAME, NO_VOCABULARY, TOKENIZER_FILES, holds_a_vocabulary
 from .files import os_error_line, output_directory_problem
 from .preemption import ctrl_c_ends, uninterrupted
-from .run_dir import CHECKPOINT_RECORD, CHECKPOINTS_DIR, LATEST, RUN_FILE, RunDir, snapshot_tokenizer
+from .run_dir import (  # EXPORT_MARKER and container_problem: where data_prep can ask them too
+    CHECKPOINT_RECORD,
+    CHECKPOINTS_DIR,
+    EXPORT_MARKER,
+    LATEST,
+    RUN_FILE,
+    RunDir,
+    container_problem,
+    snapshot_tokenizer,
+)
 
 log = logging.getLogger("tacl_scale.export")
 
-# Written into every export: what tells an earlier export, which a new one may
-# replace, from any other directory, which it may not.
-EXPORT_MARKER = "tacl_export.json"
 MODULE_PREFIX = "student."  # the student's parameters inside the engine's PretrainingModule
 # The names an export writes whatever its marker records: Hugging Face's weights and
 # config in any sharding (a differently sharded earlier export leaves other shard
@@ -119,30 +125,6 @@ def vocabulary_problem(tokenizer_dir: Path) -> str | None:
         return None
     return (f"{tokenizer_dir}: {NO_VOCABULARY}: a model exported without it cannot tokenize; copy the dataset's "
             "tokenizer/ files into it")
-
-
-def container_problem(out: Path, runs_and_datasets: bool = True) -> str | None:
-    """Why ``out`` may not be made inside a directory that holds it, or None: inside
-    an export (replaced whole by the next one) and, with ``runs_and_datasets``, a
-    training run (whose checkpoints and export training rotates and replaces; its
-    own ``export`` is allowed) or a dataset."""
-    absolute = Path(os.path.abspath(out))
-    for above in absolute.parents:
-        if (above / EXPORT_MARKER).is_file():
-            return (f"{out}: inside the export {above}, which the next export there replaces whole: choose a place "
-                    "outside it")
-        if not runs_and_datasets:
-            continue
-        run = RunDir(above)
-        if run.has_record() and absolute != run.export:
-            return (f"{out}: inside the training run {above}, whose checkpoints and export training rotates and "
-                    f"replaces: choose a place outside it ({run.export} is the run's own export)")
-        # Shards as well as the manifest: every directory above is asked, and a stray
-        # manifest.json (a web project's, $HOME's) must not forbid everything under it.
-        # run_dir.output_problem asks of the one directory given and refuses on the manifest alone.
-        if (above / MANIFEST_NAME).is_file() and any(above.glob("shard-*.idx")):
-            return f"{out}: inside the dataset {above}: choose a place outside it"
-    return None
 
 
 def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, source: str | os.PathLike,

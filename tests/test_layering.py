@@ -35,7 +35,7 @@ def test_training_never_imports_data_prep() -> None:
 # What data_prep may import of tacl_scale beside tacl_scale.data: helpers that need
 # nothing of the training stack (docs/design.md, "Layering").
 SHARED_WITH_DATA_PREP = {"tacl_scale", "tacl_scale.cli", "tacl_scale.files", "tacl_scale.locking",
-                         "tacl_scale.preemption", "tacl_scale.vocab"}
+                         "tacl_scale.preemption", "tacl_scale.run_dir", "tacl_scale.vocab"}
 
 
 def test_data_prep_imports_only_the_data_layer_and_the_shared_helpers() -> None:

@@ -372,6 +372,17 @@ def test_existing_dataset_is_kept_unless_overwrite(tmp_path: Path) -> None:
                                              "dataset must not be mixed with, even with --overwrite"):
             build_dataset(folder, *args, "--overwrite")
         assert [p.name for p in folder.iterdir()] == [marker]
+    # ... and so is a place inside one, even a folder that is not there yet: the run's
+    # export at its end (or its checkpoint rotation), or the next export, replaces it whole.
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text("{}")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "tacl_export.json").write_text("{}")
+    for inside in (run / "export" / "ds", run / "checkpoints" / "ds", run / "export", tmp_path / "model" / "ds"):
+        with pytest.raises(BuildError, match=f"^{re.escape(str(inside))}: inside the (training run|export) "):
+            build_dataset(inside, *args)
+        assert not inside.exists()
 
 
 def test_failure_mid_run_leaves_no_readable_dataset(tmp_path: Path) -> None:
