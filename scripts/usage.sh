@@ -5,9 +5,10 @@
 # left to the job.
 
 # print_header FILE: FILE's header comment (the comment lines after its first line, up
-# to the first line that is not a comment), without the leading "# ".
+# to the first line that is not a comment or is a job script's #SBATCH directive),
+# without the leading "# ".
 print_header() {
-  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1"
+  sed -n '2,/^\([^#]\|#SBATCH\)/{/^#SBATCH/d;/^#/s/^# \{0,1\}//p}' "$1"
 }
 
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then

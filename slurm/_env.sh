@@ -48,7 +48,9 @@ help_if_asked() {
   shift
   for arg in "$@"; do
     if [[ $arg == -h || $arg == --help ]]; then
-      print_header "$0"
+      # A wrapper (pretrain_base.sh) names itself: its usage, then the shared body's variables.
+      print_header "${TACL_JOB_SCRIPT:-$0}"
+      if [[ -n ${TACL_JOB_SCRIPT:-} && $TACL_JOB_SCRIPT != "$0" ]]; then echo; print_header "$0"; fi
       echo
       # shellcheck disable=SC2086  # COMMAND's words, split on purpose
       exec python $command --help

@@ -6,18 +6,21 @@
 # Arguments are train.py flags; each one given replaces the recipe's value (--help: this,
 # then train.py's flags; nothing starts).
 # Environment (all optional):
-#   TACL_HOME   checkout to run from (default: the directory sbatch was called in)
+#   TACL_HOME   checkout to run from (default: the directory sbatch was called in; run
+#               with bash outside sbatch, the script's own checkout)
 #   VENV        virtualenv to activate (default $TACL_HOME/.venv); CONDA_ENV: a conda env instead
 #   LAUNCHER    srun (default: one task per GPU through srun) | deepspeed (DeepSpeed's
 #               multi-node runner with a hostfile generated from the allocation; needs
 #               passwordless ssh/pdsh between the nodes); any other value is refused
 #   SIZE        base | large (set by the wrapper scripts); LANG_CODE en | zh (base only:
-#               the large recipe is English only, and refuses LANG_CODE=zh)
+#               the large recipe is English only, and refuses LANG_CODE=zh; with a RECIPE
+#               or a --recipe argument, which names the recipe, LANG_CODE is not used)
 #   RECIPE      the train.py --recipe (default: tacl-large-en; tacl-base-en or tacl-base-zh
 #               by LANG_CODE); `python -m tacl_scale.recipes` lists them
 #   MASTER_PORT rendezvous port (default 20000 + job id mod 10000)
-# A VENV, CONDA_ENV, LAUNCHER, SIZE or LANG_CODE it cannot use stops the job (status 2)
-# before anything is written, with one line naming it.
+# A VENV, CONDA_ENV, LAUNCHER, SIZE, LANG_CODE or RECIPE it cannot use, a train.py flag
+# train.py refuses, or a run outside a Slurm job stops it (status 2) before anything is
+# written, with one line naming it.
 set -euo pipefail
 # shellcheck disable=SC1091
 source "${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}/slurm/_env.sh"
@@ -67,15 +70,21 @@ ARGS=(--recipe "$RECIPE" "$@" --resume)
 WORLD=${SLURM_NTASKS:-1}
 # NUL-separated: the run directory is a path, which may hold spaces (read one by one:
 # `mapfile -d` needs bash 4.4, and clusters still run 4.2).
-VALUES=()
-while IFS= read -r -d '' value; do VALUES+=("$value"); done < <(python - "$WORLD" "${ARGS[@]}" <<'PYCODE'
+# Through a file, not a pipe: the check's exit status says whether it refused (its own
+# one line above) or not.
+VALUES_FILE=$(mktemp)
+trap 'rm -f "$VALUES_FILE"' EXIT
+if ! python - "$WORLD" "${ARGS[@]}" > "$VALUES_FILE" <<'PYCODE'
 import sys
-values, sys.stdout = sys.stdout, sys.stderr  # only the values go to `read`; anything else is said
+values, sys.stdout = sys.stdout, sys.stderr  # only the values go to the file; anything else is said
 from tacl_scale.cli import UsageError
 from tacl_scale.config import ConfigError
 from tacl_scale.data.shuffle import BatchLayout, BatchShapeError
+from tacl_scale.recipes import RECIPES
 from tacl_scale.run_dir import PREEMPTED_MARKER, missing_input
 from tacl_scale.train import parse_args
+if sys.argv[3] not in RECIPES:  # the script's own names are recipes: this one is the RECIPE variable's
+    sys.exit(f"error: RECIPE={sys.argv[3]}: no such recipe; known: {', '.join(sorted(RECIPES))}")
 try:
     world, config = int(sys.argv[1]), parse_args(sys.argv[2:])
 except (UsageError, ConfigError) as err:  # a bad flag, an unreadable --ds config: train.py's own line
@@ -91,9 +100,14 @@ fields = (config.output, optim.batch_size, optim.micro_batch_size or "auto",
           layout.accumulation if optim.micro_batch_size else "auto", PREEMPTED_MARKER, config.recipe)
 values.write("".join(f"{field}\0" for field in fields))
 PYCODE
-)
-if (( ${#VALUES[@]} != 6 )); then
-  echo "error: the job stops before training: train.py refuses these flags (above): ${ARGS[*]}" >&2
+then
+  exit 2  # the check's one line (or, for a defect, its traceback) is above
+fi
+VALUES=()
+while IFS= read -r -d '' value; do VALUES+=("$value"); done < "$VALUES_FILE"
+if [[ -z ${SLURM_JOB_NODELIST:-} ]]; then  # before the run directory and its log are made
+  echo "error: not inside a Slurm job (SLURM_JOB_NODELIST is unset): submit it with sbatch, or train without" \
+       "Slurm with deepspeed --module tacl_scale.train ${ARGS[*]} (docs/training.md)" >&2
   exit 2
 fi
 RUN_DIR=${VALUES[0]} BATCH=${VALUES[1]} MICRO=${VALUES[2]} ACCUMULATION=${VALUES[3]} MARKER=${VALUES[4]}

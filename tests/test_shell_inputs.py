@@ -304,3 +304,47 @@ def test_the_header_comment_is_printed_by_one_function() -> None:
     holding = [p.name for p in scripts if re.search(r"s/\^# \\\{0,1\\\}//p", p.read_text(encoding="utf-8"))]
     assert holding == ["usage.sh"]
     assert "print_header" in (ROOT / "slurm" / "_env.sh").read_text(encoding="utf-8")
+
+
+# --- slurm/pretrain_*.sh: where it runs from, RECIPE, outside Slurm ---------------------
+
+
+@pytest.mark.slow  # starts bash (and python)
+def test_a_training_job_finds_its_checkout_or_says_it_cannot(tmp_path: Path) -> None:
+    """Run with bash from another directory, ``--help`` said "./slurm/_pretrain.sh: No
+    such file or directory" (127): outside sbatch the script's own checkout is the
+    default; a TACL_HOME that is no checkout is one line."""
+    env = job_env()
+    del env["TACL_HOME"]
+    env.pop("SLURM_SUBMIT_DIR", None)
+    done = subprocess.run(["bash", str(ROOT / "slurm" / "pretrain_base.sh"), "--help"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("TaCL-base, English"), done.stderr
+    done = subprocess.run(["bash", str(ROOT / "slurm" / "pretrain_large.sh"), "--help"], cwd=tmp_path,
+                          env=env | {"TACL_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (2, f"error: {tmp_path} is not a tacl-scale checkout (no "
+                                                 "slurm/_pretrain.sh): submit the job from the checkout, or set "
+                                                 "TACL_HOME to it\n")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow  # starts bash (and python)
+@pytest.mark.parametrize(("variables", "said"), [
+    ({"RECIPE": "bogus", "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "localhost"},
+     "error: RECIPE=bogus: no such recipe; known: tacl-base-en, tacl-base-zh, tacl-large-en, tiny-cpu"),
+    ({}, "error: not inside a Slurm job (SLURM_JOB_NODELIST is unset): submit it with sbatch, or train without "
+         "Slurm with deepspeed --module tacl_scale.train --recipe tacl-base-en --data {tmp}/data --model "
+         "{tmp}/model --output {tmp}/run --resume (docs/training.md)"),
+])
+def test_a_training_job_it_cannot_run_stops_in_one_line_before_anything_is_written(
+        variables: dict[str, str], said: str, tmp_path: Path) -> None:
+    """``RECIPE=bogus`` was argparse's "argument --recipe: invalid choice" (no word of
+    RECIPE) under a second line blaming the flags; outside Slurm the job made its run
+    directory and log, then stopped on "SLURM_JOB_NODELIST: unbound variable"."""
+    for name in ("data", "model"):
+        (tmp_path / name).mkdir()
+    done = subprocess.run(["bash", str(ROOT / "slurm" / "pretrain_base.sh"), "--data", str(tmp_path / "data"),
+                           "--model", str(tmp_path / "model"), "--output", str(tmp_path / "run")], cwd=tmp_path,
+                          env=job_env(**variables), capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr.splitlines()) == (2, [said.format(tmp=tmp_path)]), done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "model"]
