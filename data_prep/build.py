@@ -426,17 +426,18 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
     try:
         pipeline = beam.Pipeline(runner=_runner(options, len(config.output.shard_keys)), options=options)
         build_pipeline(pipeline, units, config, facts)
-        result = pipeline.run()
-        client = getattr(result, "client", None)  # the DaskRunner's, which it leaves open
-        try:
-            if client is not None:
-                advice = dask_runner.worker_advice(client.run(dask_runner.worker_settings))
-                if advice is not None:
-                    log.warning("%s", advice)
-            result.wait_until_finish()
-        finally:
-            if client is not None:
-                client.close()
+        with _driver_progress(options, Workspace(config.output.directory)):
+            result = pipeline.run()
+            client = getattr(result, "client", None)  # the DaskRunner's, which it leaves open
+            try:
+                if client is not None:
+                    advice = dask_runner.worker_advice(client.run(dask_runner.worker_settings))
+                    if advice is not None:
+                        log.warning("%s", advice)
+                result.wait_until_finish()
+            finally:
+                if client is not None:
+                    client.close()
         with writing(config.output.directory):
             manifest = finalize(config, facts, context, recorded_directory=str(final))
     except Exception as err:
@@ -545,6 +546,27 @@ def _runner(options: Any, shards: int) -> Any:
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
     )
     return fn_runner.FnApiRunner(provision_info=provision)
+
+
+def workers_log_to_driver(options: Any) -> bool:
+    """Whether the runner the options name brings its workers' log records to the
+    driver's logging (the DirectRunner, in-process or relaying its worker processes'),
+    so that their progress lines reach the console and the runner log. Dask's, Flink's,
+    Spark's and Dataflow's workers keep theirs."""
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    return options.view_as(StandardOptions).runner in (None, "DirectRunner", "direct")
+
+
+def _driver_progress(options: Any, workspace: Workspace) -> contextlib.AbstractContextManager[Any]:
+    """Around the pipeline's run: the driver's own progress lines
+    (:class:`data_prep.pipeline.DriverProgress`) where the workers' do not reach it;
+    nothing on the DirectRunner, whose workers' lines do (each said once)."""
+    from .pipeline import DriverProgress
+
+    if workers_log_to_driver(options):
+        return contextlib.nullcontext()
+    return DriverProgress(workspace)
 
 
 # The errors whose message names the input file and the problem.

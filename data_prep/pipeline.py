@@ -83,6 +83,80 @@ def _log_progress(workspace: Workspace, reused: bool = False) -> None:
     log.info("progress: %s", workspace.progress_line())
 
 
+# How often the driver's reporter looks at the markers' directory (a listing, no
+# marker read) for a unit done since its last line or for the end of the stage.
+DRIVER_POLL_S = 1.0
+
+
+class DriverProgress:
+    """The build-wide progress line, logged by the driver from the markers in
+    ``_tmp/``, for runners whose workers' logs stay with them (Dask, Flink, Spark):
+    there a worker's :func:`_log_progress` line never reached the console or the
+    runner log. On the DirectRunner the workers' lines reach the driver; this is not
+    used there, so that nothing is said twice.
+
+    A context manager around the pipeline's run: a daemon thread that looks every
+    ``poll_s`` seconds and logs a line when a unit was done since its last one and
+    that was ``every_s`` (default :data:`PROGRESS_EVERY_S`) ago or more (or it has
+    none yet), and the stage's last line once, when every unit is done, then ends.
+    Units already done when it starts (a resumed build's reused ones) get no line but
+    that last. Leaving the block stops and joins the thread; a block left without an
+    error also logs the last line if the thread had not yet; one left by an error or
+    Ctrl-C logs nothing more. Reading the markers never fails the build."""
+
+    def __init__(self, workspace: Workspace, every_s: float | None = None, poll_s: float | None = None) -> None:
+        self.workspace = workspace
+        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
+        self.poll_s = min(DRIVER_POLL_S if poll_s is None else poll_s, self.every_s)
+        self.finished = False  # the stage's last line is said
+        self._last_done = 0
+        self._logged_at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="driver-progress", daemon=True)
+
+    def __enter__(self) -> DriverProgress:
+        counted = self._count()
+        self._last_done = counted[0] if counted is not None else 0
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        if exc_type is None:  # the pipeline has ended: its last line if the thread had not said it
+            self.check(last_only=True)
+
+    def _count(self) -> tuple[int, int] | None:
+        # A _tmp/ that is gone (the build failed and removed it, or finished) or a
+        # shared file system that fails a listing: no line, never an error.
+        try:
+            return self.workspace.units_done()
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def _watch(self) -> None:
+        while not self.finished and not self._stop.wait(self.poll_s):
+            self.check()
+
+    def check(self, last_only: bool = False) -> None:
+        """Log the progress line if it is due (see the class docstring);
+        ``last_only``: only the stage's last one."""
+        if self.finished or (counted := self._count()) is None:
+            return
+        done, units = counted
+        now = time.monotonic()
+        last = done >= units
+        due = done > self._last_done and (self._logged_at is None or now - self._logged_at >= self.every_s)
+        if not (last or (due and not last_only)):
+            return
+        try:
+            line = self.workspace.progress_line()
+        except (OSError, ValueError, KeyError):  # as in _count: a marker read as _tmp/ goes
+            return
+        self.finished, self._last_done, self._logged_at = last, done, now
+        log.info("progress: %s", line)
+
+
 class PrepareDocuments(beam.DoFn):
     """Read one work unit, clean, split and tokenize its documents, and spill them
     to one part file; emit ``(shard, part prefix)`` for each shard it touches. Its

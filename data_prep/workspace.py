@@ -214,13 +214,19 @@ class Workspace:
             removed += path.name != LAST_PROGRESS  # no part's: gone so that this run writes its own last line
         return len(markers), removed
 
-    def all_units_done(self) -> bool:
-        """Whether every work unit of this run has its marker (a directory listing;
-        no marker is read)."""
+    def units_done(self) -> tuple[int, int]:
+        """(work units with a marker, work units of this run): a directory listing; no
+        marker is read."""
         record = json.loads((self.root / BUILD_RECORD).read_text(encoding="utf-8"))
         with os.scandir(self.root) as entries:
             done = sum(1 for e in entries if e.name.startswith("part-") and e.name.endswith(MARKER_SUFFIX))
-        return done >= record["units"]
+        return done, record["units"]
+
+    def all_units_done(self) -> bool:
+        """Whether every work unit of this run has its marker (a directory listing;
+        no marker is read)."""
+        done, units = self.units_done()
+        return done >= units
 
     def claim_last_progress(self) -> bool:
         """Whether the caller is the first to find every unit done, and so writes the
