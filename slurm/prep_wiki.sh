@@ -19,8 +19,18 @@
 #SBATCH --time=24:00:00
 #SBATCH --output=%x-%j.out
 set -euo pipefail
+# The checkout: TACL_HOME, else where sbatch was called (sbatch runs a copy of this
+# script, whose own path names no checkout), else, run with bash outside Slurm, this
+# script's own; this script's path for its --help, before _env.sh moves into the checkout.
+TACL_HOME=${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(cd "$(dirname "$0")/.." && pwd)}}
+if [[ ! -f $TACL_HOME/slurm/_env.sh ]]; then
+  echo "error: $TACL_HOME is not a tacl-scale checkout (no slurm/_env.sh): submit the job from the checkout," \
+       "or set TACL_HOME to it" >&2
+  exit 2
+fi
+TACL_JOB_SCRIPT=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 # shellcheck disable=SC1091
-source "${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(pwd)}}/slurm/_env.sh"
+source "$TACL_HOME/slurm/_env.sh"
 help_if_asked "-m data_prep.build" "$@"
 WORKERS=${SLURM_CPUS_PER_TASK:-1}
 NODES=${SLURM_JOB_NUM_NODES:-1}

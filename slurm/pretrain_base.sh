@@ -23,5 +23,5 @@ if [[ ! -f $TACL_HOME/slurm/_pretrain.sh ]]; then
        "checkout, or set TACL_HOME to it" >&2
   exit 2
 fi
-export TACL_HOME TACL_JOB_SCRIPT=$0
+export TACL_HOME TACL_JOB_SCRIPT="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"  # absolute: the job moves
 SIZE=base exec bash "$TACL_HOME/slurm/_pretrain.sh" "$@"

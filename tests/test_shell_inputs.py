@@ -310,20 +310,30 @@ def test_the_header_comment_is_printed_by_one_function() -> None:
 
 
 @pytest.mark.slow  # starts bash (and python)
-def test_a_training_job_finds_its_checkout_or_says_it_cannot(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("script", "first_line", "needs"), [
+    ("pretrain_base.sh", "TaCL-base, English", "slurm/_pretrain.sh"),
+    ("prep_wiki.sh", "The batch data preprocessing job", "slurm/_env.sh"),
+])
+def test_a_job_script_finds_its_checkout_or_says_it_cannot(script: str, first_line: str, needs: str,
+                                                          tmp_path: Path) -> None:
     """Run with bash from another directory, ``--help`` said "./slurm/_pretrain.sh: No
     such file or directory" (127): outside sbatch the script's own checkout is the
-    default; a TACL_HOME that is no checkout is one line."""
+    default. Named by a relative path, its help read "sed: can't read slurm/..." once
+    the job had moved into the checkout. A TACL_HOME that is no checkout is one line."""
     env = job_env()
     del env["TACL_HOME"]
     env.pop("SLURM_SUBMIT_DIR", None)
-    done = subprocess.run(["bash", str(ROOT / "slurm" / "pretrain_base.sh"), "--help"], cwd=tmp_path, env=env,
+    done = subprocess.run(["bash", str(ROOT / "slurm" / script), "--help"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and done.stdout.startswith("TaCL-base, English"), done.stderr
-    done = subprocess.run(["bash", str(ROOT / "slurm" / "pretrain_large.sh"), "--help"], cwd=tmp_path,
+    assert done.returncode == 0 and done.stdout.startswith(first_line), done.stderr
+    relative = os.path.relpath(ROOT / "slurm" / script, tmp_path)
+    done = subprocess.run(["bash", relative, "--help"], cwd=tmp_path, env=env | {"TACL_HOME": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith(first_line), done.stderr
+    done = subprocess.run(["bash", str(ROOT / "slurm" / script), "--help"], cwd=tmp_path,
                           env=env | {"TACL_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stderr) == (2, f"error: {tmp_path} is not a tacl-scale checkout (no "
-                                                 "slurm/_pretrain.sh): submit the job from the checkout, or set "
+                                                 f"{needs}): submit the job from the checkout, or set "
                                                  "TACL_HOME to it\n")
     assert not list(tmp_path.iterdir())
 
