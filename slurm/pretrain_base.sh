@@ -18,10 +18,6 @@ set -euo pipefail
 # script, whose own path names no checkout), else, run with bash outside Slurm, this
 # script's own. Exported, with this script for its --help, to what runs next.
 TACL_HOME=${TACL_HOME:-${SLURM_SUBMIT_DIR:-$(cd "$(dirname "$0")/.." && pwd)}}
-if [[ ! -f $TACL_HOME/slurm/_pretrain.sh ]]; then
-  echo "error: $TACL_HOME is not a tacl-scale checkout (no slurm/_pretrain.sh): submit the job from the" \
-       "checkout, or set TACL_HOME to it" >&2
-  exit 2
-fi
+[[ -f $TACL_HOME/slurm/_pretrain.sh ]] || { echo "error: $TACL_HOME is not a tacl-scale checkout (no slurm/_pretrain.sh): submit the job from the checkout, or set TACL_HOME to it" >&2; exit 2; }
 export TACL_HOME TACL_JOB_SCRIPT="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"  # absolute: the job moves
 SIZE=base exec bash "$TACL_HOME/slurm/_pretrain.sh" "$@"
