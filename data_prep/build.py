@@ -35,8 +35,8 @@ from tacl_scale.data.manifest import (
 from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.files import output_directory_problem
 from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError, holder
+from tacl_scale.markers import EXPORT_MARKER, RUN_FILE, container_problem
 from tacl_scale.preemption import CtrlC, uninterrupted
-from tacl_scale.run_dir import EXPORT_MARKER, RUN_FILE, container_problem
 
 from .build_log import build_logging
 from .config import (

@@ -49,8 +49,12 @@ help_if_asked() {
   for arg in "$@"; do
     if [[ $arg == -h || $arg == --help ]]; then
       # A wrapper (pretrain_base.sh) names itself: its usage, then the shared body's variables.
+      # The body by its place in the checkout: $0 may be relative to where the job started.
       print_header "${TACL_JOB_SCRIPT:-$0}"
-      if [[ -n ${TACL_JOB_SCRIPT:-} && $TACL_JOB_SCRIPT != "$0" ]]; then echo; print_header "$0"; fi
+      if [[ -n ${TACL_JOB_SCRIPT:-} && $(basename "$TACL_JOB_SCRIPT") != "$(basename "$0")" ]]; then
+        echo
+        print_header "$TACL_HOME/slurm/$(basename "$0")"
+      fi
       echo
       # shellcheck disable=SC2086  # COMMAND's words, split on purpose
       exec python $command --help

@@ -275,7 +275,7 @@ def report_directory_problem(out: Path, overwrite: bool) -> str | None:
     run or a dataset directory itself, and a folder holding any other file, which
     the report would be mixed with."""
     from .data.manifest import MANIFEST_NAME
-    from .export import EXPORT_MARKER, container_problem
+    from .markers import EXPORT_MARKER, container_problem
 
     if problem := (output_directory_problem(out, "a directory for the report (--out)")
                    or container_problem(out, runs_and_datasets=False) or _run_part_problem(out)):

@@ -40,17 +40,9 @@ from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, ve
 from .cli import error_exit, make_parser
 from .data.manifest import MANIFEST_NAME, NO_VOCABULARY, TOKENIZER_FILES, holds_a_vocabulary
 from .files import os_error_line, output_directory_problem
+from .markers import EXPORT_MARKER, container_problem
 from .preemption import ctrl_c_ends, uninterrupted
-from .run_dir import (  # EXPORT_MARKER and container_problem: where data_prep can ask them too
-    CHECKPOINT_RECORD,
-    CHECKPOINTS_DIR,
-    EXPORT_MARKER,
-    LATEST,
-    RUN_FILE,
-    RunDir,
-    container_problem,
-    snapshot_tokenizer,
-)
+from .run_dir import CHECKPOINT_RECORD, CHECKPOINTS_DIR, LATEST, RUN_FILE, RunDir, snapshot_tokenizer
 
 log = logging.getLogger("tacl_scale.export")
 

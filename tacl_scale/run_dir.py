@@ -48,12 +48,12 @@ from .data.manifest import (
     missing_dataset_hint,
 )
 from .files import atomic_write, output_directory_problem
+from .markers import EXPORT_DIR, RUN_FILE  # shared with data_prep through that light module
 
 if TYPE_CHECKING:
     from .config import TrainConfig
     from .data import PretrainDataset
 
-RUN_FILE = "run.json"
 TOKENIZER_DIR = "tokenizer"
 INITIAL_DIR = "initial"
 CHECKPOINTS_DIR = "checkpoints"
@@ -61,10 +61,6 @@ UNIVERSAL_LOG = "universal-conversion.log"
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 PREEMPTED_MARKER = "PREEMPTED"
-EXPORT_DIR = "export"
-# Written into every export (the run's own and tacl_scale.export's): what tells an
-# earlier export, which a new one may replace, from any other directory, which it may not.
-EXPORT_MARKER = "tacl_export.json"
 # Inside checkpoints/ (tacl_scale.checkpoint writes them):
 LATEST = "latest"  # DeepSpeed's own pointer file name, moved by us only when a save is complete
 CHECKPOINT_RECORD = "files.json"  # in each checkpoint: every file's size and checksum
@@ -98,30 +94,6 @@ def missing_input(config: TrainConfig) -> str | None:
             return (f"{path}: not found: the {flag} of --recipe {config.recipe} (its paths are relative to the "
                     f"directory the job runs in); put it there or give {flag}")
         return f"{path}: not found ({flag}){missing_dataset_hint(path) if flag == '--data' else ''}"
-    return None
-
-
-def container_problem(out: Path, runs_and_datasets: bool = True, own_export: bool = True) -> str | None:
-    """Why ``out`` may not be made inside a directory that holds it, or None: inside
-    an export (replaced whole by the next one) and, with ``runs_and_datasets``, a
-    training run (whose checkpoints and export training rotates and replaces; its
-    own ``export`` is allowed for an export, ``own_export``) or a dataset."""
-    absolute = Path(os.path.abspath(out))
-    for above in absolute.parents:
-        if (above / EXPORT_MARKER).is_file():
-            return (f"{out}: inside the export {above}, which the next export there replaces whole: choose a place "
-                    "outside it")
-        if not runs_and_datasets:
-            continue
-        run = RunDir(above)
-        if run.has_record() and not (own_export and absolute == run.export):
-            return (f"{out}: inside the training run {above}, whose checkpoints and export training rotates and "
-                    f"replaces: choose a place outside it ({run.export} is the run's own export)")
-        # Shards as well as the manifest: every directory above is asked, and a stray
-        # manifest.json (a web project's, $HOME's) must not forbid everything under it.
-        # run_dir.output_problem asks of the one directory given and refuses on the manifest alone.
-        if (above / MANIFEST_NAME).is_file() and any(above.glob("shard-*.idx")):
-            return f"{out}: inside the dataset {above}: choose a place outside it"
     return None
 
 
