@@ -63,8 +63,12 @@ def test_the_driver_logs_progress_from_the_markers_while_the_workers_run_and_not
         thread = progress._thread
         wait_for(lambda: not thread.is_alive())  # the stage is complete: nothing more to report
     assert not thread.is_alive()
-    assert progress_lines(caplog) == ["progress: work units 1/4", "progress: work units 2/4",
-                                      "progress: work units 4/4"]
+    lines = progress_lines(caplog)
+    # Units 3 and 4 finish together; only a stall of the interval between the two
+    # (a loaded machine) would let a "3/4" line in: allowed, as the thread is right to say it.
+    assert lines[:2] == ["progress: work units 1/4", "progress: work units 2/4"], lines
+    assert lines[-1] == "progress: work units 4/4" and lines.count(lines[-1]) == 1, lines
+    assert set(lines[2:-1]) <= {"progress: work units 3/4"}, lines
     assert not [t for t in threading.enumerate() if t.name == "driver-progress"]
 
 
