@@ -304,7 +304,7 @@ def first_difference(recorded: dict[str, Any], ours: dict[str, Any]) -> tuple[st
     values, as :func:`determining_settings` gives them) holds otherwise or not at
     all: (name, recorded value or None, our value); ``None`` when none does."""
     for name, value in ours.items():
-        if name not in NOT_DETERMINING and (then := recorded.get(name)) != value:
+        if (then := recorded.get(name)) != value:
             return name, then, value
     return None
 

@@ -57,6 +57,11 @@ def drop_after(path: Path, step: int) -> None:
     atomic_write(path, "".join(f"{line}\n" for line in kept))
 
 
+def _shown_losses(values: dict[str, float]) -> str:
+    """The console's losses of a step or an evaluation: PROGRESS_KEYS present in ``values``."""
+    return "  ".join(f"{k} {values[k]:.4f}" for k in PROGRESS_KEYS if k in values)
+
+
 class MetricsLogger:
     """A job's progress: the console line every --log-every steps, metrics.jsonl
     and TensorBoard (rank 0 only: ``enabled``)."""
@@ -96,7 +101,7 @@ class MetricsLogger:
         if step % self.log_every == 0 or step in (self.total_steps, self.job_end):
             rate = (step - self.first_step) / max(time.monotonic() - self.started, 1e-9)
             eta = (self.total_steps - step) / max(rate, 1e-9)
-            shown = "  ".join(f"{k} {values[k]:.4f}" for k in PROGRESS_KEYS if k in values)
+            shown = _shown_losses(values)
             extra = f"  mfu {values['mfu']:.1%}" if "mfu" in values else ""
             print(f"step {step}/{self.total_steps}  {shown}  lr {values['lr']:.2e}  "
                   f"{values['samples_per_s']:.1f} samples/s{extra}  ETA {eta:.0f}s", flush=True)
@@ -133,7 +138,7 @@ class MetricsLogger:
         self.log_scalars("eval", step, values)
         if not self.enabled:
             return
-        shown = "".join(f"  {k} {values[k]:.4f}" for k in PROGRESS_KEYS if k in values)
+        shown = f"  {losses}" if (losses := _shown_losses(values)) else ""
         layers = sorted((int(k.removeprefix("selfsim_layer")), v) for k, v in values.items()
                         if k.startswith("selfsim_layer"))
         last = f"  self-similarity of layer {layers[-1][0]} {layers[-1][1]:.4f}" if layers else ""

@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
             from tacl_scale.cli import UsageError, error_exit
             from tacl_scale.config import ConfigError
-            from tacl_scale.distributed import DistributedError, LaunchEnv
+            from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
             from tacl_scale.errors import RankError, TrainError
             from tacl_scale.files import describe_os_error, first_line
 
@@ -267,7 +267,6 @@ def main(argv: list[str] | None = None) -> int:
                 # refused flag did not wait the seconds it takes to import.
                 from transformers.utils import logging as transformers_logging
 
-                from tacl_scale.distributed import Distributed
                 from tacl_scale.trainer import Trainer
 
                 # Its "Loading weights" / "Writing model shards" bars, one per rank, are
