@@ -35,7 +35,7 @@ from tacl_scale.data.manifest import (
 from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.files import output_directory_problem
 from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError, holder
-from tacl_scale.markers import EXPORT_MARKER, RUN_FILE, container_problem
+from tacl_scale.markers import EXPORT_MARKER, MODEL_CONFIG, RUN_FILE, container_problem, marked_as
 from tacl_scale.preemption import CtrlC, uninterrupted
 
 from .build_log import build_logging
@@ -286,10 +286,10 @@ def model_folder_problem(output: Path) -> str | None:
     dataset and all."""
     if problem := container_problem(output, own_export=False):
         return problem
-    for marker, what in ((EXPORT_MARKER, "an export"), (RUN_FILE, "a training run"), ("config.json", "a model")):
-        if (output / marker).is_file():
-            return (f"{output}: holds {what} ({marker}), which a dataset must not be mixed with, even with "
-                    "--overwrite: choose another --output")
+    if marked := marked_as(output, (EXPORT_MARKER, RUN_FILE, MODEL_CONFIG)):
+        marker, what = marked
+        return (f"{output}: holds {what} ({marker}), which a dataset must not be mixed with, even with "
+                "--overwrite: choose another --output")
     return None
 
 

@@ -275,17 +275,17 @@ def report_directory_problem(out: Path, overwrite: bool) -> str | None:
     run or a dataset directory itself, and a folder holding any other file, which
     the report would be mixed with."""
     from .data.manifest import MANIFEST_NAME
-    from .markers import EXPORT_MARKER, container_problem
+    from .markers import EXPORT_MARKER, container_problem, marked_as
 
     if problem := (output_directory_problem(out, "a directory for the report (--out)")
                    or container_problem(out, runs_and_datasets=False) or _run_part_problem(out)):
         return problem
     if not out.is_dir():
         return None
-    for marker, what in ((EXPORT_MARKER, "an export, which the next export there replaces whole"),
-                         (RUN_FILE, "a training run directory"), (MANIFEST_NAME, "a dataset directory")):
-        if (out / marker).is_file():
-            return f"{out}: is {what} (it has {marker}): choose a new or empty directory for the report (--out)"
+    if marked := marked_as(out, (EXPORT_MARKER, RUN_FILE, MANIFEST_NAME)):
+        marker, what = marked
+        what = f"{what}, which the next export there replaces whole" if marker == EXPORT_MARKER else f"{what} directory"
+        return f"{out}: is {what} (it has {marker}): choose a new or empty directory for the report (--out)"
     entries = sorted(out.iterdir())
     if stray := next((path for path in entries if not is_report_file(path)), None):
         return (f"{out}: holds {stray.name}, which the analysis does not write: choose a new or empty directory for "

@@ -18,6 +18,21 @@ EXPORT_DIR = "export"  # the run's own export, inside its directory
 # Written into every export (the run's own and tacl_scale.export's): what tells an
 # earlier export, which a new one may replace, from any other directory, which it may not.
 EXPORT_MARKER = "tacl_export.json"
+MODEL_CONFIG = "config.json"  # a Hugging Face model's (an export holds one too)
+
+# What a marker file says its directory is, in messages ("holds a dataset (manifest.json)").
+MARKED_AS = {EXPORT_MARKER: "an export", RUN_FILE: "a training run", MANIFEST_NAME: "a dataset",
+             MODEL_CONFIG: "a model"}
+
+
+def marked_as(directory: Path, markers: tuple[str, ...]) -> tuple[str, str] | None:
+    """The first of ``markers`` (names in :data:`MARKED_AS`) that ``directory`` holds,
+    with what it says the directory is, e.g. ``("manifest.json", "a dataset")``; None
+    when it holds none of them (or is not a directory)."""
+    for marker in markers:
+        if (directory / marker).is_file():
+            return marker, MARKED_AS[marker]
+    return None
 
 
 def container_problem(out: Path, runs_and_datasets: bool = True, own_export: bool = True) -> str | None:

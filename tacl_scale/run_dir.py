@@ -48,7 +48,12 @@ from .data.manifest import (
     missing_dataset_hint,
 )
 from .files import atomic_write, output_directory_problem
-from .markers import EXPORT_DIR, RUN_FILE  # shared with data_prep through that light module
+from .markers import (  # shared with data_prep through that light module
+    EXPORT_DIR,
+    MODEL_CONFIG,
+    RUN_FILE,
+    marked_as,
+)
 
 if TYPE_CHECKING:
     from .config import TrainConfig
@@ -111,10 +116,9 @@ def output_problem(output: Path, data: Sequence[str], model: str) -> str | None:
             where = "is" if resolved == source else "is inside"
             return (f"{output}: --output {where} the {flag} directory {given}: a run writes its checkpoints, "
                     "tokenizer and export there; choose another directory")
-    if output.is_dir() and not (output / RUN_FILE).is_file():
-        for marker, what in ((MANIFEST_NAME, "a dataset"), ("config.json", "a model")):
-            if (output / marker).is_file():
-                return f"{output}: --output holds {what} ({marker}), not a run; choose a new or empty directory"
+    if not (output / RUN_FILE).is_file() and (marked := marked_as(output, (MANIFEST_NAME, MODEL_CONFIG))):
+        marker, what = marked
+        return f"{output}: --output holds {what} ({marker}), not a run; choose a new or empty directory"
     return None
 
 
