@@ -14,6 +14,8 @@
 #   PY      the python with tacl-scale installed (default: the checkout's .venv, which the
 #           set-up makes; with --skip-setup and no .venv, the active virtualenv's)
 #   STEPS   training steps (default 30)
+#   MASTER_PORT  the port the 2 training ranks meet on (default 29500, the deepspeed
+#                launcher's): another when something else holds that one
 set -euo pipefail
 source "$(dirname "$0")/usage.sh"
 SETUP=1
@@ -29,7 +31,7 @@ earlier_quickstart() {
   for entry in "$1"/* "$1"/.[!.]*; do
     [[ -e "$entry" ]] || continue
     case ${entry##*/} in
-      corpus|vocab.txt|build.log|dataset|dataset.build.log|bert-tiny.json|run|sentences.txt|analysis) ;;
+      corpus|vocab.txt|build.log|dataset|dataset.build.log|bert-tiny.json|run|train.log|sentences.txt|analysis) ;;
       *) return 1 ;;
     esac
   done
@@ -77,11 +79,16 @@ cat > "$OUT/bert-tiny.json" <<JSON
  "intermediate_size": 256, "max_position_embeddings": 128}
 JSON
 rm -rf "$OUT/run"
-DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 "$(dirname "$PY")/deepspeed" --num_gpus 2 tacl_scale/train.py \
+DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 "$(dirname "$PY")/deepspeed" --num_gpus 2 --master_port "${MASTER_PORT:-29500}" \
+  tacl_scale/train.py \
   --recipe tiny-cpu --data "$OUT/dataset" --model "$OUT/bert-tiny.json" --output "$OUT/run" \
   --steps ${STEPS:-30} --save-every 10 --log-every 5 --lr 5e-4 --num-workers 1 2>&1 \
-  | grep -E "^step |exported|error|Error" || true
-test -f "$OUT/run/export/config.json" || { echo "training failed; see above" >&2; exit 1; }
+  | tee "$OUT/train.log" | grep -E "^step |exported|error|Error" || true
+if [[ ! -f "$OUT/run/export/config.json" ]]; then
+  tail -n 15 "$OUT/train.log" >&2
+  echo "training failed: its whole log is $OUT/train.log" >&2
+  exit 1
+fi
 echo "== 6/6 self-similarity by layer: initial model vs the TaCL student"
 "$PY" - "$OUT" <<'PYCODE'
 import itertools, sys

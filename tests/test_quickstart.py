@@ -4,14 +4,16 @@ commands it uses."""
 from __future__ import annotations
 
 import bz2
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import EN_DUMP, ROOT
+from conftest import EN_DUMP, ROOT, free_port
 
 from data_prep.multistream import main as multistream_main
 from data_prep.sources import plan_work_units, read_wiki_pages
@@ -23,9 +25,15 @@ pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scri
 
 @pytest.mark.slow
 def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
-    env = dict(os.environ, PY=sys.executable)
-    res = subprocess.run(["bash", "scripts/quickstart.sh", "--skip-setup", str(tmp_path / "qs")],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    # Its own port: the launcher's default (29500) may be held by another job on the host, as it is
+    # here (held by this test, unless something else already holds it).
+    env = dict(os.environ, PY=sys.executable, MASTER_PORT=str(free_port()))
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as default_port:
+        with contextlib.suppress(OSError):
+            default_port.bind(("127.0.0.1", 29500))
+            default_port.listen()
+        res = subprocess.run(["bash", "scripts/quickstart.sh", "--skip-setup", str(tmp_path / "qs")],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "instances" in res.stdout and "[CLS]" in res.stdout
     ds = PretrainDataset(tmp_path / "qs" / "dataset")
