@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, main_in_this_process
 
 from tacl_scale.cli import UsageError
 from tacl_scale.config import EngineConfig, OptimConfig
@@ -123,16 +123,14 @@ def test_a_recipes_config_is_found_from_another_directory(monkeypatch: pytest.Mo
 
 
 def test_train_says_an_old_config_once(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """main() logs the note before anything else can fail (here: the data)."""
-    from tacl_scale import train
-
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
-        monkeypatch.delenv(name, raising=False)
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """main() logs the note before anything else can fail (here: the data). Run as
+    one rank with the launcher's variables, signal handlers and logging put back
+    afterwards (main joins a process group, which sets them)."""
     with caplog.at_level(logging.WARNING, logger="tacl_scale.train"):
-        code = train.main(["--ds", str(legacy_config(tmp_path)), "--data", str(tmp_path / "nothing"), "--model",
-                           "m", "--output", str(tmp_path / "run")])
-    assert code == 2
+        code, stderr = main_in_this_process(["--ds", str(legacy_config(tmp_path)), "--data", str(tmp_path / "nothing"),
+                                             "--model", "m", "--output", str(tmp_path / "run")], capsys)
+    assert code == 2 and str(tmp_path / "nothing") in stderr.strip().splitlines()[-1]
     assert sum("holds settings of the trainer's" in r.getMessage() for r in caplog.records) == 1
 
 
