@@ -8,6 +8,7 @@ analysis commands' help."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -24,12 +25,39 @@ SCRIPTS = ["tacl-build-dataset", "tacl-inspect-dataset", "tacl-sample-corpus", "
            "tacl-sentence-list", "tacl-multistream", "tacl-train", "tacl-export", "tacl-analyze"]
 
 
+def checkout_files() -> list[str]:
+    """The checkout's files as a clone has them: tracked, and new ones git does not ignore."""
+    if not (ROOT / ".git").exists():
+        pytest.skip(f"{ROOT} is not a git checkout: the sdist is built from a copy of its files, which git lists")
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True, timeout=60).stdout.decode()
+    return [name for name in listed.split("\0") if name and (ROOT / name).is_file()]
+
+
+def build_outputs(directory: Path) -> dict[str, int]:
+    """What a build of ``directory`` writes into it (``*.egg-info/``, ``build/``,
+    ``dist/`` and what they hold), with modification times. (Not the whole checkout:
+    the tests' own temporary directory and caches may lie in it, under ``.cache/``.)"""
+    made = [*directory.glob("*.egg-info"), directory / "build", directory / "dist"]
+    found = [path for top in made if top.exists() for path in (top, *top.rglob("*"))]
+    return {str(path.relative_to(directory)): path.lstat().st_mtime_ns for path in found}
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    built = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+    """The sdist and the wheel, built from a copy of the checkout: setuptools' sdist
+    rewrites ``<source>/*.egg-info`` whatever ``--outdir`` says, and the tests change
+    nothing outside their temporary directory."""
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("dist")
+    for name in checkout_files():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, source / name)
+    before = build_outputs(ROOT)
+    built = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
                            capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    changed = {name for name, mtime in build_outputs(ROOT).items() if before.get(name) != mtime}
+    assert not changed, f"the build wrote into the checkout: {sorted(changed)}"
     return out
 
 
