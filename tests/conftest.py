@@ -375,6 +375,14 @@ def pyproject() -> dict[str, Any]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
+def shipped_ds_configs() -> list[Path]:
+    """The DeepSpeed configs in ``ds_configs/``; at least the recipes' (a test looping
+    over them passed over nothing when the glob found none)."""
+    paths = sorted((ROOT / "ds_configs").glob("*.json"))
+    assert {"cpu.json", "zero2.json", "zero2_bf16.json", "zero1_bf16.json"} <= {path.name for path in paths}, paths
+    return paths
+
+
 def free_port() -> int:
     """A TCP port below the kernel's ephemeral range that nothing holds now, for a
     launcher's ``--master_port``. A port the kernel picks (a bind to port 0) comes

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, main_in_this_process
+from conftest import ROOT, main_in_this_process, shipped_ds_configs
 
 from tacl_scale.cli import UsageError
 from tacl_scale.config import EngineConfig, OptimConfig
@@ -66,7 +66,7 @@ def test_an_old_config_has_a_note_and_ours_have_none(tmp_path: Path) -> None:
     (that train.py says it once: test_train_says_an_old_config_once)."""
     note = EngineConfig.from_file(legacy_config(tmp_path)).trainer_settings_note()
     assert note is not None and "batch_size 8, micro_batch_size 4, grad_clip 0.5" in note and "flags" in note
-    for path in sorted((ROOT / "ds_configs").glob("*.json")):
+    for path in shipped_ds_configs():
         assert EngineConfig.from_file(path).trainer_settings_note() is None, path
 
 
@@ -89,7 +89,7 @@ def test_a_configs_accumulation_steps_without_its_batch_are_said_to_be_unused(tm
     assert "gradient_accumulation_steps" not in EngineConfig.from_file(tmp_path / "old.json").trainer_settings_note()
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "ds_configs").glob("*.json")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", shipped_ds_configs(), ids=lambda p: p.name)
 def test_the_ds_configs_hold_only_deepspeeds_own(path: Path) -> None:
     settings = json.loads(path.read_text())
     assert all(settings.get(key, "auto") == "auto" for key in TRAINER_KEYS), path

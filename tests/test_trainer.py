@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import LAUNCHER_VARIABLES, ROOT, TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset
+from conftest import LAUNCHER_VARIABLES, ROOT, TINY_BERT, ZH_TEXT, ZH_VOCAB, build_dataset, shipped_ds_configs
 
 from tacl_scale.cli import UsageError
 from tacl_scale.config import (
@@ -435,7 +435,7 @@ def test_a_setting_of_the_wrong_type_is_one_error_naming_it(settings: dict, said
 
 
 def test_the_shipped_configs_pass_the_type_check() -> None:
-    for path in sorted((ROOT / "ds_configs").glob("*.json")):
+    for path in shipped_ds_configs():
         EngineConfig.from_file(path)
 
 
