@@ -35,7 +35,10 @@ import gpu_check  # noqa: E402
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("gpu") / "bundle"
-    env = dict(os.environ, PY=sys.executable, EN_DUMP=str(EN_DUMP), EN_VOCAB=str(EN_VOCAB))
+    # pip's cache in the tests' temporary directory, not the home directory's (the tier changes nothing
+    # outside the clone): what it downloads is small, the deepspeed source and a few wheels.
+    env = dict(os.environ, PY=sys.executable, EN_DUMP=str(EN_DUMP), EN_VOCAB=str(EN_VOCAB),
+               PIP_CACHE_DIR=str(tmp_path_factory.mktemp("pip-cache")))
     # With a trailing slash, as a shell's completion writes it (it built beside the bundle, inside it).
     built = subprocess.run(["bash", "scripts/build_gpu_bundle.sh", f"{path}/"], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=900)
@@ -46,7 +49,8 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def offline_venv(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("offline") / "venv"
-    env = dict(os.environ, PYTHON=sys.executable, GPU_BUNDLE=str(bundle))
+    env = dict(os.environ, PYTHON=sys.executable, GPU_BUNDLE=str(bundle),
+               PIP_CACHE_DIR=str(tmp_path_factory.mktemp("pip-cache")))
     done = subprocess.run(["bash", "scripts/install_offline.sh", str(venv)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
