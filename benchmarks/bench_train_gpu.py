@@ -6,9 +6,10 @@ NSP alone on the same batches (SDPA, bf16 autocast, fused AdamW), compiled and e
 
     python benchmarks/bench_train_gpu.py --data DATASET [--micro 256 32] [--steps 8] [--out rows.jsonl]
 
-The sweep (:func:`sweep_setups`): the README's command as typed (``zero2.json``,
-micro-batch and precision "auto"), the compiled peer, ZeRO-1 and ZeRO-2 unpadded at
-each micro-batch size, ZeRO-2 padded at the first, the eager peer, and ``--cuda-graphs``
+The sweep (:func:`sweep_setups`): docs/training.md's command as typed
+(``--ds ds_configs/zero2.json``, micro-batch and precision "auto"; its row is named
+"README command", where that command once was), the compiled peer, ZeRO-1 and ZeRO-2
+unpadded at each micro-batch size, ZeRO-2 padded at the first, the eager peer, and ``--cuda-graphs``
 at the last size (warmed up until its graphs replay, :func:`warm_up_graphs`). Each row reports
 real tokens/s, step time, the teacher's share of the step (its forward timed alone
 on the same micro-batches), peak memory, and model FLOPs utilisation
@@ -94,8 +95,8 @@ class Setup:
 def sweep_setups(micro_sizes: list[int], zero1: bool = True, batch_size: int = 256, peers: bool = True,
                  readme: bool = True) -> list[Setup]:
     """The sweep, most telling first (a sweep cut short by its time budget keeps
-    those): the README's command as typed, the compiled Hugging Face peer, then for
-    each micro-batch size ZeRO-1 and ZeRO-2 unpadded; then padded ZeRO-2 at the first
+    those): docs/training.md's command as typed, the compiled Hugging Face peer, then
+    for each micro-batch size ZeRO-1 and ZeRO-2 unpadded; then padded ZeRO-2 at the first
     size (unpadded over padded) and the eager peer."""
     first = micro_sizes[0]
     setups = [Setup("zero2.json", None, None, batch_size, readme=True)] if readme else []
@@ -115,9 +116,9 @@ def sweep_setups(micro_sizes: list[int], zero1: bool = True, batch_size: int = 2
 
 
 def dry_run_setups(zero1: bool = True, peers: bool = True) -> list[Setup]:
-    """The sweep's kinds of row at a tiny shape on the CPU (a check of the code): the
-    README's command, ZeRO-1/ZeRO-2 unpadded and padded, the eager peer (compiling
-    the peer on the CPU would only add minutes)."""
+    """The sweep's kinds of row at a tiny shape on the CPU (a check of the code):
+    docs/training.md's command, ZeRO-1/ZeRO-2 unpadded and padded, the eager peer
+    (compiling the peer on the CPU would only add minutes)."""
     setups = [s for s in sweep_setups([2], zero1=zero1, batch_size=4, peers=peers)
               if s.peer != "hf-compiled" and not s.cuda_graphs]
     return [replace(s, micro_batch=None) if s.readme else s for s in setups]

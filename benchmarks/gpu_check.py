@@ -12,7 +12,8 @@ run / ``--quick``):
 3. ``tacl_loss`` (20 / 15): the fused Triton TaCL loss against the PyTorch
    reference, forward + backward ms and peak extra MiB, B=32, L=256, D=768/1024;
 4. ``training`` (140 / 50): BERT-base TaCL training steps at length 256, global
-   batch 256 (``bench_train_gpu.py``): the README's command as typed, Hugging
+   batch 256 (``bench_train_gpu.py``): docs/training.md's command as typed
+   (``--ds ds_configs/zero2.json``, micro-batch and precision "auto"), Hugging
    Face's ``BertForPreTraining`` doing MLM + NSP alone on the same batches
    (compiled, and eager), ZeRO-1 and ZeRO-2 unpadded at micro-batches 256 and 32,
    ZeRO-2 padded at 256, then ZeRO-1 and ZeRO-2 with ``--cuda-graphs`` at 32; a row

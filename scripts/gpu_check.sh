@@ -10,8 +10,8 @@
 # (default .venv-offline). Phases run with their own time budgets and the report is
 # written after each one (benchmarks/gpu_check.py): a default run ends within 6
 # minutes of the install's start and --quick within 3 (the budgets' sum), whatever
-# hangs. Exits 2 without CUDA (--dry-run: the phases on the CPU) or for a bad argument,
-# before the install.
+# hangs. Exits 2 for a bad argument (checked before the install), when the install
+# fails, and without CUDA (found after the install; --dry-run: the phases on the CPU).
 set -euo pipefail
 source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
