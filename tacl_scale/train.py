@@ -23,6 +23,7 @@ import os
 import shlex
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,8 @@ from tacl_scale import EXIT_ERROR, EXIT_INTERRUPTED
 from tacl_scale.preemption import CtrlC, StopRequest
 
 if TYPE_CHECKING:
-    from tacl_scale.config import TrainConfig
+    from tacl_scale.config import EngineConfig, TrainConfig
+    from tacl_scale.distributed import LaunchEnv
 
 PROG = "deepspeed tacl_scale/train.py"
 
@@ -179,16 +181,16 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     # Absolute from here on: run.json records them, and a resume from another
     # working directory (a requeued job) compares them with its own.
     return TrainConfig(
-        model=os.path.abspath(chosen["model"]),
-        output=os.path.abspath(chosen["output"]),
-        engine=chosen["engine"],
-        data=DataConfig(tuple(os.path.abspath(path) for path in chosen["data"]),
+        model=os.path.abspath(chosen.model),
+        output=os.path.abspath(chosen.output),
+        engine=chosen.engine,
+        data=DataConfig(tuple(os.path.abspath(path) for path in chosen.data),
                         weights=tuple(args.data_weights) if args.data_weights else None,
                         pad_to_max_length=args.pad_to_max_length,
                         num_workers=args.num_workers, dynamic_masking=args.dynamic_masking,
                         verify=args.verify_data),
         objective=objective,
-        optim=OptimConfig(**chosen["optim"]),
+        optim=OptimConfig(**chosen.optim),
         checkpoint=CheckpointConfig(args.save_every, args.keep_last, args.resume, args.stop_after_steps,
                                     args.allow_changes),
         performance=PerformanceConfig(unpad=args.unpad, fused_optimizer=args.fused_optimizer,
@@ -207,12 +209,22 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
 _LAYERED_OPTIM = ("batch_size", "micro_batch_size", "grad_clip", "lr", "weight_decay", "betas", "eps")
 
 
-def resolve_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ResolvedSettings:
+    """The settings a flag, an older --ds config or a --recipe may give, each from
+    its first source (:func:`resolve_settings`); paths as given."""
+
+    engine: EngineConfig  # the DeepSpeed config, read once
+    model: str
+    output: str
+    data: list[str]
+    optim: dict[str, Any]  # OptimConfig's fields that have a value; the rest take its defaults
+
+
+def resolve_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> ResolvedSettings:
     """Each setting from its first source: the flag, else a trainer setting of the
     --ds config the user named (older configs), else the recipe, else (left out)
-    the typed config's default. Returns the DeepSpeed config read once
-    (``engine``), ``model``, ``output``, ``data`` and the OptimConfig fields
-    (``optim``)."""
+    the typed config's default."""
     from tacl_scale.config import EngineConfig
     from tacl_scale.recipes import recipe
 
@@ -228,9 +240,8 @@ def resolve_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     optim = {"steps": args.steps, "warmup_ratio": args.warmup_ratio, "schedule": args.lr_schedule,
              **{name: _first(getattr(args, name, None), in_config.get(name), from_recipe.get(name))
                 for name in _LAYERED_OPTIM}}
-    return {"engine": engine, "model": args.model or from_recipe["model"],
-            "output": args.output or from_recipe["output"], "data": data,
-            "optim": {k: v for k, v in optim.items() if v is not None}}
+    return ResolvedSettings(engine, args.model or from_recipe["model"], args.output or from_recipe["output"],
+                            list(data), {k: v for k, v in optim.items() if v is not None})
 
 
 def _first(*values: object) -> object:
@@ -245,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     alike; by the rank concerned when it is about that rank alone. Ctrl-C is one
     line naming the newest checkpoint and how to resume, exit code 130."""
     stop_request = StopRequest.install()  # first: a signal from here on is a request to checkpoint
-    env: Any = None
+    env: LaunchEnv | None = None
     config: TrainConfig | None = None
     building = False  # from Trainer.build on: the run directory may hold what this job wrote
     with CtrlC() as ctrl_c:  # Ctrl-C: Interrupted, not the interpreter's KeyboardInterrupt
@@ -366,11 +377,11 @@ def _compile_failed(err: BaseException) -> bool:
     return isinstance(err, torch._dynamo.exc.TorchDynamoException)
 
 
-def _rank_prefix(env: Any) -> str:
-    return f"rank {env.rank}: " if env.world_size > 1 else ""
+def _rank_prefix(env: LaunchEnv | None) -> str:
+    return f"rank {env.rank}: " if env is not None and env.world_size > 1 else ""
 
 
-def _interrupted(config: TrainConfig | None, argv: list[str] | None, env: Any) -> str:
+def _interrupted(config: TrainConfig | None, argv: list[str] | None, env: LaunchEnv | None) -> str:
     """Ctrl-C's one line: where the run can continue from, and the command."""
     if config is None:
         return "interrupted before training started; nothing was written"
