@@ -181,8 +181,7 @@ class Distributed:
         if self.world_size == 1:
             return flag
         value = torch.tensor([1 if flag else 0], dtype=torch.int32, device=self.device)
-        if self.world_size > 1:
-            dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
         return bool(value.item())
 
     def gather_rows(self, rows: torch.Tensor) -> tuple[torch.Tensor, int]:

@@ -116,8 +116,11 @@ def mask_instances(
 
     Only the random draws run per instance, in the contract's order (the choice,
     then one uniform per chosen token, then the replacements); everything else is
-    a handful of numpy calls for all instances, which is what makes a shard build
-    cheap (its instances are short, so per-call costs dominated).
+    a handful of numpy calls for all instances. Datasets of format 4 and older were
+    masked this way, one generator per instance; training's ``--dynamic-masking``
+    masks one instance at a time through :func:`mask_tokens`, which calls this.
+    Shard builds of format 5 mask a document's instances at once with
+    :func:`mask_pass`.
     """
     bounds, positions, cuts = _maskable_by_instance(maskable, lengths)
     budgets = _budgets(np.diff(cuts), config, max_predictions)
