@@ -94,7 +94,7 @@ def _require(condition: bool, message: str) -> None:
 @dataclass(frozen=True)
 class EngineConfig:
     """The DeepSpeed JSON (``--ds``), read once. ``settings`` is the object as
-    written; :func:`tacl_scale.parts.deepspeed_config` resolves it (batch sizes,
+    written; :func:`tacl_scale.engine_config.deepspeed_config` resolves it (batch sizes,
     clipping, precision) for a world size."""
 
     path: str

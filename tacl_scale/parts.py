@@ -18,8 +18,6 @@ half-built. :class:`~tacl_scale.trainer.Trainer` runs what this returns.
 
 from __future__ import annotations
 
-import difflib
-import json
 import logging
 import time
 import warnings
@@ -27,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
@@ -55,10 +53,11 @@ from .data.loader import (
     collate,
 )
 from .data.manifest import NO_VOCABULARY, holds_a_vocabulary
-from .data.shuffle import BatchLayout, BatchShapeError, GlobalOrder
+from .data.shuffle import GlobalOrder
 from .data.views import MirrorViews
 from .distributed import Distributed
 from .encoder import CompiledEncoder, expect_cuda_graphs
+from .engine_config import batch_layout, deepspeed_config, settings_deepspeed_ignores
 from .errors import TrainError
 from .export import export_student
 from .flops import peak_flops
@@ -83,116 +82,13 @@ from .run_dir import (
 )
 from .vocab import first_difference, vocabulary
 
+if TYPE_CHECKING:
+    from deepspeed import DeepSpeedEngine
+    from transformers import BertForPreTraining, BertModel
+
+# The Trainer's logger, not this module's: tests and users filter the run's build and training on one name.
 log = logging.getLogger("tacl_scale.trainer")
 T = TypeVar("T")
-
-
-def deepspeed_config(config: TrainConfig, world_size: int, device_type: str,
-                     load_universal: bool = False, precision: str | None = None) -> dict[str, Any]:
-    """The DeepSpeed JSON with batch sizes, clipping and precision settled for
-    ``world_size`` ranks on ``device_type`` (a pure function of the config; the
-    micro-batch must be settled, see :func:`resolve_micro_batch`); ``precision`` as
-    :func:`resolve_precision` settled it (default: ``--precision`` or else the config's,
-    as :meth:`EngineConfig.precision_on` reads them for a GPU with bf16);
-    ``load_universal`` when this job resumes from a universal checkpoint."""
-    engine = config.engine
-    ds = json.loads(json.dumps(engine.settings))  # a deep copy
-    if "zero_optimization" not in ds:
-        raise TrainError(f"{engine.path}: no zero_optimization section (ZeRO stage)")
-    stage = ds["zero_optimization"].get("stage", 0)
-    if stage not in (0, 1, 2):
-        # ZeRO-3 was accepted: one rank trained, two hung at the run's end (the export's gather)
-        raise TrainError(f"{engine.path}: zero_optimization.stage {stage!r}: tacl-scale trains with ZeRO stage 0, 1 "
-                         "or 2 (stage 2 already partitions gradients and optimizer states, and BERT-large's weights "
-                         "fit on one GPU); ds_configs/zero2.json is the default")
-    offloaded = [key for key in ("offload_optimizer", "offload_param")
-                 if str((ds["zero_optimization"].get(key) or {}).get("device", "none")).lower() != "none"]
-    if offloaded:
-        # DeepSpeed refused it in a traceback: ZeRO-Offload wants its own CPU Adam, and the trainer builds AdamW
-        raise TrainError(f"{engine.path}: zero_optimization.{offloaded[0]}: ZeRO-Offload is not supported (the trainer "
-                         "builds torch's AdamW, which DeepSpeed refuses to offload; BERT-large trains without it); "
-                         "remove the section")
-    if "scheduler" in ds:
-        raise TrainError(f"{engine.path}: remove 'scheduler': train.py builds the warm-up/decay "
-                         "schedule from --steps and --warmup-ratio")
-    optimizer = ds.pop("optimizer", None)
-    if optimizer is not None and str(optimizer.get("type", "")).lower() not in ("adam", "adamw"):
-        raise TrainError(f"{engine.path}: optimizer {optimizer.get('type')!r}; TaCL trains with "
-                         "AdamW (an older config's AdamW params are used as your --lr, --weight-decay, ...)")
-    layout = batch_layout(config, world_size)
-    ds["train_batch_size"] = layout.batch_size
-    ds["train_micro_batch_size_per_gpu"] = layout.micro_batch_size
-    ds["gradient_accumulation_steps"] = layout.accumulation
-    ds["gradient_clipping"] = config.optim.grad_clip
-    if load_universal:  # resuming at another number of ranks, from a universal conversion
-        ds.setdefault("checkpoint", {})["load_universal"] = True
-    ds.setdefault("steps_per_print", 10**9)  # train.py prints its own progress
-    if "throughput" not in ds.get("timers", {}):
-        # DeepSpeed's throughput timer (on by default when it does not own the data
-        # loader) waits for the whole device at every micro-batch's forward and every
-        # step, for a figure printed every steps_per_print: train.py measures its own.
-        ds.setdefault("timers", {})["throughput"] = {"enabled": False}
-    precision = precision or engine.precision_on(device_type, asked=config.performance.precision)
-    bf16 = {**ds.pop("bfloat16", {}), **ds.get("bf16", {})}  # DeepSpeed reads either name
-    for section, settings in (("fp16", ds.get("fp16", {})), ("bf16", bf16)):
-        if settings or section == precision:
-            ds[section] = {**settings, "enabled": precision == section}
-    accumulation = accumulation_dtype(ds, precision)
-    if (config.performance.cuda_graphs and device_type == "cuda"
-            and (stage == 0 or (stage == 1 and accumulation == precision))):
-        # Without ZeRO, and with ZeRO-1 accumulating in the model's own dtype, DeepSpeed
-        # keeps each micro-batch's gradients in param.grad until the optimizer step,
-        # where the next replay of a CUDA graph overwrites them (on the CPU the flag
-        # records no graph: said when the run is built).
-        raise TrainError(f"{engine.path}: zero_optimization.stage {stage} with {accumulation} gradient accumulation "
-                         "keeps each gradient in param.grad past its micro-batch, where --cuda-graphs overwrites "
-                         "it: use stage 2, or stage 1 with \"data_types\": {\"grad_accum_dtype\": \"fp32\"} in "
-                         "half precision, or drop --cuda-graphs")
-    if config.performance.cuda_graphs and precision == "bf16":
-        # A replayed CUDA graph reuses its memory from the next micro-batch on, so each
-        # gradient must be consumed by the backward that made it. DeepSpeed's
-        # BF16_Optimizer (ZeRO-1, bf16, fp32 accumulation) otherwise keeps it in
-        # param.grad until the next backward zeroes it; immediate_grad_update adds it to
-        # the fp32 gradient in the backward's hooks and drops it. (ZeRO-2's hooks and
-        # the fp16 path's always do.)
-        if ds["bf16"].get("immediate_grad_update") is False:
-            raise TrainError(f"{engine.path}: bf16.immediate_grad_update false keeps each gradient in param.grad "
-                             "past its micro-batch, where --cuda-graphs overwrites it: remove the setting or drop "
-                             "--cuda-graphs")
-        ds["bf16"]["immediate_grad_update"] = True
-    zero = ds["zero_optimization"]
-    if world_size == 1 and zero.get("overlap_comm"):
-        # overlap_comm makes ZeRO wait for the whole device after every micro-batch's
-        # backward and every gradient bucket, to overlap a reduction that one rank
-        # does not have: nothing to gain, the host stalls each micro-batch.
-        zero["overlap_comm"] = False
-    return ds
-
-
-def accumulation_dtype(ds: dict[str, Any], precision: str) -> str:
-    """The dtype DeepSpeed accumulates gradients in, as ``fp16``, ``bf16`` or
-    ``fp32``: the config's ``data_types.grad_accum_dtype`` by any name DeepSpeed
-    takes (``bfloat16``, ``half``, ``float``, ...), else the model's ``precision``."""
-    from deepspeed.runtime.config import DtypeEnum
-
-    value = ds.get("data_types", {}).get("grad_accum_dtype")
-    if value is None:
-        return precision
-    try:
-        return DtypeEnum(value).name
-    except ValueError:  # DeepSpeed refuses it when the engine is built, in its own words
-        return str(value)
-
-
-def batch_layout(config: TrainConfig, world_size: int, rank: int = 0) -> BatchLayout:
-    """The batch shape of ``config`` on ``world_size`` ranks (an unsettled
-    ``"auto"`` micro-batch checked as 1: every per-rank batch has that divisor),
-    refused in one line that says which micro-batch sizes would fit."""
-    optim = config.optim
-    try:
-        return BatchLayout(optim.batch_size, optim.micro_batch_size or 1, world_size, rank)
-    except BatchShapeError as err:
-        raise TrainError(str(err)) from err
 
 
 def resolve_precision(config: TrainConfig, device: torch.device) -> str:
@@ -202,8 +98,9 @@ def resolve_precision(config: TrainConfig, device: torch.device) -> str:
     return config.engine.precision_on(device.type, supported, config.performance.precision)
 
 
-def resolve_micro_batch(config: TrainConfig, dist: Distributed, datasets: list[PretrainDataset], student: Any,
-                        teacher: Any, precision: str) -> TrainConfig:
+def resolve_micro_batch(config: TrainConfig, dist: Distributed, datasets: list[PretrainDataset],
+                        student: BertForPreTraining, teacher: BertModel | None,
+                        precision: str) -> TrainConfig:
     """``config`` with its micro-batch settled: as asked, or (``"auto"``) the largest
     divisor of the per-rank batch that fits the device at the datasets' longest
     sequence (:func:`tacl_scale.memory.auto_micro_batch`), said in the log."""
@@ -229,7 +126,8 @@ def resolve_micro_batch(config: TrainConfig, dist: Distributed, datasets: list[P
     return replace(config, optim=replace(optim, micro_batch_size=micro))
 
 
-def check_data_and_model(datasets: list[PretrainDataset], student: Any, model_path: str) -> None:
+def check_data_and_model(datasets: list[PretrainDataset], student: BertForPreTraining,
+                         model_path: str) -> None:
     """Refuse a dataset whose tokenizer does not match the model's (token by token,
     whatever files the model directory holds it in), or whose sequences are longer
     than the model's positions."""
@@ -322,7 +220,7 @@ class EngineParts:
     module: PretrainingModule  # the student with its objective
     optimizer: torch.optim.AdamW
     scheduler: torch.optim.lr_scheduler.LambdaLR
-    engine: Any  # deepspeed.DeepSpeedEngine
+    engine: DeepSpeedEngine
     ds_config: dict[str, Any]  # the DeepSpeed JSON as resolved for this job
     accumulation: int  # micro-batches per optimizer step on each rank
 
@@ -333,8 +231,8 @@ class RunParts:
 
     datasets: list[PretrainDataset]
     eval_every: int  # 0: no evaluation
-    student: Any  # BertForPreTraining
-    teacher: Any | None  # BertModel, None without the tacl objective
+    student: BertForPreTraining
+    teacher: BertModel | None  # None without the tacl objective
     engine: EngineParts
     state: TrainState
     saved_step: int  # the step of the newest checkpoint (-1: none)
@@ -347,44 +245,6 @@ class RunParts:
     lock: DirectoryLock | None  # rank 0: the run directory's, held until the Trainer closes
     teacher_fast: CompiledEncoder | None  # the teacher's encoder compiled (--compile)
     config: TrainConfig  # the run's settings with what the device decided (the micro-batch)
-
-
-def settings_deepspeed_ignores(ds: dict[str, Any], path: str) -> list[str]:
-    """A line for each top-level key of the resolved DeepSpeed config ``ds`` (from
-    the file ``path``) that DeepSpeed's config parser never reads: DeepSpeed ignores
-    it without a word, so a misspelt ``train_batch_sise`` trained with the default.
-    Found by letting ``DeepSpeedConfig`` parse it while the keys it asks for are
-    recorded; none when it cannot parse it (its own refusal comes with the engine)."""
-    from deepspeed.runtime.config import DeepSpeedConfig
-
-    asked: set[str] = set()
-
-    class Recording(dict):  # the top level only: each section is parsed as a whole
-        def get(self, key: Any, default: Any = None) -> Any:
-            asked.add(key)
-            return super().get(key, default)
-
-        def __getitem__(self, key: Any) -> Any:
-            asked.add(key)
-            return super().__getitem__(key)
-
-        def __contains__(self, key: object) -> bool:
-            asked.add(str(key))
-            return super().__contains__(key)
-
-        def __copy__(self) -> Recording:  # the parser reads a copy
-            return self
-
-    try:
-        DeepSpeedConfig(Recording(json.loads(json.dumps(ds))))
-    except Exception:  # noqa: BLE001 - DeepSpeed says what is wrong when the engine is built
-        return []
-    lines = []
-    for key in sorted(set(ds) - asked):
-        close = difflib.get_close_matches(key, sorted(asked), n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        lines.append(f"{path}: {key!r} is no setting of DeepSpeed's, which ignores it{hint}")
-    return lines
 
 
 def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
@@ -531,7 +391,8 @@ def _refuse_bad_files(problems: list[str]) -> None:
         raise TrainError(problems[0] + more)
 
 
-def build_models(config: TrainConfig, datasets: list[PretrainDataset], device: torch.device) -> tuple[Any, Any]:
+def build_models(config: TrainConfig, datasets: list[PretrainDataset],
+                 device: torch.device) -> tuple[BertForPreTraining, BertModel | None]:
     """The student (checked against the datasets' tokenizer and lengths) and its
     frozen teacher on ``device`` (None without the tacl objective)."""
     try:
@@ -547,7 +408,8 @@ def build_models(config: TrainConfig, datasets: list[PretrainDataset], device: t
 
 
 def compiled_encoders(config: TrainConfig, performance: ResolvedPerformance, datasets: list[PretrainDataset],
-                      student: Any, teacher: Any) -> tuple[CompiledEncoder | None, CompiledEncoder | None]:
+                      student: BertForPreTraining,
+                      teacher: BertModel | None) -> tuple[CompiledEncoder | None, CompiledEncoder | None]:
     """The student's and the teacher's encoders under ``torch.compile`` (``--compile``),
     packed micro-batches rounded up to token buckets of the micro-batch size at the
     datasets' longest sequence; ``(None, None)`` without it. With ``--cuda-graphs``
@@ -625,8 +487,9 @@ def checkpoint_to_resume(run: RunDir, dist: Distributed) -> str | None:
     return tag
 
 
-def build_engine(config: TrainConfig, student: Any, dist: Distributed, performance: ResolvedPerformance,
-                 precision: str, load_universal: bool, fast: CompiledEncoder | None = None) -> EngineParts:
+def build_engine(config: TrainConfig, student: BertForPreTraining, dist: Distributed,
+                 performance: ResolvedPerformance, precision: str, load_universal: bool,
+                 fast: CompiledEncoder | None = None) -> EngineParts:
     """The DeepSpeed engine around the student (``fast``: its encoder compiled) with
     AdamW and the warm-up/decay schedule."""
     device = dist.device
@@ -662,7 +525,8 @@ def build_engine(config: TrainConfig, student: Any, dist: Distributed, performan
     return EngineParts(module, optimizer, scheduler, engine, ds_config, accumulation)
 
 
-def restore(engine: Any, ckpt_root: Path, tag: str | None, config: TrainConfig, world_size: int) -> TrainState:
+def restore(engine: DeepSpeedEngine, ckpt_root: Path, tag: str | None, config: TrainConfig,
+            world_size: int) -> TrainState:
     """Load checkpoint ``tag`` (from :func:`checkpoint_to_resume`): weights,
     optimizer, schedule and the global data position; a fresh state without one."""
     if tag is None:
@@ -713,7 +577,7 @@ def apply_optimizer_settings(engine: EngineParts, optim: OptimConfig, step: int)
 
 
 def record_this_job(run: RunDir, record: RunRecord | None, config: TrainConfig, dist: Distributed,
-                    dataset: PretrainDataset, student: Any, performance: ResolvedPerformance,
+                    dataset: PretrainDataset, student: BertForPreTraining, performance: ResolvedPerformance,
                     ds_config: dict[str, Any], step: int, changes: list[str], fingerprints: list[str]) -> RunRecord:
     """``run.json`` (``record``, None for a new run) with this job in its
     ``history`` (the step it started at, its ranks and device, the settings it
@@ -728,7 +592,8 @@ def record_this_job(run: RunDir, record: RunRecord | None, config: TrainConfig, 
     return record_job(run, record, segment, new, config)
 
 
-def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset, student: Any) -> None:
+def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset,
+                    student: BertForPreTraining) -> None:
     """What an export needs, in the run directory from the first job on: the
     tokenizer files, and a random init's weights as ``RUN_DIR/initial`` (the
     reference line of analyses). Also makes ``RUN_DIR/checkpoints``."""

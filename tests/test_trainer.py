@@ -32,9 +32,9 @@ from tacl_scale.config import (
 )
 from tacl_scale.data import PretrainDataset
 from tacl_scale.distributed import Distributed, DistributedError, LaunchEnv
+from tacl_scale.engine_config import deepspeed_config
 from tacl_scale.metrics import read_records, step_records
 from tacl_scale.model import ObjectiveConfig
-from tacl_scale.parts import deepspeed_config
 from tacl_scale.run_dir import RunDir
 from tacl_scale.trainer import Trainer, TrainError
 
@@ -880,7 +880,7 @@ def test_refusals_of_the_job_shape_come_before_anything_is_written(join: Callabl
 def test_every_setting_of_the_shipped_deepspeed_configs_is_one_deepspeed_reads(name: str, tmp_path: Path) -> None:
     """No false alarm from the check below, on this DeepSpeed (the GPU-image tier runs
     it on the image's)."""
-    from tacl_scale.parts import settings_deepspeed_ignores
+    from tacl_scale.engine_config import settings_deepspeed_ignores
 
     config = make_config(tmp_path / "d", tmp_path / "m", tmp_path / "run",
                          engine=EngineConfig.from_file(ROOT / "ds_configs" / name))
