@@ -51,7 +51,7 @@ from .config import (
 )
 from .instances import InstanceConfig
 from .sentences import SentenceConfig
-from .shards import EmptyDatasetError, TokenizerFacts
+from .shards import EmptyDatasetError, FinalizeInputs, TokenizerFacts
 from .sources import FORMATS, InputError, expand_inputs, output_among_inputs, plan_work_units
 from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
 from .workspace import (
@@ -61,9 +61,10 @@ from .workspace import (
     describe_os_error,
     determining_settings,
     fingerprint,
-    first_difference,
+    first_changed_setting,
     input_stats,
     is_build_file,
+    remove_build_files,
     writing,
 )
 
@@ -250,9 +251,7 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokeniz
         if problem is not None:
             raise BuildError(f"--resume: {problem}")
         kept, removed = workspace.discard_incomplete()
-        for path in directory.iterdir():  # shards of the interrupted run are rebuilt
-            if path != workspace.root and path.name != LOCK_NAME and is_build_file(path):
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        remove_build_files(directory, keep=(TMP_DIR_NAME, LOCK_NAME))  # shards of the interrupted run are rebuilt
         log.info("resuming: %d of %d work unit(s) already done, reading the other %d (%d incomplete file(s) "
                  "discarded)", kept, len(units), len(units) - kept, removed)
         workspace.start_run(digest, units, inputs, tokenizer_sha256, settings)
@@ -271,9 +270,7 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokeniz
                 "choose another --output or pass --overwrite (only the build's own files are removed)"
             )
     if directory.exists():
-        for path in directory.iterdir():
-            if path.name != LOCK_NAME and is_build_file(path):  # the lock is this build's, held
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        remove_build_files(directory, keep=(LOCK_NAME,))  # the lock is this build's, held
     directory.mkdir(parents=True, exist_ok=True)
     workspace.start_run(digest, units, inputs, tokenizer_sha256, settings)
 
@@ -381,8 +378,8 @@ def _build_difference(manifest: Manifest, config: BuildConfig, paths: list[str],
     sizes) and the tokenizer of ``tokenizer_sha256``, else the first difference.
     The inputs are the files ``paths`` names, however ``--input`` spelled them (a
     quoted glob, or the files the shell expanded it to)."""
-    if (difference := first_difference(flat_settings(manifest.build_config),
-                                       determining_settings(config.to_dict()))) is not None:
+    if (difference := first_changed_setting(flat_settings(manifest.build_config),
+                                          determining_settings(config.to_dict()))) is not None:
         name, then, now = difference
         return f"built with {name} {then!r}, this build's is {now!r}"
     recorded_sizes = {s.path: s.bytes for s in manifest.sources}
@@ -405,7 +402,8 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from . import dask_runner
-    from .pipeline import build_pipeline, finalize
+    from .pipeline import build_pipeline
+    from .shards import finalize
 
     final = Path(config.output.directory)
     replacing = config.output.overwrite and (final / MANIFEST_NAME).exists()
@@ -416,12 +414,12 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
 
     options = PipelineOptions(dask_runner.with_defaults(beam_args))
     facts = TokenizerFacts(tokenizer.vocab_size, dict(tokenizer.special_ids), tokenizer.replacement_ids())
-    context = {
-        "tokenizer": tokenizer,
-        "tokenizer_sha256": tokenizer_sha256,  # fingerprinted at the start: finalize checks its copy against it
-        "sources": [FileRecord(p, os.path.getsize(p)) for p in paths],
-        "pipeline_options": options.get_all_options(drop_default=True, retain_unknown_options=True),
-    }
+    finalize_inputs = FinalizeInputs(
+        tokenizer=tokenizer,
+        tokenizer_sha256=tokenizer_sha256,  # fingerprinted at the start: finalize checks its copy against it
+        sources=[FileRecord(p, os.path.getsize(p)) for p in paths],
+        pipeline_options=options.get_all_options(drop_default=True, retain_unknown_options=True),
+    )
     log.info("%d input file(s), %d work unit(s) -> %s", len(paths), len(units), config.output.directory)
     try:
         pipeline = beam.Pipeline(runner=_runner(options, len(config.output.shard_keys)), options=options)
@@ -439,14 +437,12 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
                 if client is not None:
                     client.close()
         with writing(config.output.directory):
-            manifest = finalize(config, facts, context, recorded_directory=str(final))
+            manifest = finalize(config, facts, finalize_inputs, recorded_directory=str(final))
     except Exception as err:
         # The completed work units stay for --resume; no shard file of a dataset that
         # does not exist is left in the output.
         directory = Path(config.output.directory)
-        for path in directory.iterdir():
-            if is_build_file(path) and path.name not in (TMP_DIR_NAME, LOCK_NAME):
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        remove_build_files(directory, keep=(TMP_DIR_NAME, LOCK_NAME))
         kept = " (the old dataset is unchanged)" if replacing else ""
         workspace = Workspace(directory)
         done = len(workspace.completed_units()) if workspace.exists() else None  # None: got past its units

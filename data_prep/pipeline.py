@@ -1,6 +1,6 @@
 """The Apache Beam pipeline: a thin layer that distributes the plain functions of
-``sources``, ``documents`` and ``shards`` over a runner (DirectRunner, DaskRunner,
-Flink, Spark, Dataflow — unchanged code).
+``sources``, ``documents``, ``spill`` and ``shards`` over a runner (DirectRunner,
+DaskRunner, Flink, Spark, Dataflow — unchanged code).
 
     work units ─Reshuffle─▶ PrepareDocuments ──(shard key, spill part)──▶ GroupByKey ─▶ BuildShard
 
@@ -10,8 +10,8 @@ DaskRunner, for one, merges a ParDo's tagged outputs into its main output). What
 the steps report travels through the shared temporary directory instead: each work
 unit's completion marker holds its skip counts (:mod:`data_prep.workspace`) and each
 shard's manifest entry is written to ``_tmp/entries/``. After the pipeline,
-:func:`finalize` runs in the driver: it fills in empty shards, removes the
-temporary directory and writes ``manifest.json`` last.
+:func:`data_prep.shards.finalize` runs in the driver: it fills in empty shards,
+removes the temporary directory and writes ``manifest.json`` last.
 
 Shards are keyed: training shards ``0 .. N-1`` and, with ``--validation-fraction``,
 validation shards after them (``OutputConfig.shard_keys``), so a validation
@@ -24,19 +24,19 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from tacl_scale.data.manifest import ShardRecord, shard_name
+from tacl_scale.data.manifest import shard_name
 
 from .config import BuildConfig
-from .documents import SKIP_KINDS, DocumentProcessor, shard_key
-from .shards import EmptyDatasetError, SpillWriter, TokenizerFacts, build_shard, make_manifest
-from .sources import ReadProgress, WorkUnit, describe_skips, read_records
+from .documents import DocumentProcessor, shard_key
+from .shards import TokenizerFacts, build_shard
+from .sources import ReadProgress, WorkUnit, read_records
+from .spill import SpillWriter
 from .workspace import Workspace, unit_bytes, writing
 
 log = logging.getLogger(__name__)
@@ -240,7 +240,7 @@ class PrepareDocuments(beam.DoFn):
 
 class BuildShard(beam.DoFn):
     """Build one shard from the spill parts holding its documents; its manifest
-    entry goes to ``_tmp/entries/`` for :func:`finalize`."""
+    entry goes to ``_tmp/entries/`` for :func:`data_prep.shards.finalize`."""
 
     def __init__(self, config: BuildConfig, facts: TokenizerFacts) -> None:
         self.config = config
@@ -260,61 +260,10 @@ class BuildShard(beam.DoFn):
         yield shard
 
 
-def empty_validation_warnings(config: BuildConfig, shards: list[ShardRecord]) -> list[str]:
-    """The warning for a validation split that was asked for (``--validation-fraction``)
-    but holds no instance, as a small input leaves it: the documents are held out by a
-    hash of their id, so a few documents may give none."""
-    fraction = config.output.validation_fraction
-    held = [s for s in shards if s.split == "validation"]
-    if fraction <= 0 or sum(s.counts.instances for s in held):
-        return []
-    held_documents = sum(s.counts.documents for s in held)
-    documents = held_documents + sum(s.counts.documents for s in shards if s.split == "train")
-    what = "no document" if not held_documents else f"{held_documents} document(s) that made no instance"
-    return [f"the validation split is empty: --validation-fraction {fraction:g} held out {what} of the "
-            f"{documents} documents built (about {fraction * documents:.1f} expected; each document is held out "
-            "by a hash of its id), so training has nothing to validate on; use a larger --validation-fraction "
-            "or more input"]
-
-
-def finalize(config: BuildConfig, facts: TokenizerFacts, context: dict[str, Any],
-             recorded_directory: str | None = None) -> Path:
-    """Complete the dataset after the pipeline: gather the shard entries and the
-    units' skip counts, fill in empty shards, drop the temporary files and write
-    the manifest (last). ``recorded_directory``: the output the manifest records,
-    when the dataset is built elsewhere first (``--overwrite``)."""
-    directory = Path(config.output.directory)
-    workspace = Workspace(directory)
-    shards = workspace.entries()
-    built = {s.key for s in shards}
-    shards += [build_shard(k, [], config, facts) for k in config.output.shard_keys if k not in built]
-    skip_counts = dict.fromkeys(SKIP_KINDS, 0)
-    for marker in workspace.completed_units():
-        for kind, count in marker["skips"].items():
-            skip_counts[kind] = skip_counts.get(kind, 0) + count
-    skip_counts["duplicate_documents"] += sum(s.duplicate_documents for s in shards)
-    workspace.remove()
-    if sum(s.counts.instances for s in shards if s.split == "train") == 0:
-        skipped = describe_skips(skip_counts)
-        raise EmptyDatasetError(
-            f"{directory}: no instance was built from {len(context['sources'])} input file(s); skipped: {skipped} "
-            f"(do --format {config.input.format} and --min-doc-chars {config.cleaning.min_doc_chars} fit them?)"
-        )
-    tokenizer = context["tokenizer"].copy_into(directory, context["tokenizer_sha256"])
-    recorded = config if recorded_directory is None else replace(
-        config, output=replace(config.output, directory=recorded_directory))
-    manifest = make_manifest(recorded, tokenizer, shards, skip_counts, context["sources"],
-                             context["pipeline_options"], facts)
-    manifest = replace(manifest, warnings=(*manifest.warnings, *empty_validation_warnings(config, shards)))
-    for warning in manifest.warnings:
-        log.warning("%s", warning)
-    return manifest.write(directory)
-
-
 def build_pipeline(pipeline: beam.Pipeline, units: list[WorkUnit], config: BuildConfig,
                    facts: TokenizerFacts) -> beam.PCollection:
-    """Attach stages 1 and 2 of the build to ``pipeline`` (run :func:`finalize`
-    once it has finished)."""
+    """Attach stages 1 and 2 of the build to ``pipeline`` (run
+    :func:`data_prep.shards.finalize` once it has finished)."""
     return (
         pipeline
         | "WorkUnits" >> beam.Create(units)

@@ -2,7 +2,7 @@
 dataset exists, and what makes a killed build resumable. This module owns its names.
 
 - ``part-<key>.*``: a work unit's spill part (tokenized documents, see
-  :class:`data_prep.shards.SpillWriter`), named after the unit so that a rerun finds
+  :class:`data_prep.spill.SpillWriter`), named after the unit so that a rerun finds
   it again. Once the part's files are closed and synced, a completion marker
   ``part-<key>.done.json`` records what the unit produced (the shards it touched,
   its skip counts, its documents) and the files it wrote, which are exactly the
@@ -33,7 +33,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,17 @@ def is_build_file(path: Path) -> bool:
     name = path.name
     return (name in (TMP_DIR_NAME, TOKENIZER_DIR, f".{TOKENIZER_DIR}.tmp", LOCK_NAME)
             or name.startswith(f".{MANIFEST_NAME}.") or _SHARD_FILE.fullmatch(name) is not None)
+
+
+def remove_build_files(directory: str | os.PathLike, keep: Collection[str]) -> None:
+    """Remove the entries of ``directory`` that a build writes (:func:`is_build_file`)
+    but those named in ``keep``: the lock this build holds (``LOCK_NAME``) and, where
+    the completed work units stay for a resume, the workspace (``TMP_DIR_NAME``). A
+    user's file is never touched; an error (the directory gone, a file that will not
+    go) is raised as it comes."""
+    for path in Path(directory).iterdir():
+        if path.name not in keep and is_build_file(path):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def _sync(path: Path) -> None:
@@ -174,8 +185,9 @@ class Workspace:
         record = json.loads(path.read_text(encoding="utf-8"))
         again = "rerun the same command, or drop --resume to start over"
         recorded_settings = record.get("settings")
-        if recorded_settings is not None and settings is not None:
-            if (difference := first_difference(recorded_settings, settings)) is not None:
+        by_settings = recorded_settings is not None and settings is not None
+        if by_settings:
+            if (difference := first_changed_setting(recorded_settings, settings)) is not None:
                 name, then, now = difference
                 return f"{self.root}: its parts were made with other settings ({name} {then!r}, this build's is {now!r}); {again}"
             recorded_inputs = record.get("inputs", {})
@@ -195,7 +207,8 @@ class Workspace:
         if record.get("tokenizer_sha256") != tokenizer_sha256:
             return ("the tokenizer's file changed since the interrupted build (its sha256 differs): its parts hold "
                     "the old ids; drop --resume to start over")
-        return _changed_input(record, inputs)
+        # With settings, the inputs' sizes and times were compared above, before the units.
+        return None if by_settings else _changed_input(record, inputs)
 
     def discard_incomplete(self) -> tuple[int, int]:
         """Remove everything but the completed parts (the files their markers
@@ -299,7 +312,7 @@ def determining_settings(config_dict: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in flat_settings(config_dict).items() if name not in NOT_DETERMINING}
 
 
-def first_difference(recorded: dict[str, Any], ours: dict[str, Any]) -> tuple[str, Any, Any] | None:
+def first_changed_setting(recorded: dict[str, Any], ours: dict[str, Any]) -> tuple[str, Any, Any] | None:
     """The first setting of ``ours`` that ``recorded`` (both dotted names to JSON
     values, as :func:`determining_settings` gives them) holds otherwise or not at
     all: (name, recorded value or None, our value); ``None`` when none does."""

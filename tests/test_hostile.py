@@ -154,7 +154,7 @@ def dataset_files(directory: Path) -> dict[str, bytes]:
 
 def test_a_full_disk_keeps_the_completed_units_and_resume_finishes_the_same_dataset(
         made_en: Corpus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from data_prep.shards import SpillWriter
+    from data_prep.spill import SpillWriter
 
     args = three_inputs(made_en, tmp_path / "in")
     # The writers themselves, kept alive: a set of id()s missed the third writer whenever

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ZH_TEXT, ZH_VOCAB
 
-from data_prep import pipeline
+from data_prep import shards
 from data_prep.build import BuildError, parse_args, run_build
 
 pytestmark = pytest.mark.slow
@@ -56,7 +56,7 @@ def interrupted_before_the_manifest(output: Path, inputs: list[str], monkeypatch
         raise OSError(5, "stopped by the test before the manifest")
 
     with monkeypatch.context() as patch:
-        patch.setattr(pipeline, "finalize", stopped)
+        patch.setattr(shards, "finalize", stopped)
         with pytest.raises(BuildError, match="build failed, no dataset written"):
             build(output, inputs)
     units = len(list((output / "_tmp").glob("part-*.done.json")))

@@ -1,4 +1,4 @@
-"""Shard building without Beam (data_prep.shards) and the dataset reader
+"""Shard building without Beam (data_prep.spill, data_prep.shards) and the dataset reader
 (tacl_scale.data): spill parts -> build_shard -> manifest -> PretrainDataset."""
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from data_prep.config import BuildConfig, InputConfig, OutputConfig
 from data_prep.documents import TokenizedDocument
 from data_prep.instances import InstanceConfig, Segment, assemble, create_pairs_from_document
 from data_prep.shards import (
-    ShardDocuments,
-    SpillWriter,
     TokenizerFacts,
     build_shard,
     make_manifest,
 )
+from data_prep.spill import ShardDocuments, SpillWriter
 from data_prep.tokenization import EncodedSentence, TokenizerConfig
 from data_prep.workspace import TMP_DIR_NAME
 from tacl_scale.data import DatasetError, PretrainDataset, load_manifest
@@ -434,7 +433,7 @@ def test_sentence_lengths_read_last_are_kept_within_a_budget(tmp_path, monkeypat
     """The table keeps the documents it read last (a random B is read twice: for its
     sentences, then for its tokens' offset) up to a budget of bytes, the oldest
     dropped first, the lengths the same whether kept or read again."""
-    from data_prep.shards import _SentenceLengthTable
+    from data_prep.spill import _SentenceLengthTable
 
     monkeypatch.setattr(_SentenceLengthTable, "RECENT_BYTES", 600)
     prefixes = spill(tmp_path / "spill", [DOCUMENTS[:8], DOCUMENTS[8:]], {d.doc_id: 0 for d in DOCUMENTS})

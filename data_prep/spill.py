@@ -1,0 +1,270 @@
+"""Spill parts: the tokenized documents of stage 1 on disk, and stage 2's copy of one
+shard's documents out of them.
+
+Stage 1 (parallel over work units) appends each unit's tokenized documents to one
+*spill part* (:class:`SpillWriter`): MMIDIDX files (sentences as sequences,
+documents as documents; beside them each sentence's word starts) and a list of
+``[doc_id, shard]`` lines, in the build's temporary directory
+(named by :mod:`data_prep.workspace`). Stage 2 (parallel over shards) reads every
+part once, copying its own shard's documents into unlinked scratch files
+(:class:`ShardDocuments`) that :func:`data_prep.shards.build_shard` reads in a
+canonical order (by document id). Holding documents on disk instead of in the
+runner's shuffle keeps memory flat whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import uuid
+from array import array
+from collections.abc import Iterable, Sequence
+from itertools import accumulate
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from tacl_scale.data.indexed import IndexedReader, IndexedWriter, bin_path, idx_path
+
+from .documents import TokenizedDocument
+from .instances import Segment
+
+
+class SpillWriter:
+    """Appends tokenized documents to one spill part (see module docstring)."""
+
+    def __init__(self, tmp_dir: str | os.PathLike, token_dtype: np.dtype, prefix: Path | None = None) -> None:
+        Path(tmp_dir).mkdir(parents=True, exist_ok=True)
+        self.prefix = prefix or Path(tmp_dir) / f"part-{uuid.uuid4().hex}"
+        self._ids = IndexedWriter(self.prefix, token_dtype)
+        self._starts = IndexedWriter(f"{self.prefix}.wstart", np.uint8)
+        self._docs_path = Path(f"{self.prefix}.docs.jsonl")
+        self._docs = open(self._docs_path, "w", encoding="utf-8")
+        self.shards: set[int] = set()
+
+    @property
+    def files(self) -> list[Path]:
+        """Every file of the part: what a completion marker syncs and names."""
+        return [bin_path(self.prefix), idx_path(self.prefix), bin_path(f"{self.prefix}.wstart"),
+                idx_path(f"{self.prefix}.wstart"), self._docs_path]
+
+    def add(self, shard: int, document: TokenizedDocument) -> None:
+        """Append ``document`` to the part, for shard ``shard``."""
+        if not document.sentences:
+            return  # nothing to pair; the document processor counts such skips
+        self._ids.add_document([sentence.ids for sentence in document.sentences])
+        self._starts.add_document([sentence.word_starts.astype(np.uint8) for sentence in document.sentences])
+        self._docs.write(json.dumps([document.doc_id, shard], ensure_ascii=False) + "\n")
+        self.shards.add(shard)
+
+    def close(self) -> str:
+        """Finish the part's files; return its prefix."""
+        self._ids.close()
+        self._starts.close()
+        self._docs.close()
+        return str(self.prefix)
+
+    def abort(self) -> None:
+        """Remove what the part wrote (a failed unit leaves no file of it)."""
+        self._ids.abort()
+        self._starts.abort()
+        self._docs.close()
+        self._docs_path.unlink(missing_ok=True)
+
+
+class _GatheredValues:
+    """A :class:`~data_prep.instances.TokenStore` over one shard's documents,
+    gathered into one unlinked scratch file (:class:`ShardDocuments` writes it).
+
+    Values are read with ``os.pread``: the document being built
+    (:meth:`start_document`) as one copy on its first read, a segment of any other (a
+    random B) by itself. Nothing is memory-mapped: a mapped page, once read, stays in
+    the process's RSS, and the kernel maps a window of pages around each page read,
+    so NSP's random B segments, read from anywhere in the shard's documents spread
+    over every spill part, mapped up to 64 KB of other shards' data each (300 MB of a
+    4 GB build's shard build between two releases, 200 MB at 1 GB).
+    """
+
+    def __init__(self, file: BinaryIO, what: str, dtype: np.dtype, bases: Sequence[int],
+                 sentence_lengths: Sequence[Sequence[int]]) -> None:
+        self._file = file  # kept open: the file has no name, closing it deletes it
+        self._what = what  # for errors: which scratch file, where
+        self._fd = file.fileno()
+        self._dtype = dtype
+        self._bases = bases  # where each document's values start in the file, in values
+        # Each document's sentence lengths (ShardDocuments' table): where a sentence
+        # starts is added up when it is read, so nothing per sentence is kept in
+        # memory (a shard's size is the user's choice).
+        self._lengths = sentence_lengths
+        self._document = -1  # the document being built
+        self._copy: np.ndarray | None = None  # its values, once read
+        self._copy_starts: list[int] = []  # where its sentences start in them
+
+    def start_document(self, document: int) -> None:
+        """``document``'s instances are being made now: its values are read (on first
+        use) as one copy, which replaces the previous document's."""
+        self._document = document
+        self._copy = None
+
+    def values(self, segment: Segment) -> np.ndarray:
+        document = segment.document
+        count = segment.stop - segment.start
+        if document != self._document:  # a random B: its offset added up, the segment read
+            begin = sum(self._lengths[document][: segment.first]) + segment.start
+            return self._read(self._bases[document] + begin, count)
+        if self._copy is None:
+            lengths = self._lengths[document]
+            self._copy_starts = [0, *accumulate(lengths)]
+            self._copy = self._read(self._bases[document], self._copy_starts[-1])
+        begin = self._copy_starts[segment.first] + segment.start
+        return self._copy[begin : begin + count]
+
+    def _read(self, offset: int, count: int) -> np.ndarray:
+        """``count`` values from value ``offset`` of the file."""
+        itemsize = self._dtype.itemsize
+        data = os.pread(self._fd, count * itemsize, offset * itemsize)
+        if len(data) != count * itemsize:  # the scratch file was truncated under us
+            raise OSError(f"{self._what}: short read at value {offset} ({len(data)} of {count * itemsize} bytes)")
+        return np.frombuffer(data, dtype=self._dtype)
+
+
+class _SentenceLengthTable(Sequence[array]):
+    """Each gathered document's sentence lengths (``table[d][k]``: the tokens of
+    sentence k of document d) in an unlinked scratch file, read with ``os.pread``.
+
+    Memory holds 12 bytes a document and the documents read last, up to
+    :attr:`RECENT_BYTES` of lengths (the one being built is read for each dupe pass,
+    a random B's for its sentences and again when its tokens are assembled), not
+    4 bytes a sentence: a shard's size is the user's choice.
+    """
+
+    RECENT_BYTES = 1 << 20  # sentence lengths kept after their reads, the oldest dropped first
+    ENTRY_BYTES = 128  # what a kept document costs beside its lengths (its array object, the dict's entry)
+
+    def __init__(self, file: BinaryIO, what: str, firsts: array, counts: array) -> None:
+        self._file = file  # kept open: the file has no name, closing it deletes it
+        self._what = what
+        self._fd = file.fileno()
+        self._firsts = firsts  # array("q"): each document's first sentence in the file
+        self._counts = counts  # array("i"): each document's number of sentences
+        self._recent: dict[int, array] = {}  # in the order read
+        self._recent_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __getitem__(self, document: int) -> array:  # type: ignore[override]  # no slices
+        lengths = self._recent.get(document)
+        if lengths is not None:
+            return lengths
+        document = range(len(self._counts))[document]  # IndexError out of range, as a list's
+        size = 4 * self._counts[document]
+        data = os.pread(self._fd, size, 4 * self._firsts[document])
+        if len(data) != size:  # the scratch file was truncated under us
+            raise OSError(f"{self._what}: short read of document {document}'s sentence lengths "
+                          f"({len(data)} of {size} bytes)")
+        lengths = array("i", data)
+        self._recent[document] = lengths
+        self._recent_bytes += self.ENTRY_BYTES + size
+        while self._recent_bytes > self.RECENT_BYTES and len(self._recent) > 1:
+            oldest = next(iter(self._recent))
+            self._recent_bytes -= self.ENTRY_BYTES + 4 * len(self._recent.pop(oldest))
+        return lengths
+
+
+class ShardDocuments:
+    """The documents of one shard gathered from spill parts, sorted by id (then
+    content), with exact duplicates (same id and same tokens: the same page given
+    twice) dropped and counted.
+
+    Opening reads every part once, in turn, and copies this shard's documents (their
+    tokens, word starts and sentence lengths) into unlinked files in ``scratch`` (a
+    temporary directory when None): a part's files are closed before the next is
+    opened, so a shard build holds three files open (two with ``word_starts=False``)
+    and maps nothing, whatever the number of
+    parts (it held four maps, each with its file open, per part: 11,000 files for
+    the English dump's 2,750 parts, over the usual limit of 1,024), and reads its
+    documents from one place instead of from every part.
+    """
+
+    def __init__(self, shard: int, part_prefixes: Iterable[str], scratch: str | os.PathLike | None = None,
+                 word_starts: bool = True) -> None:
+        tokens_file = tempfile.TemporaryFile(dir=scratch)
+        starts_file = tempfile.TemporaryFile(dir=scratch) if word_starts else None
+        lengths_file = tempfile.TemporaryFile(dir=scratch)  # int32 sentence lengths
+        found: list[tuple[str, str, int]] = []  # (doc_id, digest, number in gathered order)
+        bases = array("q")  # in values, the same in both files (one value per token)
+        firsts = array("q")  # in sentences, in lengths_file
+        counts = array("i")  # sentences
+        base = 0
+        sentences = 0
+        dtype = np.dtype(np.int32)  # the parts' token type (an empty shard reads none)
+        for prefix in sorted(set(part_prefixes)):
+            ids = IndexedReader(prefix)
+            dtype = ids.dtype
+            starts = IndexedReader(f"{prefix}.wstart") if word_starts else None
+            with open(f"{prefix}.docs.jsonl", encoding="utf-8") as f:
+                for doc_no, line in enumerate(f):
+                    # Every shard reads every part's list: parse only its own lines
+                    # (``[doc_id, shard]``: the shard is the number after the last comma).
+                    if int(line[line.rindex(",") + 1 : line.rindex("]")]) != shard:
+                        continue
+                    doc_id = json.loads(line)[0]
+                    first = int(ids.document_index[doc_no])
+                    end = int(ids.document_index[doc_no + 1])
+                    content = ids.span(first, end - 1).tobytes() if end > first else b""
+                    digest = hashlib.blake2b(content, digest_size=8).hexdigest()
+                    found.append((doc_id, digest, len(bases)))
+                    tokens_file.write(content)
+                    if starts_file is not None and starts is not None and end > first:
+                        starts_file.write(starts.span(first, end - 1).tobytes())
+                    lengths_file.write(ids.sequence_lengths[first:end].astype(np.int32).tobytes())
+                    firsts.append(sentences)
+                    counts.append(end - first)
+                    sentences += end - first
+                    bases.append(base)
+                    base += len(content) // ids.dtype.itemsize
+            del ids, starts  # unmapped and closed before the next part is opened
+        for file in (tokens_file, starts_file, lengths_file):
+            if file is not None:
+                file.flush()
+        found.sort()
+        # doc_ids are unique keys (they seed the random choices): a second document
+        # with the same id but other content keeps its own, content-derived key.
+        self.doc_ids: list[str] = []
+        kept: list[int] = []
+        self.duplicates = 0
+        previous: tuple[str, str] | None = None
+        for doc_id, digest, number in found:
+            if previous == (doc_id, digest):
+                self.duplicates += 1
+                continue
+            same_id = previous is not None and previous[0] == doc_id
+            previous = (doc_id, digest)
+            self.doc_ids.append(f"{doc_id}#{digest}" if same_id else doc_id)
+            kept.append(number)
+        where = scratch if scratch is not None else tempfile.gettempdir()
+        # Each document's sentence lengths, as ``array("i")`` (indexing gives Python
+        # ints, as the pair loop wants).
+        self.sentence_lengths = _SentenceLengthTable(
+            lengths_file, f"{where}: shard {shard}'s sentence lengths (unlinked)",
+            array("q", (firsts[n] for n in kept)), array("i", (counts[n] for n in kept)))
+        kept_bases = array("q", (bases[n] for n in kept))
+        self.tokens = _GatheredValues(tokens_file, f"{where}: shard {shard}'s copy of its tokens (unlinked)", dtype,
+                                      kept_bases, self.sentence_lengths)
+        self.word_starts = (_GatheredValues(starts_file, f"{where}: shard {shard}'s copy of its word starts (unlinked)",
+                                            np.dtype(np.uint8), kept_bases, self.sentence_lengths)
+                            if starts_file is not None else None)
+
+    def start_document(self, doc_index: int) -> None:
+        """The instances of document ``doc_index`` are being made now (see
+        :class:`_GatheredValues`: it is read once)."""
+        self.tokens.start_document(doc_index)
+        if self.word_starts is not None:
+            self.word_starts.start_document(doc_index)
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
