@@ -181,12 +181,24 @@ class EngineConfig:
         return found
 
 
-# The sections of a DeepSpeed config the trainer reads, and its settings of the
-# trainer's (older configs hold them) with the JSON types they may have.
-_ENGINE_SECTIONS = ("fp16", "bf16", "bfloat16", "optimizer", "zero_optimization")
-_ENGINE_NUMBERS = {"train_batch_size": int, "train_micro_batch_size_per_gpu": int,
-                   "gradient_accumulation_steps": int, "gradient_clipping": (int, float)}
+# The sections of a DeepSpeed config the trainer reads or writes into (timers,
+# data_types, checkpoint) and the other sections DeepSpeed's reference documents as
+# objects: DeepSpeed does not check their type, and a string there was a traceback
+# from inside the trainer or the engine.
+_ENGINE_SECTIONS = ("fp16", "bf16", "bfloat16", "optimizer", "zero_optimization", "timers", "data_types",
+                    "checkpoint", "compile", "activation_checkpointing", "flops_profiler", "tensorboard", "wandb",
+                    "csv_monitor", "comet", "comms_logger", "aio")
+# The trainer's settings (older configs hold them) with the JSON types they may have
+# and the least each may be (as OptimConfig's flags), and its optimizer's params.
+_ENGINE_NUMBERS = {"train_batch_size": (int, 1), "train_micro_batch_size_per_gpu": (int, 1),
+                   "gradient_accumulation_steps": (int, 1), "gradient_clipping": ((int, float), 0)}
 _OPTIMIZER_NUMBERS = ("lr", "weight_decay", "eps")
+# DeepSpeed's own top-level settings that it reads without checking their type, with
+# the type they must have: "auto" (or a string for a number) failed at the first step,
+# after the run directory was written, in a TypeError.
+_DEEPSPEED_SCALARS = {"steps_per_print": int, "wall_clock_breakdown": bool, "dump_state": bool,
+                      "memory_breakdown": bool, "prescale_gradients": bool, "gradient_predivide_factor": (int, float),
+                      "zero_allow_untested_optimizer": bool, "sparse_gradients": bool}
 
 
 def _engine_settings_problem(settings: dict[str, Any]) -> str | None:
@@ -206,17 +218,37 @@ def _engine_settings_problem(settings: dict[str, Any]) -> str | None:
     params = settings.get("optimizer", {}).get("params", {})
     if not isinstance(params, dict):
         return f"optimizer.params must be a JSON object, not {params!r}"
-    for name, kind in _ENGINE_NUMBERS.items():
-        if name in settings and not number(settings[name], kind):
-            what = "an integer" if kind is int else "a number"
-            return f"{name} must be {what} or \"auto\", not {settings[name]!r}"
+    for name, (kind, least) in _ENGINE_NUMBERS.items():
+        value = settings.get(name, "auto")
+        what = "an integer" if kind is int else "a number"
+        if not number(value, kind):
+            return f"{name} must be {what} or \"auto\", not {value!r}"
+        if value != "auto" and not (math.isfinite(value) and value >= least):
+            return f"{name} must be {what} >= {least} or \"auto\", not {value!r}"
     for name in _OPTIMIZER_NUMBERS:
-        if name in params and not number(params[name], (int, float)):
-            return f"optimizer.params.{name} must be a number or \"auto\", not {params[name]!r}"
+        value = params.get(name, "auto")
+        if not number(value, (int, float)):
+            return f"optimizer.params.{name} must be a number or \"auto\", not {value!r}"
+        if value != "auto" and not _positive(value, or_zero=name == "weight_decay"):
+            least = ">= 0" if name == "weight_decay" else "> 0"
+            return f"optimizer.params.{name} must be a finite number {least} or \"auto\", not {value!r}"
     betas = params.get("betas", "auto")
     if betas != "auto" and not (isinstance(betas, list) and len(betas) == 2
                                 and all(number(beta, (int, float)) and beta != "auto" for beta in betas)):
         return f"optimizer.params.betas must be two numbers or \"auto\", not {betas!r}"
+    if betas != "auto" and not all(0 <= beta < 1 for beta in betas):
+        return f"optimizer.params.betas must be two numbers in [0, 1), not {betas!r}"
+    for name, kind in _DEEPSPEED_SCALARS.items():
+        value = settings.get(name)
+        if value is None:
+            continue
+        what = {bool: "true or false", int: "an integer >= 1"}.get(kind, "a finite number > 0")
+        fits = (isinstance(value, bool) if kind is bool else
+                number(value, kind) and value != "auto" and _positive(value) and (kind is not int or value >= 1))
+        if not fits:
+            auto = (": tacl-scale fills in \"auto\" only for the batch sizes, gradient_clipping, fp16/bf16.enabled "
+                    "and the optimizer's params" if value == "auto" else "")
+            return f"{name} must be {what}, not {value!r}{auto}"
     return None
 
 

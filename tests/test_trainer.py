@@ -424,6 +424,24 @@ def test_engine_config_file_errors_name_the_file(tmp_path: Path) -> None:
     ({"optimizer": {"params": {"lr": "1e-3"}}}, "optimizer.params.lr must be a number or \"auto\", not '1e-3'"),
     ({"optimizer": {"params": {"betas": [0.9]}}}, "optimizer.params.betas must be two numbers or \"auto\", not [0.9]"),
     ({"zero_optimization": 2}, "zero_optimization must be a JSON object, not 2"),
+    # Each of these failed after the run directory was written: in the trainer (timers, data_types) or at the
+    # first step (DeepSpeed reads them without a check).
+    ({"timers": "off"}, "timers must be a JSON object, not 'off'"),
+    ({"data_types": "fp32"}, "data_types must be a JSON object, not 'fp32'"),
+    ({"steps_per_print": "auto"}, "steps_per_print must be an integer >= 1, not 'auto': tacl-scale fills in \"auto\" "
+     "only for the batch sizes, gradient_clipping, fp16/bf16.enabled and the optimizer's params"),
+    ({"steps_per_print": 0}, "steps_per_print must be an integer >= 1, not 0"),
+    ({"wall_clock_breakdown": "auto"}, "wall_clock_breakdown must be true or false, not 'auto': tacl-scale fills in "
+     "\"auto\" only for the batch sizes, gradient_clipping, fp16/bf16.enabled and the optimizer's params"),
+    ({"gradient_predivide_factor": float("nan")}, "gradient_predivide_factor must be a finite number > 0, not nan"),
+    # A number out of range was blamed on a flag the user had not given (--batch-size must be >= 1, got -8).
+    ({"train_batch_size": -8}, "train_batch_size must be an integer >= 1 or \"auto\", not -8"),
+    ({"train_micro_batch_size_per_gpu": 0}, "train_micro_batch_size_per_gpu must be an integer >= 1 or \"auto\", not 0"),
+    ({"gradient_clipping": -1}, "gradient_clipping must be a number >= 0 or \"auto\", not -1"),
+    ({"optimizer": {"params": {"lr": 0}}}, "optimizer.params.lr must be a finite number > 0 or \"auto\", not 0"),
+    ({"optimizer": {"params": {"weight_decay": -0.1}}},
+     "optimizer.params.weight_decay must be a finite number >= 0 or \"auto\", not -0.1"),
+    ({"optimizer": {"params": {"betas": [0.9, 1.0]}}}, "optimizer.params.betas must be two numbers in [0, 1), not [0.9, 1.0]"),
 ])
 def test_a_setting_of_the_wrong_type_is_one_error_naming_it(settings: dict, said: str, tmp_path: Path) -> None:
     """Each was a traceback from inside the trainer (TypeError, AttributeError)."""
