@@ -17,6 +17,7 @@ so self-similarity is not read alone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import fnmatch
 import json
@@ -24,6 +25,7 @@ import logging
 import os
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from .cli import HelpFormatter, error_exit, make_parser
-from .files import atomic_write, os_error_line, output_directory_problem
+from .files import first_line, os_error_line, output_directory_problem, write_failed
 from .preemption import ctrl_c_ends, uninterrupted
 from .run_dir import EXPORT_DIR, RUN_FILE, RunDir
 from .similarity import LayerStats, sentence_self_similarity
@@ -43,6 +45,9 @@ log = logging.getLogger("tacl_scale.analysis")
 # mixes two runs (an earlier run's heat map of a model no longer compared).
 REPORT_FILES = ("selfsim.json", "selfsim.csv", "selfsim_by_layer.png")
 HEATMAP_PATTERN = "heatmap_*.png"
+# A report file being written into --out, under a name of its own until every file of
+# the report is (publish_report): one a killed analysis left is removed by the next.
+WRITING_PATTERNS = tuple(f".{name}.*.tmp" for name in (*REPORT_FILES, HEATMAP_PATTERN))
 
 
 def isotropy(tokens: torch.Tensor, sentence_ids: torch.Tensor) -> float:
@@ -78,16 +83,85 @@ def require_vocabulary(model_dir: Path) -> None:
                          "files of the model it was trained from into it")
 
 
-def load_encoder(model_dir: Path, device: torch.device) -> tuple[Any, Any]:
-    """(tokenizer, encoder in eval mode) of a HF directory."""
-    from transformers import AutoModel, AutoTokenizer
+# The tokenizer files of a model directory, in the order a failed load is traced back
+# to one: its settings (JSON), then the vocabulary Hugging Face reads (tokenizer.json
+# when there is one, else vocab.txt).
+TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json")
 
-    from .model import LOAD_ERRORS, cannot_load, mismatch_problem, own_load_report
+
+def load_tokenizer(model_dir: Path) -> Any:
+    """The tokenizer of a HF directory; a file of it that cannot be read as one (a
+    vocab.txt that is not UTF-8, an HTML page saved as tokenizer.json) is a
+    ValueError naming that file, not the library's traceback."""
+    from transformers import AutoTokenizer
+
+    from .model import LOAD_ERRORS
 
     require_vocabulary(model_dir)
     try:
+        return AutoTokenizer.from_pretrained(str(model_dir))
+    except Exception as err:
+        # The tokenizers library raises a bare Exception ("Error while initializing
+        # WordPiece: stream did not contain valid UTF-8"); transformers a KeyError for
+        # a tokenizer.json without "added_tokens". Of a file that is not what its name
+        # says, any class; with every file sound, another class is a defect (its
+        # traceback the report).
+        problem = tokenizer_file_problem(model_dir)
+        if problem is None and type(err) is not Exception and not isinstance(err, LOAD_ERRORS):
+            raise
+        raise ValueError(problem or f"{model_dir}: cannot load the tokenizer: {first_line(err)}") from err
+
+
+def tokenizer_file_problem(model_dir: Path) -> str | None:
+    """Why a tokenizer file of ``model_dir`` is not one, naming the first such file
+    (its settings, then the vocabulary Hugging Face reads), or None."""
+    for name in TOKENIZER_SETTINGS:
+        if (model_dir / name).is_file() and (problem := _file_problem(model_dir / name, json_only=True)):
+            return f"{model_dir / name}: not a tokenizer file ({problem})"
+    for name in ("tokenizer.json", "vocab.txt"):
+        if (model_dir / name).is_file():
+            problem = _file_problem(model_dir / name)
+            return f"{model_dir / name}: not a tokenizer file ({problem})" if problem else None
+    return None
+
+
+def _file_problem(path: Path, json_only: bool = False) -> str | None:
+    """Why ``path`` (a tokenizer's JSON settings, its tokenizer.json or its
+    vocab.txt) is not what its name says, or None."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        return f"not UTF-8 text: byte {err.start}"
+    except OSError as err:
+        return err.strerror or str(err)
+    if path.suffix == ".json":
+        try:
+            settings = json.loads(text)
+        except ValueError as err:
+            return f"not JSON: {first_line(err)}"
+        if not isinstance(settings, dict):
+            return "not a JSON object"
+        if not json_only:
+            from tokenizers import Tokenizer
+
+            try:
+                Tokenizer.from_str(text)
+            except Exception as err:  # the tokenizers library's bare Exception
+                return first_line(err)
+    return None
+
+
+def load_encoder(model_dir: Path, device: torch.device, tokenizer: Any = None) -> tuple[Any, Any]:
+    """(tokenizer, encoder in eval mode) of a HF directory (its tokenizer loaded
+    now unless given)."""
+    from transformers import AutoModel
+
+    from .model import LOAD_ERRORS, cannot_load, mismatch_problem, own_load_report
+
+    if tokenizer is None:
+        tokenizer = load_tokenizer(model_dir)
+    try:
         with own_load_report():
-            tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
             model, info = AutoModel.from_pretrained(str(model_dir), output_loading_info=True,
                                                     ignore_mismatched_sizes=True)  # refused below, named
     except LOAD_ERRORS as err:
@@ -267,6 +341,12 @@ def is_report_file(path: Path) -> bool:
     return path.is_file() and (path.name in REPORT_FILES or fnmatch.fnmatchcase(path.name, HEATMAP_PATTERN))
 
 
+def is_left_unfinished(path: Path) -> bool:
+    """Whether ``path`` is a report file an analysis killed while it published its
+    report left under its temporary name (:data:`WRITING_PATTERNS`)."""
+    return path.is_file() and any(fnmatch.fnmatchcase(path.name, pattern) for pattern in WRITING_PATTERNS)
+
+
 def report_directory_problem(out: Path, overwrite: bool) -> str | None:
     """Why the report may not be written into ``out``, in words naming it, or None.
     ``out`` may be new, empty, or, with ``overwrite``, an earlier report (its own
@@ -286,7 +366,7 @@ def report_directory_problem(out: Path, overwrite: bool) -> str | None:
         marker, what = marked
         what = f"{what}, which the next export there replaces whole" if marker == EXPORT_MARKER else f"{what} directory"
         return f"{out}: is {what} (it has {marker}): choose a new or empty directory for the report (--out)"
-    entries = sorted(out.iterdir())
+    entries = [path for path in sorted(out.iterdir()) if not is_left_unfinished(path)]  # publish_report removes them
     if stray := next((path for path in entries if not is_report_file(path)), None):
         return (f"{out}: holds {stray.name}, which the analysis does not write: choose a new or empty directory for "
                 "the report (--out), so that it is not mixed with other files")
@@ -345,14 +425,15 @@ def selfsim(args: argparse.Namespace) -> dict[str, Any]:
         staged.mkdir()
         # A folder each: two runs of the same name must not export to one place.
         model_dirs = [resolve_model(path, Path(tmp) / f"model-{k}") for k, path in enumerate(args.model)]
+        tokenizers = []
         for path, model_dir in zip(args.model, model_dirs, strict=True):  # the next model's fault, before minutes
-            require_vocabulary(model_dir)
+            tokenizers.append(load_tokenizer(model_dir))
             layers = encoder_layers(model_dir)
             if args.heatmap_sentence and args.heatmap_layer is not None and not 0 <= args.heatmap_layer < layers:
                 raise ValueError(f"--heatmap-layer {args.heatmap_layer}: {path} has layers 0 (the embeddings) to "
                                  f"{layers - 1}")
-        for path, model_dir in zip(args.model, model_dirs, strict=True):
-            tokenizer, model = load_encoder(model_dir, device)
+        for path, model_dir, tokenizer in zip(args.model, model_dirs, tokenizers, strict=True):
+            tokenizer, model = load_encoder(model_dir, device, tokenizer)
             name = _unique_name(Path(path), results)
             results[name] = analyse_model(tokenizer, model, name, sentences, args.batch_size, device,
                                           args.exclude_special)
@@ -382,20 +463,40 @@ def selfsim(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def publish_report(staged: Path, out: Path, overwrite: bool) -> None:
-    """Move the report files of ``staged`` into ``out`` (made now), after removing
-    an earlier report's files there (``overwrite``), so that none of them is left
-    beside the new ones. Each file is written whole (:func:`atomic_write`);
-    selfsim.json, which names the models compared, goes last."""
+    """Put the report files of ``staged`` into ``out`` (made now) in place of an
+    earlier report's (``overwrite``), so that none of its files is left beside the
+    new ones. Every new file is first written whole into ``out`` under a temporary
+    name; only once all of them are do the earlier report's files go and the new
+    ones take their names (selfsim.json, which names the models compared, last). A
+    write that fails (a full disk) leaves an earlier report as it was and no
+    temporary file, and is an OSError naming ``out`` (:func:`tacl_scale.files.write_failed`)."""
     if problem := report_directory_problem(out, overwrite):  # something put there while the models were analysed
         raise ValueError(problem)
-    # A few small files: Ctrl-C once the earlier report is gone would leave half of each.
-    with uninterrupted():
+    made = not out.exists()
+    names = sorted((path.name for path in staged.iterdir()), key=lambda name: (name == "selfsim.json", name))
+    writing: dict[str, Path] = {}
+    try:
         out.mkdir(parents=True, exist_ok=True)
-        for earlier in sorted(out.iterdir()):
-            if is_report_file(earlier):
-                earlier.unlink()
-        for path in sorted(staged.iterdir(), key=lambda path: path.name == "selfsim.json"):
-            atomic_write(out / path.name, path.read_bytes())
+        for name in names:
+            writing[name] = out / f".{name}.{uuid.uuid4().hex}.tmp"
+            with open(writing[name], "wb") as f:
+                f.write((staged / name).read_bytes())
+        # A few renames: Ctrl-C once the earlier report's files are going would leave half of each report.
+        with uninterrupted():
+            ours = set(writing.values())
+            for earlier in sorted(set(out.iterdir()) - ours):
+                if (is_report_file(earlier) and earlier.name not in writing) or is_left_unfinished(earlier):
+                    earlier.unlink()
+            for name, temporary in writing.items():
+                os.replace(temporary, out / name)
+    except OSError as err:
+        raise write_failed(err, out, "the report") from err
+    finally:
+        for temporary in writing.values():
+            temporary.unlink(missing_ok=True)
+        if made and out.is_dir() and not any(out.iterdir()):
+            with contextlib.suppress(OSError):
+                out.rmdir()  # no --out left behind, as with any other failed analysis
 
 
 def _unique_name(path: Path, taken: dict[str, Any]) -> str:
@@ -431,7 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", required=True, metavar="DIR",
                    help="output directory: new, empty, or an earlier report's (with --overwrite)")
     s.add_argument("--overwrite", action="store_true",
-                   help="replace the report already in --out (its selfsim.* and heatmap_*.png files all go first)")
+                   help="replace the report already in --out (its selfsim.* and heatmap_*.png files all go, "
+                   "once the new report is written)")
     s.add_argument("--max-sentences", type=int, default=None, help="read at most this many (default: all)")
     s.add_argument("--batch-size", type=int, default=64, help="sentences encoded at once")
     s.add_argument("--device", default=None, help="default: cuda if available, else cpu")

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from safetensors import SafetensorError
 
 if TYPE_CHECKING:
     from transformers import BertForPreTraining
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify, verify_unrecorded
 from .cli import error_exit, make_parser
 from .data.manifest import MANIFEST_NAME, NO_VOCABULARY, TOKENIZER_FILES, holds_a_vocabulary
-from .files import os_error_line, output_directory_problem
+from .files import os_error_line, output_directory_problem, write_failed
 from .markers import EXPORT_MARKER, container_problem
 from .preemption import ctrl_c_ends, uninterrupted
 from .run_dir import CHECKPOINT_RECORD, CHECKPOINTS_DIR, LATEST, RUN_FILE, RunDir, snapshot_tokenizer
@@ -128,7 +129,11 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, 
     whole export or as it was, never half of one; an earlier export there is
     replaced whole (no stale weight shard survives). ``out`` must pass
     :func:`export_target_problem` unless ``managed``: the run's own ``export`` and
-    ``initial`` directories, which runs older than the marker wrote without it."""
+    ``initial`` directories, which runs older than the marker wrote without it.
+
+    A write that fails (a full disk: safetensors raises its own ``SafetensorError``)
+    is an OSError naming ``out`` (:func:`tacl_scale.files.write_failed`), which this
+    command and training each say in one line; nothing is left beside ``out``."""
     if next(student.parameters()).dtype != torch.float32:
         raise ValueError("export_student takes fp32 weights; export a checkpoint for a half-precision run")
     out = Path(os.path.abspath(out))  # "." and ".." have no name to write beside
@@ -140,8 +145,8 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, 
     _restore(previous, out)  # an export killed (SIGKILL) between its two renames left the old one there
     for leftover in (partial, previous):
         shutil.rmtree(leftover, ignore_errors=True)
-    partial.mkdir(parents=True)
     try:
+        partial.mkdir(parents=True)
         student.save_pretrained(partial)
         for path in sorted(tokenizer_dir.iterdir()):
             if path.is_file():
@@ -159,6 +164,8 @@ def export_student(student: BertForPreTraining, out: Path, tokenizer_dir: Path, 
             if out.exists():
                 os.replace(out, previous)
             os.replace(partial, out)
+    except (OSError, SafetensorError) as err:
+        raise write_failed(err, out, "the export", scratch=partial) from err
     finally:
         _restore(previous, out)  # the second rename failed: the earlier export, not none
         shutil.rmtree(partial, ignore_errors=True)

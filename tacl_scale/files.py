@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -14,6 +15,9 @@ FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 # A write that failed with this little room left failed for the room (libraries
 # that write through C++ streams, such as torch.save, report no errno).
 NEARLY_FULL_BYTES = 64 << 20
+# How a library written in Rust (safetensors) gives the errno of a failed write in
+# its own exception's message: "I/O error: No space left on device (os error 28)".
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
 def describe_os_error(err: OSError) -> str:
@@ -57,6 +61,39 @@ def describe_write_error(err: BaseException, path: str | os.PathLike) -> str:
     if free is not None and free < NEARLY_FULL_BYTES:
         return f"the disk is full ({free / 2**20:.0f} MiB free)"
     return first_line(err)
+
+
+def write_failed(err: BaseException, path: str | os.PathLike, what: str,
+                 scratch: str | os.PathLike | None = None) -> OSError:
+    """``err``, raised while ``what`` (``"the export"``) was written to ``path``, as
+    an OSError naming ``path`` whose cause says so ("the export could not be written:
+    No space left on device"), for a command's ``except OSError`` to print in one
+    line (:func:`os_error_line`; :func:`describe_os_error` adds "(the disk is full)").
+    The errno is ``err``'s own, or for a library's own exception the one its message
+    gives (safetensors' ``SafetensorError: Error while serializing: I/O error: No
+    space left on device (os error 28)``); without one the cause is
+    :func:`describe_write_error`'s. The cause names the file ``err`` names where
+    neither it nor the file it was copied to (``filename2``) is ``path``, in it, or
+    in ``scratch`` (the write's own temporary folder, gone once it failed): a file
+    that could not be read, such as a tokenizer file the export copies."""
+    code, cause, named = None, None, []
+    if isinstance(err, OSError):
+        # shutil's copies name both files (filename2: the one written) whichever failed.
+        code, cause = err.errno, err.strerror
+        named = [name for name in (err.filename, err.filename2) if isinstance(name, (str, bytes, os.PathLike))]
+    if code is None and (found := _RUST_OS_ERROR.search(str(err))):
+        code, cause = int(found.group(1)), None
+    if code is None:
+        cause = describe_write_error(err, path)
+    cause = cause or os.strerror(code)
+    if named and not any(_within(name, place) for name in named for place in (path, scratch) if place is not None):
+        cause = f"{os.fsdecode(named[0])}: {cause}"
+    return OSError(code, f"{what} could not be written: {cause}", os.fspath(path))
+
+
+def _within(path: str | bytes | os.PathLike, folder: str | os.PathLike) -> bool:
+    """Whether ``path`` is ``folder`` or inside it."""
+    return Path(os.path.abspath(os.fsdecode(path))).is_relative_to(os.path.abspath(folder))
 
 
 def file_sha256(path: str | os.PathLike) -> str:

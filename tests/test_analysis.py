@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -366,3 +368,96 @@ def test_a_failed_analysis_leaves_out_as_it_was(tiny_model: Path, tmp_path: Path
             assert one_error(capsys).startswith(f"error: {says}"), (flags, target)
         assert not out.exists(), flags
         assert {path.name: path.read_bytes() for path in earlier.iterdir()} == kept, flags
+
+
+def test_a_full_disk_keeps_the_earlier_report_and_leaves_no_temporary_file(
+        tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``selfsim --overwrite`` onto a full disk removed the earlier report first and
+    then failed writing the new one: --out held the new selfsim.csv and a PNG and no
+    selfsim.json. Now the new files are written whole first: the disk filling then
+    is one line naming --out, and the earlier report is byte for byte as it was, no
+    temporary file beside it (a new --out is not left behind at all)."""
+    import builtins
+    import errno
+    import io
+
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("The river flows north.\nA small town lies on the hill.\n")
+    out, new = tmp_path / "out", tmp_path / "new"
+    assert main(selfsim_argv([tiny_model], sentences, out)) == 0
+    earlier = {path.name: path.read_bytes() for path in out.iterdir()}
+    real_open, room = builtins.open, {"files": 1}
+
+    class FullFile(io.BufferedWriter):
+        def write(self, data: bytes) -> int:  # type: ignore[override]
+            super().write(bytes(data)[: len(data) // 2])
+            self.flush()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # a write names no file
+
+    def a_disk_with_room_for_one_file(file: object, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if isinstance(file, (str, os.PathLike)) and Path(file).parent in (out, new) and "w" in mode:
+            if room["files"] == 0:
+                return FullFile(real_open(file, "wb", buffering=0))
+            room["files"] -= 1
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", a_disk_with_room_for_one_file)
+    said = {}
+    for target in (out, new):
+        room["files"] = 1
+        assert main(selfsim_argv([tiny_model, tiny_model], sentences, target, "--overwrite",
+                                 "--heatmap-sentence", "It rained.")) == 2
+        said[target] = one_error(capsys)
+    monkeypatch.setattr(builtins, "open", real_open)
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == earlier
+    assert not new.exists()
+    assert said == {target: f"error: {target}: the report could not be written: No space left on device (the disk is "
+                            "full)" for target in (out, new)}
+    # A report file a killed analysis left under its temporary name is no stranger's
+    # file: the next analysis there removes it, --overwrite or not.
+    (out / ".selfsim.json.0123abcd.tmp").write_bytes(b"half")
+    assert main(selfsim_argv([tiny_model], sentences, out, "--overwrite")) == 0
+    assert sorted(path.name for path in out.iterdir()) == sorted(earlier)
+    for path in out.iterdir():
+        path.unlink()
+    (out / ".heatmap_tiny.png.0123abcd.tmp").write_bytes(b"half")
+    assert main(selfsim_argv([tiny_model], sentences, out)) == 0
+    assert sorted(path.name for path in out.iterdir()) == sorted(earlier)
+
+
+def test_a_tokenizer_file_that_is_not_one_is_one_error_line_naming_it(
+        tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A vocab.txt that is not UTF-8 ended in the tokenizers library's traceback
+    ("Exception: Error while initializing WordPiece: stream did not contain valid
+    UTF-8"), and an HTML page saved as tokenizer.json named no file. Refused in one
+    line naming the file, before the first model is analysed."""
+    import shutil
+
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("The river flows north.\nIt rained.\n")
+    html = b"<!DOCTYPE html>\n<html><body>Sign in to download</body></html>\n"
+
+    def damaged(name: str, damage: Callable[[Path], object]) -> Path:
+        model = tmp_path / name
+        shutil.copytree(tiny_model, model)
+        damage(model)
+        return model
+
+    def latin1_vocabulary(model: Path) -> None:
+        (model / "tokenizer.json").unlink()  # so that the vocab.txt is what is read
+        with open(model / "vocab.txt", "ab") as f:
+            f.write(b"caf\xe9\n")
+
+    offset = len((tiny_model / "vocab.txt").read_bytes()) + 3
+    cases = [(damaged("latin1", latin1_vocabulary), "vocab.txt", f"not UTF-8 text: byte {offset}"),
+             (damaged("html", lambda model: (model / "tokenizer.json").write_bytes(html)), "tokenizer.json",
+              "not JSON: Expecting value: line 1 column 1 (char 0)"),
+             (damaged("not-a-tokenizer", lambda model: (model / "tokenizer.json").write_text('{"version": "1.0"}')),
+              "tokenizer.json", ""),
+             (damaged("html-settings", lambda model: (model / "tokenizer_config.json").write_bytes(html)),
+              "tokenizer_config.json", "not JSON: Expecting value: line 1 column 1 (char 0)")]
+    out = tmp_path / "out"
+    for model, name, why in cases:
+        assert main(selfsim_argv([tiny_model, model], sentences, out)) == 2, name
+        assert one_error(capsys).startswith(f"error: {model / name}: not a tokenizer file ({why}"), model
+        assert not out.exists()

@@ -191,3 +191,55 @@ def test_the_export_command_refuses_before_it_imports_transformers_models(tmp_pa
                           timeout=120)
     assert done.stdout.split() == ["2", "False"], done.stderr[-2000:]
     assert done.stderr.strip().splitlines() == [f"error: {target}: is a file, not a directory for the export"]
+
+
+@pytest.mark.parametrize("fails", ["safetensors", "safetensors-no-errno", "tokenizer-copy"])
+def test_a_full_disk_is_one_error_line_naming_the_export_and_keeps_the_earlier_one(
+        fails: str, tokenizer_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``tacl-export CKPT OUT`` onto a full disk ended in safetensors' traceback
+    ("SafetensorError: Error while serializing: I/O error: No space left on device
+    (os error 28)"), exit 1. Now one line naming OUT, exit 2; the earlier export is
+    byte for byte as it was and nothing is left beside it. A write error without an
+    errno says the disk is full from the room left; a tokenizer file's copy that
+    fails names no temporary file, nor the source it was copied from."""
+    import errno
+    import shutil
+
+    import transformers.modeling_utils
+    from safetensors import SafetensorError
+
+    from tacl_scale import EXIT_ERROR, export, files
+
+    out = tmp_path / "export"
+    export_student(student(0), out, tokenizer_dir, "first")
+    earlier = {path.name: path.read_bytes() for path in out.iterdir()}
+    capsys.readouterr()  # its "Writing model shards" bar
+    said = "No space left on device (the disk is full)"
+    if fails.startswith("safetensors"):
+        message = "Error while serializing: I/O error: No space left on device (os error 28)"
+        if fails == "safetensors-no-errno":
+            message, said = "Error while serializing: failed to write", "the disk is full (1 MiB free)"
+            monkeypatch.setattr(files, "free_bytes", lambda path: 1 << 20)
+
+        def full(tensors: object, filename: str, metadata: object = None) -> None:
+            Path(filename).write_bytes(b"half a shard")
+            raise SafetensorError(message)
+
+        monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full)
+    else:
+        def full_copy(src: str | os.PathLike, dst: str | os.PathLike, **kwargs: object) -> None:
+            Path(dst).write_bytes(b"half")  # shutil names both files, whichever failed
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(src), None, str(dst))
+
+        monkeypatch.setattr(shutil, "copy2", full_copy)
+    checkpoint = tmp_path / "checkpoint"
+    monkeypatch.setattr(export, "export_checkpoint",
+                        lambda ckpt, target: export_student(student(1), target, tokenizer_dir, ckpt))
+    assert export.main([str(checkpoint), str(out)]) == EXIT_ERROR
+    assert capsys.readouterr().err == f"error: {out}: the export could not be written: {said}\n"
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == earlier
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "tokenizer"]  # no .export.partial
+    assert export.main([str(checkpoint), str(tmp_path / "new")]) == EXIT_ERROR  # none there before: none after
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'new'}: the export could not be written: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "tokenizer"]
