@@ -53,11 +53,12 @@ from .instances import InstanceConfig
 from .sentences import SentenceConfig
 from .shards import EmptyDatasetError, FinalizeInputs, TokenizerFacts
 from .sources import FORMATS, InputError, expand_inputs, output_among_inputs, plan_work_units
-from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
+from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer, no_lowercase_problem
 from .workspace import (
     TMP_DIR_NAME,
     OutputError,
     Workspace,
+    WorkspaceError,
     describe_os_error,
     determining_settings,
     fingerprint,
@@ -250,7 +251,10 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokeniz
                                       legacy_digest=fingerprint(config.to_dict(), units, legacy=True))
         if problem is not None:
             raise BuildError(f"--resume: {problem}")
-        kept, removed = workspace.discard_incomplete()
+        try:
+            kept, removed = workspace.discard_incomplete()
+        except WorkspaceError as err:  # a damaged marker: nothing was removed
+            raise BuildError(f"--resume: {err}") from err
         remove_build_files(directory, keep=(TMP_DIR_NAME, LOCK_NAME))  # shards of the interrupted run are rebuilt
         log.info("resuming: %d of %d work unit(s) already done, reading the other %d (%d incomplete file(s) "
                  "discarded)", kept, len(units), len(units) - kept, removed)
@@ -313,11 +317,14 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
         config = replace(config, output=replace(config.output, num_shards=shards))
         log.info("%d shard(s) for about %.0f MB of input (one per %.0f MB; --num-shards to choose)", shards,
                  estimated_input_bytes(paths) / 1e6, SHARD_INPUT_BYTES / 1e6)
+    if problem := no_lowercase_problem(tokenizer, config.tokenizer.lowercase):
+        log.warning("%s", problem)
     max_len = config.instances.max_seq_len
     if max_len > tokenizer.max_positions:
+        source = f" ({tokenizer.max_positions_from})" if tokenizer.max_positions_from else ""
         raise BuildError(
             f"--max-seq-len {max_len} is larger than the {tokenizer.max_positions} positions "
-            f"a model of tokenizer {config.tokenizer.path} supports"
+            f"a model of tokenizer {config.tokenizer.path} supports{source}"
         )
     tokenizer_sha256 = tokenizer.sha256
     from .dask_runner import scheduler_file_problem
@@ -445,7 +452,7 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
         remove_build_files(directory, keep=(TMP_DIR_NAME, LOCK_NAME))
         kept = " (the old dataset is unchanged)" if replacing else ""
         workspace = Workspace(directory)
-        done = len(workspace.completed_units()) if workspace.exists() else None  # None: got past its units
+        done = workspace.completed_count() if workspace.exists() else None  # None: got past its units
         if done == 0:  # nothing to resume: the output directory the build made goes with its lock
             workspace.remove()
         left = _resume_note(done, len(units))
@@ -567,7 +574,7 @@ def _driver_progress(options: Any, workspace: Workspace) -> contextlib.AbstractC
 
 # The errors whose message names the input file and the problem.
 _OUR_ERRORS: tuple[type[Exception], ...] = (InputError, EmptyDatasetError, TokenizerError, DatasetError,
-                                            IndexedFormatError, OutputError)
+                                            IndexedFormatError, OutputError, WorkspaceError)
 
 
 def _resume_note(done: int | None, units: int) -> str:

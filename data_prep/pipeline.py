@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 
 from tacl_scale.data.manifest import shard_name
@@ -160,7 +161,10 @@ class DriverProgress:
 class PrepareDocuments(beam.DoFn):
     """Read one work unit, clean, split and tokenize its documents, and spill them
     to one part file; emit ``(shard, part prefix)`` for each shard it touches. Its
-    skip counts go into the unit's completion marker (:mod:`data_prep.workspace`)."""
+    skip counts, and its documents' tokens and ``[UNK]`` tokens (``tokens``,
+    ``unk_tokens``: a vocabulary that does not fit the text, see
+    :func:`data_prep.shards.unknown_token_warnings`), go into the unit's completion
+    marker (:mod:`data_prep.workspace`)."""
 
     def __init__(self, config: BuildConfig, facts: TokenizerFacts) -> None:
         self.config = config
@@ -192,7 +196,8 @@ class PrepareDocuments(beam.DoFn):
         records = read_records(unit, count_skip, progress)
         with writing(prefix):
             spill = SpillWriter(workspace.root, self.facts.token_dtype, prefix)
-        documents = chars = 0
+        documents = chars = tokens = unk_tokens = 0
+        unk_id = self.facts.special_ids["unk"]
         last_report = started
         try:
             for record in records:
@@ -213,6 +218,9 @@ class PrepareDocuments(beam.DoFn):
                     spill.add(shard_key(document.doc_id, self.config.output), document)
                 documents += 1
                 chars += document.num_chars
+                ids = np.concatenate([sentence.ids for sentence in document.sentences])
+                tokens += len(ids)
+                unk_tokens += int(np.count_nonzero(ids == unk_id))
         except BaseException:
             spill.abort()
             raise
@@ -220,7 +228,8 @@ class PrepareDocuments(beam.DoFn):
         with writing(prefix):
             spill.close()
             workspace.mark_done(prefix, spill.files, {"unit": unit.describe(), "bytes": unit_bytes(unit),
-                                                      "shards": shards, "skips": skips, "documents": documents})
+                                                      "shards": shards, "skips": skips, "documents": documents,
+                                                      "tokens": tokens, "unk_tokens": unk_tokens})
         elapsed = time.monotonic() - started
         log.info(
             "read %s: %d documents, %.1f MB of text in %.1f s (%.2f MB/s)",

@@ -64,15 +64,50 @@ MIN_DOCUMENTS_PER_SHARD = 100
 
 def random_b_pool_warnings(shards: list[ShardRecord], single_segment: bool = False) -> list[str]:
     """One warning per non-empty shard whose random-B pool is small (none for
-    single-segment instances, which have no B)."""
+    single-segment instances, which have no B), with the fix: fewer shards, or, for
+    the only shard of its split (``shards`` holds every shard, empty ones too), where
+    fewer is impossible, more input (more documents held out, for validation)."""
     if single_segment:
         return []
+    of_split = {split: sum(1 for s in shards if s.split == split) for split in {s.split for s in shards}}
+
+    def advice(split: str) -> str:
+        if of_split[split] > 1:
+            return f"use fewer shards: about documents / {MIN_DOCUMENTS_PER_SHARD} at most"
+        if split == "validation":
+            return (f"the only validation shard: too few documents are held out for a random-B pool of "
+                    f"{MIN_DOCUMENTS_PER_SHARD}; a larger --validation-fraction holds out more")
+        return (f"the only shard: the input is too small for a random-B pool of {MIN_DOCUMENTS_PER_SHARD} "
+                "documents")
+
     return [
-        f"{s.name}: {s.counts.documents} documents; its random B segments come from these only "
-        f"(use fewer shards: about documents / {MIN_DOCUMENTS_PER_SHARD} at most)"
+        f"{s.name}: {s.counts.documents} documents; its random B segments come from these only ({advice(s.split)})"
         for s in sorted(shards, key=lambda s: s.key)
         if 0 < s.counts.documents < MIN_DOCUMENTS_PER_SHARD
     ]
+
+
+# A larger share of [UNK] among the source tokens is warned about: the vocabulary does
+# not fit the text (an uncased one under --no-lowercase: ~12% of the real English
+# sample; the real samples with their own vocabularies: well under 0.1%).
+MAX_UNK_SHARE = 0.01
+
+
+def unknown_token_warnings(tokens: int, unk_tokens: int, lowercase: bool | None) -> list[str]:
+    """The warning for a build whose documents' ``tokens`` hold more than
+    :data:`MAX_UNK_SHARE` ``[UNK]`` (``unk_tokens``), naming the case setting
+    (``lowercase``: whether the tokenizer lower-cased; None where it has no such
+    setting), or none."""
+    if tokens <= 0 or unk_tokens <= MAX_UNK_SHARE * tokens:
+        return []
+    question = {
+        False: "is --no-lowercase right for this vocabulary (an uncased one has no capital letters), and is it "
+               "one for the text's language?",
+        True: "is --lowercase right for this vocabulary (a cased one wants --no-lowercase), and is it one for the "
+              "text's language?",
+        None: "is the vocabulary one for the text's language?",
+    }[lowercase]
+    return [f"{100 * unk_tokens / tokens:.1f}% of the tokens are [UNK] ({unk_tokens:,} of {tokens:,}): {question}"]
 
 
 @dataclass(frozen=True)
@@ -338,9 +373,13 @@ def finalize(config: BuildConfig, facts: TokenizerFacts, inputs: FinalizeInputs,
     built = {s.key for s in shards}
     shards += [build_shard(k, [], config, facts) for k in config.output.shard_keys if k not in built]
     skip_counts = dict.fromkeys(SKIP_KINDS, 0)
+    tokens = unk_tokens = 0
     for marker in workspace.completed_units():
         for kind, count in marker["skips"].items():
             skip_counts[kind] = skip_counts.get(kind, 0) + count
+        # A unit completed by a version that did not count them (a resumed build) has none.
+        tokens += marker.get("tokens", 0)
+        unk_tokens += marker.get("unk_tokens", 0)
     skip_counts["duplicate_documents"] += sum(s.duplicate_documents for s in shards)
     workspace.remove()
     if sum(s.counts.instances for s in shards if s.split == "train") == 0:
@@ -354,7 +393,8 @@ def finalize(config: BuildConfig, facts: TokenizerFacts, inputs: FinalizeInputs,
         config, output=replace(config.output, directory=recorded_directory))
     manifest = make_manifest(recorded, tokenizer, shards, skip_counts, inputs.sources, inputs.pipeline_options,
                              facts)
-    manifest = replace(manifest, warnings=(*manifest.warnings, *empty_validation_warnings(config, shards)))
+    manifest = replace(manifest, warnings=(*manifest.warnings, *empty_validation_warnings(config, shards),
+                                           *unknown_token_warnings(tokens, unk_tokens, inputs.tokenizer.lowercase)))
     for warning in manifest.warnings:
         log.warning("%s", warning)
     return manifest.write(directory)

@@ -236,18 +236,47 @@ def find_index(dump_path: str) -> str | None:
 
 
 _SNIFF_BYTES = 4096
+UTF8_BOM = b"\xef\xbb\xbf"
+# Byte-order marks of the encodings a text input must not be in (UTF-32's first: its
+# little-endian mark begins with UTF-16's).
+_FOREIGN_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+                 (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+
+
+def _head(path: str) -> bytes | None:
+    """The first :data:`_SNIFF_BYTES` bytes of ``path``, decompressed; None when it
+    cannot be read (the reader names the file and the problem)."""
+    try:
+        with _open_binary(path) as f:
+            return f.read(_SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return None
+
+
+def not_utf8_text(head: bytes) -> str | None:
+    """Why a text input (``text``, ``lines``, ``wikiextractor-json``) whose first
+    block is ``head`` is no UTF-8 text, in words, or None. Read as UTF-8, UTF-16 text
+    was one "line" of NUL-riddled characters, or a counted skip, without a word."""
+    for bom, encoding in _FOREIGN_BOMS:
+        if head.startswith(bom):
+            return f"{encoding} text (byte-order mark {bom.hex(' ').upper()}); convert it to UTF-8"
+    if b"\x00" in head:
+        return (f"not text: NUL bytes in its first {len(head):,} bytes (UTF-16 or UTF-32 without a byte-order "
+                "mark, or a binary file); give UTF-8 text")
+    return None
 
 
 def sniff_format(path: str) -> str | None:
     """``wiki-xml`` or ``wikiextractor-json`` when the start of ``path`` (decompressed)
     is plainly one (an XML declaration or ``<mediawiki``; a JSON object with a
     ``text`` field on the first line), else None: any text may be a corpus."""
-    try:
-        with _open_binary(path) as f:
-            head = f.read(_SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error):
-        return None  # the reader names the file and the problem
-    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    head = _head(path)
+    return None if head is None else _format_of(head)  # None: the reader names the file and the problem
+
+
+def _format_of(head: bytes) -> str | None:
+    """:func:`sniff_format` of a file whose first bytes are ``head``."""
+    head = head.removeprefix(UTF8_BOM).lstrip()
     if head.startswith((b"<?xml", b"<mediawiki")):
         return "wiki-xml"
     first_line = head.split(b"\n", 1)[0]
@@ -270,7 +299,12 @@ def check_format(path: str, fmt: str) -> None:
         if os.path.getsize(path) == 0:
             raise InputError(f"{path}: an empty file, not a MediaWiki dump (a download cut short?)")
         return
-    found = sniff_format(path)
+    head = _head(path)
+    if head is None:
+        return  # the reader names the file and the problem
+    if problem := not_utf8_text(head):
+        raise InputError(f"{path}: {problem}")
+    found = _format_of(head)
     if found is not None and found != fmt:
         what = "a MediaWiki XML dump" if found == "wiki-xml" else "WikiExtractor --json output (a JSON object a line)"
         raise InputError(f"{path}: {what}, given as --format {fmt}; read it with --format {found}")
@@ -485,12 +519,22 @@ def read_wiki_pages(unit: WorkUnit, progress: ReadProgress | None = None) -> Ite
 def _decoded_lines(
     path: str, count_skip: CountSkip, progress: ReadProgress | None = None
 ) -> Iterator[tuple[int, str]]:
-    with read_errors(path), _open_binary(path, progress) as f:
-        for line_no, raw in enumerate(f, 1):
-            try:
-                yield line_no, raw.decode("utf-8")
-            except UnicodeDecodeError:
-                count_skip("invalid_utf8_lines")
+    """The lines of a text input, decoded, numbered from 1 (a line that is not UTF-8
+    a counted skip); a UTF-8 byte-order mark is dropped. :class:`InputError` for a file
+    in another encoding (UTF-16, UTF-32) or none (NUL bytes in its first block)."""
+    with read_errors(path):
+        with _open_binary(path) as f:
+            head = f.read(_SNIFF_BYTES)
+        if problem := not_utf8_text(head):
+            raise InputError(f"{path}: {problem}")
+        with _open_binary(path, progress) as f:
+            for line_no, raw in enumerate(f, 1):
+                if line_no == 1:
+                    raw = raw.removeprefix(UTF8_BOM)  # json.loads refused it; text kept it in the first sentence
+                try:
+                    yield line_no, raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    count_skip("invalid_utf8_lines")
 
 
 def read_text_documents(

@@ -71,6 +71,39 @@ class OutputError(RuntimeError):
     and the cause (a full disk says so)."""
 
 
+class WorkspaceError(ValueError):
+    """A record of the workspace (``build.json``, a unit's completion marker) cannot
+    be read: emptied or cut short by a full disk, edited, damaged. The message names
+    the file and says to start over (without ``--resume``), which clears the workspace."""
+
+
+START_OVER = "drop --resume to start over"
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A JSON record of the workspace (``build.json``, a completion marker);
+    :class:`WorkspaceError` naming it when it cannot be read or is no JSON object. A
+    ``FileNotFoundError`` is raised as it comes (callers tell a missing record apart)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as err:
+        why = describe_os_error(err) if isinstance(err, OSError) else f"not UTF-8: {err}"
+        raise WorkspaceError(f"{path}: unreadable ({why}): {START_OVER}") from err
+    if not text.strip():
+        raise WorkspaceError(f"{path}: unreadable (empty): {START_OVER}")
+    try:
+        record = json.loads(text)
+    except ValueError as err:
+        raise WorkspaceError(f"{path}: unreadable (not JSON: {err}): {START_OVER}") from err
+    if not isinstance(record, dict):
+        kind = ("null" if record is None else "a boolean" if isinstance(record, bool) else "a number"
+                if isinstance(record, int | float) else "a string" if isinstance(record, str) else "an array")
+        raise WorkspaceError(f"{path}: unreadable (not a JSON object but {kind}): {START_OVER}")
+    return record
+
+
 @contextlib.contextmanager
 def writing(where: str | os.PathLike) -> Iterator[None]:
     """Turn an OSError of the block (the build writing its files) into an
@@ -149,11 +182,17 @@ class Workspace:
         marker = Path(f"{prefix}{MARKER_SUFFIX}")
         if not marker.is_file():
             return None
-        return json.loads(marker.read_text(encoding="utf-8"))
+        return read_record(marker)
+
+    def completed_count(self) -> int:
+        """How many units have their marker (a directory listing; no marker is read)."""
+        with os.scandir(self.root) as entries:
+            return sum(1 for e in entries if e.name.startswith("part-") and e.name.endswith(MARKER_SUFFIX))
 
     def completed_units(self) -> list[dict[str, Any]]:
-        """The markers of every completed unit (what each produced)."""
-        return [json.loads(m.read_text(encoding="utf-8")) for m in sorted(self.root.glob(f"part-*{MARKER_SUFFIX}"))]
+        """The markers of every completed unit (what each produced);
+        :class:`WorkspaceError` names one that cannot be read."""
+        return [read_record(m) for m in sorted(self.root.glob(f"part-*{MARKER_SUFFIX}"))]
 
     # -- runs -------------------------------------------------------------------------------------------------
 
@@ -178,11 +217,15 @@ class Workspace:
         :func:`determining_settings` gives them) or an input only one build reads.
         ``legacy_digest``: this build's :func:`fingerprint` as versions that
         recorded no settings took it (the spelling of the inputs in), accepted
-        from such a record."""
+        from such a record. A ``build.json`` that cannot be read (empty, cut
+        short, not JSON) is a reason too, naming it."""
         path = self.root / BUILD_RECORD
-        if not path.is_file():
+        try:
+            record = read_record(path)
+        except FileNotFoundError:
             return f"{path}: missing (no interrupted build of this version to resume)"
-        record = json.loads(path.read_text(encoding="utf-8"))
+        except WorkspaceError as err:
+            return str(err)
         again = "rerun the same command, or drop --resume to start over"
         recorded_settings = record.get("settings")
         by_settings = recorded_settings is not None and settings is not None
@@ -213,12 +256,17 @@ class Workspace:
     def discard_incomplete(self) -> tuple[int, int]:
         """Remove everything but the completed parts (the files their markers
         name), the markers and the build record; return (completed units kept,
-        entries removed)."""
+        entries removed). Every marker is read before anything is removed: one
+        that cannot be read (or names its files otherwise than as a list of names)
+        is a :class:`WorkspaceError` naming it, and the workspace is left as it was."""
         keep = {BUILD_RECORD}
         markers = sorted(self.root.glob(f"part-*{MARKER_SUFFIX}"))
         for marker in markers:
+            files = read_record(marker).get("files", [])
+            if not (isinstance(files, list) and all(isinstance(name, str) for name in files)):
+                raise WorkspaceError(f"{marker}: unreadable (its \"files\" is not a list of names): {START_OVER}")
             keep.add(marker.name)
-            keep.update(json.loads(marker.read_text(encoding="utf-8")).get("files", []))
+            keep.update(files)
         removed = 0
         for path in sorted(self.root.iterdir()):
             if path.name in keep:
@@ -230,10 +278,8 @@ class Workspace:
     def units_done(self) -> tuple[int, int]:
         """(work units with a marker, work units of this run): a directory listing; no
         marker is read."""
-        record = json.loads((self.root / BUILD_RECORD).read_text(encoding="utf-8"))
-        with os.scandir(self.root) as entries:
-            done = sum(1 for e in entries if e.name.startswith("part-") and e.name.endswith(MARKER_SUFFIX))
-        return done, record["units"]
+        record = read_record(self.root / BUILD_RECORD)
+        return self.completed_count(), record["units"]
 
     def all_units_done(self) -> bool:
         """Whether every work unit of this run has its marker (a directory listing;
@@ -254,7 +300,7 @@ class Workspace:
     def progress_line(self) -> str:
         """Units done of all, input MB done, this run's rate and the ETA (from the
         markers every worker leaves here)."""
-        record = json.loads((self.root / BUILD_RECORD).read_text(encoding="utf-8"))
+        record = read_record(self.root / BUILD_RECORD)
         markers = self.completed_units()
         done_bytes = sum(m["bytes"] for m in markers)
         now = time.time()

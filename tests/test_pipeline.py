@@ -571,3 +571,24 @@ def test_a_file_of_a_hf_tokenizer_directory_is_refused_naming_the_directory(tmp_
             load_tokenizer(TokenizerConfig(str(model / name)))
         assert str(refused.value) == (f"{model / name}: a file of a Hugging Face tokenizer or model directory: "
                                       f"give the directory, {model}")
+
+
+def test_a_vocabulary_that_does_not_fit_the_case_of_the_text_is_warned_about(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, en_dataset: PretrainDataset) -> None:
+    """An uncased vocabulary under --no-lowercase put [UNK] in 12% of the real English
+    sample's tokens, without a word: the build warns at start-up (the vocabulary has no
+    upper-case letter) and in its log, manifest and summary (the share of [UNK])."""
+    with caplog.at_level("WARNING"):
+        out = build_dataset(tmp_path / "ds", "--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--no-lowercase",
+                            "--num-shards", "1", "--dupe-factor", "1", "--max-seq-len", "64")
+    assert (f"--no-lowercase with tokenizer {EN_VOCAB}, an uncased vocabulary (not one upper-case letter in its "
+            "tokens): every capitalised word becomes [UNK]; drop --no-lowercase") in caplog.text
+    manifest = PretrainDataset(out).manifest
+    (unknown,) = [w for w in manifest.warnings if "[UNK]" in w]
+    share, rest = unknown.split("% of the tokens are [UNK] (", 1)
+    assert float(share) > 5 and rest.endswith(
+        "): is --no-lowercase right for this vocabulary (an uncased one has no capital letters), and is it one "
+        "for the text's language?")
+    assert unknown in caplog.text and f"warning: {unknown}" in format_summary(manifest, str(out))
+    # With the vocabulary's own case, none.
+    assert not any("[UNK]" in w for w in en_dataset.manifest.warnings)

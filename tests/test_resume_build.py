@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import EN_DUMP, EN_VOCAB, ROOT
 
+from tacl_scale import EXIT_ERROR
+
 pytestmark = pytest.mark.slow
 
 
@@ -71,3 +73,48 @@ def test_a_killed_build_resumes_byte_identical(tmp_path: Path) -> None:
                               timeout=600)
     assert finished.returncode == 0 and "nothing to resume" in finished.stderr
     assert digests(killed) == digests(tmp_path / "straight")
+
+
+def test_a_damaged_workspace_is_named_on_resume_and_kept_until_the_build_starts_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``: > OUTPUT/_tmp/build.json`` (or a damaged part's marker) and ``--resume``:
+    a JSONDecodeError's traceback, exit 1. Now one line naming the file and the way
+    out, exit 2, and nothing of the workspace removed; dropping --resume starts over."""
+    import data_prep.pipeline
+    from data_prep.build import main
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for k in range(3):  # three work units
+        (corpus / f"part-{k}.txt").write_text("".join(
+            f"Document {k}-{d} is about the river.\nThe river runs past the old mill.\n\n" for d in range(20)))
+    out = tmp_path / "ds"
+    argv = ["--input", str(corpus / "*.txt"), "--format", "text", "--tokenizer", str(EN_VOCAB), "--output", str(out),
+            "--num-shards", "1", "--max-seq-len", "64", "--min-doc-chars", "10", "--dupe-factor", "1", "--quiet",
+            "--direct_num_workers", "1"]
+
+    def full_disk(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:  # every unit completes, then the shard stage fails
+        patched.setattr(data_prep.pipeline, "build_shard", full_disk)
+        assert main(argv) == EXIT_ERROR
+    assert "3 of its 3 work unit(s) completed and are kept" in capsys.readouterr().err
+    workspace = out / "_tmp"
+    markers = sorted(workspace.glob("part-*.done.json"))
+    assert len(markers) == 3
+    saved = {p.name: p.read_bytes() for p in workspace.iterdir()}
+
+    for damaged in (workspace / "build.json", markers[1]):
+        damaged.write_bytes(b"")
+        assert main([*argv, "--resume"]) == EXIT_ERROR
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and errors[0].startswith(
+            f"error: --resume: {damaged}: unreadable (empty): drop --resume to start over"), errors
+        assert {p.name for p in workspace.iterdir()} == set(saved)  # nothing discarded
+        assert not (out / "manifest.json").exists()
+        damaged.write_bytes(saved[damaged.name])
+
+    markers[1].write_bytes(b"{")
+    assert main(argv) == 0  # without --resume: the damaged workspace goes, the build starts over
+    assert (out / "manifest.json").is_file() and not workspace.exists()

@@ -152,3 +152,14 @@ def test_a_validation_fraction_without_a_split_is_refused(tmp_path: Path, capsys
         assert ("--validation-fraction 0.2 picks documents only with --split train or --split validation"
                 in capsys.readouterr().err)
         assert not (tmp_path / "x").exists()
+
+
+def test_utf16_text_is_refused_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``iconv -t utf-16``'s output gave a list of sentences full of NUL characters, exit 0."""
+    corpus = tmp_path / "docs-utf16.txt"
+    corpus.write_bytes("".join(f"{line}\n\n" for line in LATIN1).encode("utf-16"))
+    out = tmp_path / "s16.txt"
+    assert main(["--input", str(corpus), "--format", "text", "--count", "3", "--min-words", "3",
+                 "--output", str(out)]) == 2
+    assert capsys.readouterr().err == f"error: {corpus}: UTF-16 text (byte-order mark FF FE); convert it to UTF-8\n"
+    assert not out.exists()

@@ -19,6 +19,8 @@ from data_prep.shards import (
     TokenizerFacts,
     build_shard,
     make_manifest,
+    random_b_pool_warnings,
+    unknown_token_warnings,
 )
 from data_prep.spill import ShardDocuments, SpillWriter
 from data_prep.tokenization import EncodedSentence, TokenizerConfig
@@ -28,10 +30,13 @@ from tacl_scale.data.indexed import IndexedReader
 from tacl_scale.data.manifest import (
     FORMAT_VERSION,
     MANIFEST_NAME,
+    Counts,
     FileRecord,
     Manifest,
+    ShardRecord,
     SpecialIds,
     TokenizerRecord,
+    shard_name,
 )
 from tacl_scale.data.masking import MaskingConfig, mask_pass, seeded_generators
 
@@ -787,3 +792,46 @@ def test_shard_files_are_the_same_whatever_the_spill_block(built, tmp_path, monk
     for name in names:
         if name != "manifest.json":  # it names the output directory (its checksums are of these files)
             assert (out / name).read_bytes() == (built / name).read_bytes(), name
+
+
+def shard_records(train: list[int], validation: list[int]) -> list[ShardRecord]:
+    """Shard records holding these numbers of documents, training shards first."""
+    counts = [("train", k, n) for k, n in enumerate(train)] + [("validation", k, n) for k, n in enumerate(validation)]
+    return [ShardRecord(shard_name(index, split), index, key, split, {}, Counts(documents=n))
+            for key, (split, index, n) in enumerate(counts)]
+
+
+POOL = "random B segments come from these only"  # the part the quickstart and other tests count
+
+
+def test_a_small_random_b_pool_is_warned_about_with_a_fix_that_is_possible() -> None:
+    """With --num-shards 1 the warning said "use fewer shards", and with one validation
+    shard the same: fewer than one is impossible; the input is too small."""
+    assert random_b_pool_warnings(shard_records([86], [7])) == [
+        f"shard-00000: 86 documents; its {POOL} (the only shard: the input is too small for a random-B pool of "
+        "100 documents)",
+        f"validation-00000: 7 documents; its {POOL} (the only validation shard: too few documents are held out "
+        "for a random-B pool of 100; a larger --validation-fraction holds out more)",
+    ]
+    # Several shards: fewer is the fix (an empty one is not warned about: it has no pool).
+    assert random_b_pool_warnings(shard_records([150, 40, 0], [30, 20])) == [
+        f"shard-00001: 40 documents; its {POOL} (use fewer shards: about documents / 100 at most)",
+        f"validation-00000: 30 documents; its {POOL} (use fewer shards: about documents / 100 at most)",
+        f"validation-00001: 20 documents; its {POOL} (use fewer shards: about documents / 100 at most)",
+    ]
+    assert random_b_pool_warnings(shard_records([100], [])) == []
+    assert random_b_pool_warnings(shard_records([86], []), single_segment=True) == []
+
+
+def test_a_high_share_of_unknown_tokens_is_warned_about_naming_the_case_setting() -> None:
+    """An uncased vocabulary under --no-lowercase made 12% of the real English sample's
+    tokens [UNK], without a word."""
+    assert unknown_token_warnings(10_000, 100, False) == []  # 1%: not above
+    assert unknown_token_warnings(0, 0, None) == []
+    assert unknown_token_warnings(506_411, 66_030, False) == [
+        "13.0% of the tokens are [UNK] (66,030 of 506,411): is --no-lowercase right for this vocabulary (an "
+        "uncased one has no capital letters), and is it one for the text's language?"]
+    (lowercased,) = unknown_token_warnings(1000, 20, True)
+    assert lowercased.startswith("2.0% of the tokens are [UNK] (20 of 1,000): is --lowercase right")
+    assert unknown_token_warnings(1000, 20, None) == [
+        "2.0% of the tokens are [UNK] (20 of 1,000): is the vocabulary one for the text's language?"]

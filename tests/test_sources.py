@@ -37,7 +37,9 @@ from data_prep.sources import (
     expand_inputs,
     find_index,
     plan_work_units,
+    read_line_documents,
     read_multistream_index,
+    read_records,
     read_text_documents,
     read_wiki_pages,
     read_wikiextractor_documents,
@@ -654,6 +656,68 @@ def test_text_documents(tmp_path: Path) -> None:
         ),
     ]
     assert skips == {"invalid_utf8_lines": 2}
+
+
+# A corpus of short documents, as the audit made it: each read as UTF-8 text had been
+# one document with NULs in every word, or a counted skip, exit 0.
+CORPUS = "".join(f"Document {k} opens here.\nIts second sentence follows.\n\n" for k in range(30))
+TEXT_FORMATS = ("text", "lines", "wikiextractor-json")
+
+
+@pytest.mark.parametrize(("encoding", "bom"), [("utf-16", "FF FE"), ("utf-16-be", "FE FF"), ("utf-32", "FF FE 00 00"),
+                                               ("utf-32-be", "00 00 FE FF")])
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
+def test_text_in_utf16_or_utf32_is_refused_naming_the_file_and_the_encoding(
+        tmp_path: Path, encoding: str, bom: str, fmt: str) -> None:
+    """``iconv -t utf-16``'s output read as --format text was one document of NUL-riddled
+    words, its first line a counted ``invalid_utf8_lines`` skip, exit 0; sentence_list
+    wrote lines full of NULs. The reader the build, train_vocab and sentence_list share
+    refuses it, and so does planning (before a build starts)."""
+    name = "UTF-32" if "32" in encoding else "UTF-16"
+    path = tmp_path / "docs.txt.gz"  # compressed: the decompressed bytes are checked
+    data = CORPUS.encode(encoding)
+    if encoding.endswith("-be"):  # Python writes no byte-order mark for an explicit byte order
+        data = ("\ufeff" + CORPUS).encode(encoding)
+    path.write_bytes(gzip.compress(data))
+    message = re.escape(f"{path}: {name} text (byte-order mark {bom}); convert it to UTF-8")
+    with pytest.raises(InputError, match=f"^{message}$"):
+        plan_work_units([str(path)], fmt)
+    skips = SkipCounter()
+    with pytest.raises(InputError, match=f"^{message}$"):
+        list(read_records(WorkUnit(str(path), fmt), skips))
+    assert not skips
+
+
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
+def test_a_file_with_nul_bytes_in_its_first_block_is_not_text(tmp_path: Path, fmt: str) -> None:
+    """UTF-16 without a byte-order mark (``iconv -t utf-16le``), or a binary file."""
+    for name, data in (("le.txt", CORPUS.encode("utf-16-le")), ("binary.txt", bytes(range(256)) * 4)):
+        path = tmp_path / name
+        path.write_bytes(data)
+        message = re.escape(f"{path}: not text: NUL bytes in its first {min(len(data), 4096):,} bytes (UTF-16 or "
+                            "UTF-32 without a byte-order mark, or a binary file); give UTF-8 text")
+        with pytest.raises(InputError, match=f"^{message}$"):
+            plan_work_units([str(path)], fmt)
+        with pytest.raises(InputError, match=f"^{message}$"):
+            list(read_records(WorkUnit(str(path), fmt), SkipCounter()))
+
+
+def test_a_utf8_byte_order_mark_is_dropped(tmp_path: Path) -> None:
+    """Kept, it began the first sentence (``\\ufeffFirst.``) and made the first JSON
+    line a ``malformed_json_lines`` skip."""
+    text = tmp_path / "bom.txt"
+    text.write_bytes(b"\xef\xbb\xbfFirst sentence.\nSecond.\n\nOther.\n")
+    skips = SkipCounter()
+    (first, _) = read_text_documents(WorkUnit(str(text), "text"), skips)
+    assert first.paragraphs == ["First sentence.", "Second."] and first.title == "First sentence."
+    (line, *_) = read_line_documents(WorkUnit(str(text), "lines"), skips)
+    assert line.paragraphs == ["First sentence."]
+    wiki = tmp_path / "wiki_00"
+    wiki.write_bytes(b"\xef\xbb\xbf" + json.dumps({"id": "7", "title": "T", "text": "T\nFirst."}).encode() + b"\n")
+    assert plan_work_units([str(wiki)], "wikiextractor-json")
+    (doc,) = read_wikiextractor_documents(WorkUnit(str(wiki), "wikiextractor-json"), skips)
+    assert (doc.doc_id, doc.paragraphs) == ("7", ["First."])
+    assert not skips
 
 
 def test_text_title_truncated_and_empty_file(tmp_path: Path) -> None:

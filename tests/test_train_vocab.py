@@ -148,3 +148,17 @@ def test_malformed_json_lines_are_counted_and_said_naming_the_file(
     assert main(["--input", str(corpus), "--format", "wikiextractor-json", "--vocab-size", "100",
                  "--output", str(output)]) == 0
     assert capsys.readouterr().err == f"{corpus}: skipped: malformed_json_lines 1\n"
+
+
+def test_utf16_text_is_refused_naming_the_file_and_keeps_the_old_vocabulary(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A UTF-16 corpus trained a vocabulary of its NUL-riddled words, exit 0."""
+    corpus = tmp_path / "docs-utf16.txt"
+    corpus.write_bytes("the river runs past the old mill\n\nthe river bends past the mill\n".encode("utf-16"))
+    output = tmp_path / "vocab.txt"
+    output.write_text("[PAD]\nkept\n", encoding="utf-8")
+    assert main(["--input", str(corpus), "--format", "text", "--vocab-size", "100", "--output", str(output),
+                 "--overwrite"]) == 2
+    assert capsys.readouterr().err == f"error: {corpus}: UTF-16 text (byte-order mark FF FE); convert it to UTF-8\n"
+    assert output.read_text(encoding="utf-8") == "[PAD]\nkept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs-utf16.txt", "vocab.txt"]  # no spool left behind

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
-from data_prep.workspace import TMP_DIR_NAME, remove_build_files
+import pytest
+
+from data_prep.sources import WorkUnit
+from data_prep.workspace import TMP_DIR_NAME, Workspace, WorkspaceError, remove_build_files
 from tacl_scale.data.manifest import TOKENIZER_DIR
 from tacl_scale.locking import LOCK_NAME
 
@@ -41,3 +46,72 @@ def test_remove_build_files_removes_the_builds_files_but_those_kept_and_never_a_
     directory = output_directory(tmp_path / "all")
     remove_build_files(str(directory), keep=())  # a str path too; nothing kept, the lock goes
     assert sorted(p.name for p in directory.iterdir()) == sorted(USER_FILES)
+
+
+def interrupted_workspace(tmp_path: Path) -> tuple[Workspace, dict[str, list[int]]]:
+    """A workspace as a build killed after its first of two units leaves it: the
+    build record, one completed part with its marker, one incomplete part."""
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("One.\n")
+    units = [WorkUnit(str(corpus), "text"), WorkUnit(str(corpus), "text", 0, 2)]
+    inputs = {str(corpus): [5, 0]}
+    workspace = Workspace(tmp_path / "out")
+    workspace.start_run("digest", units, inputs, "sha", {"seed": 1})
+    done, partial = workspace.part_prefix(units[0]), workspace.part_prefix(units[1])
+    files = [Path(f"{done}.bin"), Path(f"{done}.idx")]
+    for path in (*files, Path(f"{partial}.bin")):
+        path.write_bytes(b"x")
+    workspace.mark_done(done, files, {"unit": "a.txt", "bytes": 5, "shards": [0], "skips": {}, "documents": 1})
+    return workspace, inputs
+
+
+@pytest.mark.parametrize(("damage", "why"), [
+    (b"", "empty"),
+    (b'{"fingerprint": "dig', "not JSON: Unterminated string starting at: line 1 column 17 (char 16)"),
+    (b"[1, 2]", "not a JSON object but an array"),
+    (b"\xff\xfe{}", "not UTF-8: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
+])
+def test_a_damaged_build_record_is_a_reason_not_to_resume_naming_it(tmp_path: Path, damage: bytes, why: str) -> None:
+    """``: > OUTPUT/_tmp/build.json`` (a full disk, an edit) and ``--resume``: a
+    JSONDecodeError's traceback, exit 1."""
+    workspace, inputs = interrupted_workspace(tmp_path)
+    assert workspace.resumable("digest", inputs, "sha", {"seed": 1}) is None
+    record = workspace.root / "build.json"
+    record.write_bytes(damage)
+    assert workspace.resumable("digest", inputs, "sha", {"seed": 1}) == (
+        f"{record}: unreadable ({why}): drop --resume to start over")
+    record.unlink()
+    assert workspace.resumable("digest", inputs, "sha", {"seed": 1}) == (
+        f"{record}: missing (no interrupted build of this version to resume)")
+
+
+@pytest.mark.parametrize(("damage", "why"), [
+    (b"", "empty"),
+    (b'{"files": ', "not JSON: Expecting value: line 1 column 11 (char 10)"),
+    (b"null", "not a JSON object but null"),
+    (b'{"files": "part-x.bin"}', 'its "files" is not a list of names'),
+])
+def test_a_damaged_marker_is_named_and_nothing_is_discarded(tmp_path: Path, damage: bytes, why: str) -> None:
+    """A marker that could not be read made discard_incomplete (and every reader of
+    the markers) raise a JSONDecodeError's traceback; it names the marker, and the
+    workspace stays as it was."""
+    workspace, _ = interrupted_workspace(tmp_path)
+    (marker,) = workspace.root.glob("part-*.done.json")
+    marker.write_bytes(damage)
+    before = sorted(p.name for p in workspace.root.iterdir())
+    message = f"^{re.escape(f'{marker}: unreadable ({why}): drop --resume to start over')}$"
+    with pytest.raises(WorkspaceError, match=message):
+        workspace.discard_incomplete()
+    assert sorted(p.name for p in workspace.root.iterdir()) == before
+    if "files" not in why:
+        with pytest.raises(WorkspaceError, match=message):
+            workspace.completed_units()
+    assert workspace.completed_count() == 1
+
+
+def test_discard_incomplete_keeps_the_completed_parts(tmp_path: Path) -> None:
+    workspace, _ = interrupted_workspace(tmp_path)
+    (marker,) = workspace.root.glob("part-*.done.json")
+    kept = {"build.json", marker.name, *json.loads(marker.read_text())["files"]}
+    assert workspace.discard_incomplete() == (1, 1)
+    assert {p.name for p in workspace.root.iterdir()} == kept
