@@ -48,8 +48,10 @@ def container_problem(out: Path, runs_and_datasets: bool = True, own_export: boo
         if not runs_and_datasets:
             continue
         if (above / RUN_FILE).is_file() and not (own_export and absolute == above / EXPORT_DIR):
+            # The run's own export is named only where it is allowed (an export's).
+            own = f" ({above / EXPORT_DIR} is the run's own export)" if own_export else ""
             return (f"{out}: inside the training run {above}, whose checkpoints and export training rotates and "
-                    f"replaces: choose a place outside it ({above / EXPORT_DIR} is the run's own export)")
+                    f"replaces: choose a place outside it{own}")
         # Shards as well as the manifest: every directory above is asked, and a stray
         # manifest.json (a web project's, $HOME's) must not forbid everything under it.
         # run_dir.output_problem asks of the one directory given and refuses on the manifest alone.

@@ -41,7 +41,7 @@ from .encoder import CompiledEncoder, masked_lm_loss
 from .files import first_line
 from .kernels import tacl_loss, tacl_loss_packed
 from .mirror import Gather, both_views, info_nce, pool
-from .run_dir import RunDir
+from .run_dir import STUDENT_SHAPE, RunDir
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,9 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 # config.json, a truncated weights file, weights that do not fit the config, a
 # config.json value of the wrong type (transformers' strict config check).
 LOAD_ERRORS = (OSError, ValueError, RuntimeError, SafetensorError, StrictDataclassError)
+# What building the modules of a BertConfig raised for settings no check foresaw
+# (torch's own asserts and arithmetic on a size): one line naming the file, not a traceback.
+BUILD_ERRORS = (RuntimeError, IndexError, ZeroDivisionError, AssertionError, TypeError, OverflowError)
 
 
 @contextlib.contextmanager
@@ -122,12 +125,19 @@ def load_student(path: str | Path) -> BertForPreTraining:
             config = BertConfig(**settings)
         except (OSError, ValueError, TypeError, StrictDataclassError) as err:
             raise ValueError(f"{path}: not a BertConfig JSON: {_one_line(err)}") from err
+        if problem := bert_values_problem(config.to_dict()):
+            raise ValueError(f"{path}: {problem}")
         config._attn_implementation = attention
         log.info("student: random init from %s", path)
         try:
             return BertForPreTraining(config)
-        except (ValueError, KeyError) as err:  # settings that do not fit together, an unknown hidden_act
-            raise ValueError(f"{path}: {'unknown hidden_act ' if isinstance(err, KeyError) else ''}{err}") from err
+        except KeyError as err:  # an unknown hidden_act
+            raise ValueError(f"{path}: unknown hidden_act {err}") from err
+        except ValueError as err:  # settings that do not fit together (heads that do not divide the width)
+            raise ValueError(f"{path}: {err}") from err
+        except BUILD_ERRORS as err:  # what the checks above did not foresee: one line, not a traceback
+            raise ValueError(f"{path}: cannot build the model of these settings: {type(err).__name__}: "
+                             f"{first_line(err)}") from err
     if not path.is_dir():
         raise ValueError(f"{path}: neither a model directory nor a BertConfig JSON")
     if (run := RunDir(path)).has_record():
@@ -142,17 +152,20 @@ def load_student(path: str | Path) -> BertForPreTraining:
         missing.append("no weights (model.safetensors or pytorch_model.bin)")
     if missing:
         raise ValueError(f"{path}: not a Hugging Face model directory: {' and '.join(missing)}")
-    model_type = _model_type(path)
+    settings = _config_settings(path)
+    model_type = settings.get("model_type") if settings is not None else None
     if model_type not in (None, "bert"):
         raise ValueError(f"{path}: a {model_type} model (config.json's model_type), not BERT: tacl-scale continues "
                          "BERT checkpoints (BertForPreTraining)")
+    if settings is not None and (problem := bert_values_problem({**BertConfig().to_dict(), **settings})):
+        raise ValueError(f"{path / 'config.json'}: {problem}")
     try:
         with own_load_report():
             model, info = BertForPreTraining.from_pretrained(
                 str(path), attn_implementation=attention, local_files_only=True, output_loading_info=True,
                 ignore_mismatched_sizes=True,  # refused below, naming a weight and both shapes
             )
-    except LOAD_ERRORS as err:
+    except (*LOAD_ERRORS, *BUILD_ERRORS) as err:
         raise cannot_load(path, err) from err
     if problem := mismatch_problem(path, info):
         raise ValueError(problem)
@@ -191,17 +204,37 @@ def bert_settings_problem(settings: dict[str, Any]) -> str | None:
 
 
 # The settings of a BertConfig that decide the network's shape.
-_ARCHITECTURE = frozenset({"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                           "intermediate_size", "max_position_embeddings", "type_vocab_size"})
+_ARCHITECTURE = frozenset(STUDENT_SHAPE)
 
 
-def _model_type(directory: Path) -> str | None:
-    """The ``model_type`` of a model directory's config.json (None: none, or unreadable,
+def bert_values_problem(settings: dict[str, Any]) -> str | None:
+    """Why a BertConfig's settings (all of them, defaults included) cannot make a
+    model that trains, naming the key, or None: a size (:data:`_ARCHITECTURE`) that
+    is not a whole number of at least 1 (``intermediate_size -5`` failed in a
+    traceback, ``hidden_size 0`` in a ZeroDivisionError, ``num_hidden_layers -1``
+    trained and exported a model of no layers), or a ``pad_token_id`` that is no id of
+    the vocabulary (an AssertionError in the embedding). A value of another type is
+    left to BertConfig's own check, which names its type."""
+    for key in STUDENT_SHAPE:
+        value = settings.get(key)
+        if value is None or isinstance(value, bool) or (isinstance(value, int) and value < 1):
+            return f"{key} {json.dumps(value)}: each size of the model must be a whole number of at least 1"
+    pad, vocab_size = settings.get("pad_token_id"), settings.get("vocab_size")
+    if (isinstance(pad, int) and not isinstance(pad, bool) and isinstance(vocab_size, int)
+            and not 0 <= pad < vocab_size):
+        return (f"pad_token_id {pad}: not an id of the vocabulary of {vocab_size} tokens (vocab_size): give the "
+                "id of the tokenizer's [PAD] (0 in BERT's)")
+    return None
+
+
+def _config_settings(directory: Path) -> dict[str, Any] | None:
+    """A model directory's config.json as a JSON object (None: none, or unreadable,
     which from_pretrained then reports)."""
     try:
-        return json.loads((directory / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError, AttributeError):
+        settings = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
+    return settings if isinstance(settings, dict) else None
 
 
 def default_teacher_dtype(device: torch.device) -> str:

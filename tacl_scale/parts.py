@@ -60,6 +60,7 @@ from .encoder import CompiledEncoder, expect_cuda_graphs
 from .engine_config import batch_layout, deepspeed_config, settings_deepspeed_ignores
 from .errors import TrainError
 from .export import export_student
+from .files import os_error_line
 from .flops import peak_flops
 from .kernels.tacl_loss import impl_unavailable
 from .locking import DirectoryLock, LockedError, holder
@@ -73,6 +74,7 @@ from .run_dir import (
     RunRecord,
     check_data_unchanged,
     check_resume_settings,
+    check_student_shape,
     missing_input,
     output_problem,
     record_job,
@@ -80,7 +82,7 @@ from .run_dir import (
     student_config_dict,
     tokenizer_source,
 )
-from .vocab import first_difference, vocabulary
+from .vocab import VocabularyError, first_difference, tokenizer_files_problem, vocabulary
 
 if TYPE_CHECKING:
     from deepspeed import DeepSpeedEngine
@@ -130,7 +132,9 @@ def check_data_and_model(datasets: list[PretrainDataset], student: BertForPreTra
                          model_path: str) -> None:
     """Refuse a dataset whose tokenizer does not match the model's (token by token,
     whatever files the model directory holds it in), or whose sequences are longer
-    than the model's positions."""
+    than the model's positions, or whose sentence pairs need a second token type
+    the model has not; and a model directory whose tokenizer files do not parse
+    (the run copies them, and its export ships them)."""
     first = datasets[0].manifest.tokenizer
     for ds in datasets[1:]:
         if ds.manifest.tokenizer.sha256 != first.sha256:
@@ -138,13 +142,17 @@ def check_data_and_model(datasets: list[PretrainDataset], student: BertForPreTra
             raise TrainError(f"{ds.path}: built with another tokenizer than {datasets[0].path} ({tok.file}, sha256 "
                              f"{tok.sha256[:12]}…, against {first.file}, sha256 {first.sha256[:12]}…): the same ids "
                              "would be other tokens; rebuild it with the other's --tokenizer")
-    model_vocab = vocabulary(model_path) if Path(model_path).is_dir() else None
+    model_vocab = None
+    if Path(model_path).is_dir():
+        if problem := tokenizer_files_problem(model_path):
+            raise TrainError(problem)
+        model_vocab = _read_vocabulary(model_path)
     if model_vocab is not None:
         location = first.location(datasets[0].path)
         if not location.exists():
             raise TrainError(f"{datasets[0].path}: its tokenizer {location} is gone, so it cannot be checked against "
                              f"the model's: rebuild the dataset (datasets of format 3 carry their tokenizer)")
-        difference = first_difference(vocabulary(location) or {}, model_vocab)
+        difference = first_difference(_read_vocabulary(location) or {}, model_vocab)
         if difference is not None:
             token, in_data, in_model = difference
             raise TrainError(
@@ -159,6 +167,22 @@ def check_data_and_model(datasets: list[PretrainDataset], student: BertForPreTra
         if ds.manifest.max_seq_len > config.max_position_embeddings:
             raise TrainError(f"{ds.path}: sequences up to {ds.manifest.max_seq_len} tokens, the model "
                              f"has {config.max_position_embeddings} positions ({model_path})")
+        if ds.manifest.instance_kind == "pairs" and config.type_vocab_size < 2:
+            # An IndexError in the embedding at the first step, after run.json was written.
+            settings = Path(model_path) if Path(model_path).is_file() else Path(model_path) / "config.json"
+            raise TrainError(f"{settings}: type_vocab_size {config.type_vocab_size}, and {ds.path} holds sentence "
+                             "pairs, whose second segment is token type 1: set type_vocab_size 2 (BERT's), or train "
+                             "on a single-segment dataset")
+
+
+def _read_vocabulary(location: str | Path) -> dict[str, int] | None:
+    """:func:`~tacl_scale.vocab.vocabulary` of ``location``, its refusal a :class:`TrainError`."""
+    try:
+        return vocabulary(location)
+    except VocabularyError as err:
+        raise TrainError(str(err)) from err
+    except OSError as err:
+        raise TrainError(f"{os_error_line(err, location)}: the tokenizer cannot be read") from err
 
 
 def check_data_and_objectives(datasets: list[PretrainDataset], config: TrainConfig) -> None:
@@ -280,6 +304,8 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
             changes = [*(changes or []),
                        *(on_main(dist, lambda: check_data_unchanged(run, record, config, fingerprints)) or [])]
         student, teacher = build_models(config, datasets, dist.device)
+        if config.checkpoint.resume:  # before a checkpoint of the run's shape is loaded into it
+            on_main(dist, lambda: check_student_shape(run, record, student_config_dict(student), config.model))
         config = resolve_micro_batch(config, dist, datasets, student, teacher, precision)
         student_fast, teacher_fast = compiled_encoders(config, performance, datasets, student, teacher)
         eval_every = resolve_eval_every(config, datasets, dist.is_main)

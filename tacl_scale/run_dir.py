@@ -52,6 +52,7 @@ from .markers import (  # shared with data_prep through that light module
     EXPORT_DIR,
     MODEL_CONFIG,
     RUN_FILE,
+    container_problem,
     marked_as,
 )
 
@@ -69,6 +70,7 @@ PREEMPTED_MARKER = "PREEMPTED"
 # Inside checkpoints/ (tacl_scale.checkpoint writes them):
 LATEST = "latest"  # DeepSpeed's own pointer file name, moved by us only when a save is complete
 CHECKPOINT_RECORD = "files.json"  # in each checkpoint: every file's size and checksum
+CHECKPOINT_STATE = "trainer_state.json"  # in each checkpoint: step, data position, batch, ranks (checkpoint.STATE)
 
 # run.json's layout: 1 unversioned (before the field), 2 with ``version``. A newer
 # one is refused by name, not taken for changed settings.
@@ -80,6 +82,10 @@ PATH_SETTINGS = ("model", "data.paths")  # compared as the directories they name
 RESUME_FREE = ("optim.micro_batch_size", "optim.max_skipped_in_a_row")  # may change with the ranks
 # Settings added since runs were first recorded, with the value a run without them had.
 ADDED_SETTINGS = {"objective.reference_compat": False}
+# The student's BertConfig settings that decide its weights' shapes and its attention:
+# a checkpoint holds weights of the run's, which no other can resume (RunRecord.student_config).
+STUDENT_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings", "type_vocab_size")
 
 
 def missing_input(config: TrainConfig) -> str | None:
@@ -104,7 +110,10 @@ def missing_input(config: TrainConfig) -> str | None:
 
 def output_problem(output: Path, data: Sequence[str], model: str) -> str | None:
     """Why ``output`` cannot be a run directory, or None: it is (or is inside) one of
-    the run's input directories, or, holding no run, it holds a dataset or a model.
+    the run's input directories; it is inside another run, an export or a dataset
+    (:func:`~tacl_scale.markers.container_problem`: the other run's export, its
+    rotation or the next export or build there would delete it); or, holding no
+    run, it holds a dataset, a model or a run's files whose ``run.json`` is gone.
     A run writes ``tokenizer/``, ``initial/``, ``checkpoints/`` and ``export/`` into
     its directory, which would mix with (or replace) the files already there."""
     if problem := output_directory_problem(output, "a run directory"):
@@ -116,10 +125,43 @@ def output_problem(output: Path, data: Sequence[str], model: str) -> str | None:
             where = "is" if resolved == source else "is inside"
             return (f"{output}: --output {where} the {flag} directory {given}: a run writes its checkpoints, "
                     "tokenizer and export there; choose another directory")
-    if not (output / RUN_FILE).is_file() and (marked := marked_as(output, (MANIFEST_NAME, MODEL_CONFIG))):
+    # A run anywhere inside another one too, as a dataset build refuses (a run's
+    # export/ is replaced whole at its end, its checkpoints/ rotated).
+    if problem := container_problem(output, own_export=False):
+        return problem
+    if (output / RUN_FILE).is_file():
+        return None
+    if marked := marked_as(output, (MANIFEST_NAME, MODEL_CONFIG)):
         marker, what = marked
         return f"{output}: --output holds {what} ({marker}), not a run; choose a new or empty directory"
+    if found := unrecorded_run_files(output):
+        return (f"{output}: holds a training run's files ({', '.join(found)}) but no {RUN_FILE}, the record of its "
+                f"settings: a new run there would replace them, and --resume could not check its settings against "
+                f"the run's. Restore {output / RUN_FILE} (from a backup) to --resume it, or choose another --output")
     return None
+
+
+def unrecorded_run_files(output: Path) -> list[str]:
+    """What ``output`` holds of what a run writes once it has recorded itself in
+    ``run.json`` (its saved checkpoints, metrics, TensorBoard log, export, preemption
+    marker, universal-conversion log), relative to it; checked where ``run.json`` is
+    missing. ``tokenizer/``, ``initial/`` and an empty ``checkpoints/`` are not
+    among them: a first job writes them before its record, so one stopped while the
+    engine was built (or requeued then) leaves them, and starts again over them."""
+    run = RunDir(output)
+    found = []
+    if run.checkpoints.is_dir():
+        # Saved checkpoints: complete ones have their record (files.json) and state; an
+        # older version's are named by latest. A folder without either holds no save.
+        saved = sorted(entry.name for entry in run.checkpoints.iterdir() if not entry.name.startswith(".")
+                       and any((entry / name).is_file() for name in (CHECKPOINT_RECORD, CHECKPOINT_STATE)))
+        if saved:  # the newest, and how many more
+            found.append(f"{CHECKPOINTS_DIR}/{saved[-1]}" + (f" and {len(saved) - 1} more" if len(saved) > 1 else ""))
+        elif (run.checkpoints / LATEST).is_file():
+            found.append(f"{CHECKPOINTS_DIR}/{LATEST}")
+    found += [f"{path.name}/" for path in (run.export, run.tensorboard) if path.is_dir()]
+    found += [path.name for path in (run.metrics_file, run.preempted_marker, run.universal_log) if path.is_file()]
+    return found
 
 
 class RunRecordError(ValueError):
@@ -301,6 +343,27 @@ def check_resume_settings(run: RunDir, record: RunRecord | None, config: TrainCo
                              f"{'; '.join(changes)}. Resume with the run's settings, or add --allow-changes to "
                              "continue with these (recorded in its history)")
     return changes
+
+
+def check_student_shape(run: RunDir, record: RunRecord | None, student_config: dict[str, Any], model: str) -> None:
+    """Refuse (:class:`RunRecordError`) to resume the run ``record`` describes with a
+    student (``student_config``, the BertConfig ``--model`` gave) of another shape
+    than the run's (:data:`STUDENT_SHAPE`, as ``run.json``'s ``student_config``
+    recorded it), naming each setting that differs: the checkpoints hold weights of
+    the run's shape (loading them was a page of size mismatches), so not even
+    ``--allow-changes`` takes it. Nothing to compare for a new run or one recorded
+    before the config was kept."""
+    saved = record.student_config if record is not None else None
+    if not isinstance(saved, dict):
+        return
+    differences = [f"{key} {saved[key]!r} in the run, {student_config[key]!r} in --model" for key in STUDENT_SHAPE
+                   if key in saved and key in student_config and saved[key] != student_config[key]]
+    if differences:
+        raise RunRecordError(f"{run.record_file}: --resume with --model {model}, a student of another shape than "
+                             f"the run's (its student_config): {'; '.join(differences)}. Its checkpoints hold "
+                             "weights of the run's shape, which this one cannot load, with --allow-changes or "
+                             "without: resume with the run's --model as it was, or start a new run in another "
+                             "--output")
 
 
 def data_changes(record: RunRecord | None, config: TrainConfig, fingerprints: list[str]) -> list[str]:

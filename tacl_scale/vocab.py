@@ -5,17 +5,30 @@ tokenizers compare equal exactly when they give every token the same id."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from .files import first_line
 
 # What a model directory may hold its tokenizer as, most specific first.
 _DIRECTORY_FILES = ("tokenizer.json", "vocab.txt")
+# A Hugging Face tokenizer's settings files beside its vocabulary: JSON objects,
+# which AutoTokenizer reads (and a run copies into its tokenizer/, an export ships).
+_SETTINGS_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+
+
+class VocabularyError(ValueError):
+    """A tokenizer file that does not parse (an HTML error page saved as
+    tokenizer.json, a vocab.txt in Latin-1); the message names the file."""
 
 
 def vocabulary(location: str | Path) -> dict[str, int] | None:
     """``token → id`` of the tokenizer at ``location``: a vocab.txt, a SentencePiece
     .model, or a directory holding ``tokenizer.json``, ``vocab.txt`` or a ``*.model``;
     None for a directory with no tokenizer (a model given without one). A
-    vocab.txt's repeated line maps to its last id, as the tokenizer does."""
+    vocab.txt's repeated line maps to its last id, as the tokenizer does. A file
+    that does not parse is a :class:`VocabularyError` naming it (an unreadable one
+    is the OSError of reading it)."""
     location = Path(location)
     if location.is_dir():
         for name in _DIRECTORY_FILES:
@@ -26,17 +39,67 @@ def vocabulary(location: str | Path) -> dict[str, int] | None:
     if location.name == "tokenizer.json":
         from tokenizers import Tokenizer
 
-        return Tokenizer.from_file(str(location)).get_vocab(with_added_tokens=True)
+        try:
+            return Tokenizer.from_file(str(location)).get_vocab(with_added_tokens=True)
+        except Exception as err:  # noqa: BLE001 - the library raises a bare Exception ("expected value at line 1")
+            raise VocabularyError(f"{location}: not a tokenizer file ({first_line(err)})") from err
     if location.suffix == ".model":
         import sentencepiece as spm
 
-        model = spm.SentencePieceProcessor(model_file=str(location))
+        try:
+            model = spm.SentencePieceProcessor(model_file=str(location))
+        except (RuntimeError, OSError, ValueError) as err:  # a file of another kind ("ParseFromArray failed")
+            raise VocabularyError(f"{location}: not a SentencePiece model ({first_line(err)})") from err
         return {model.id_to_piece(i): i for i in range(model.get_piece_size())}
     ids: dict[str, int] = {}
-    with open(location, encoding="utf-8") as lines:
-        for index, line in enumerate(lines):
-            ids[line.rstrip("\r\n")] = index
+    try:
+        with open(location, encoding="utf-8") as lines:
+            for index, line in enumerate(lines):
+                ids[line.rstrip("\r\n")] = index
+    except UnicodeDecodeError as err:
+        raise VocabularyError(f"{location}: not a tokenizer file ({not_utf8(location)})") from err
     return ids
+
+
+def not_utf8(path: Path) -> str:
+    """Where the text file ``path`` stops being UTF-8, in words ("line 7 is not
+    UTF-8 text (byte 0xe9)"); UnicodeDecodeError counts from its chunk, not the file."""
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        return f"line {line} is not UTF-8 text: byte 0x{data[err.start]:02x}"
+    return "not UTF-8 text"
+
+
+def tokenizer_files_problem(directory: str | Path) -> str | None:
+    """Why the tokenizer files of the model directory ``directory`` cannot be used,
+    in one line naming the file, or None (also for a directory holding none): a
+    ``tokenizer.json`` that does not parse, a ``vocab.txt`` that is not UTF-8 text,
+    the SentencePiece ``.model`` its vocabulary would be read from that is none, a
+    settings file (``tokenizer_config.json``, ...) that is not a JSON object. The
+    check before the library loads them, whose errors name no file
+    (``Exception: expected value at line 1 column 1``, a UnicodeDecodeError):
+    training asks it of ``--model``; an analysis may ask it before AutoTokenizer."""
+    directory = Path(directory)
+    try:
+        present = [directory / name for name in _DIRECTORY_FILES if (directory / name).is_file()]
+        for path in present or sorted(directory.glob("*.model"))[:1]:
+            vocabulary(path)
+        for path in (directory / name for name in _SETTINGS_FILES):
+            if path.is_file():
+                try:
+                    settings = json.loads(path.read_text(encoding="utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                    return f"{path}: not a tokenizer file ({first_line(err)})"
+                if not isinstance(settings, dict):
+                    return f"{path}: not a tokenizer file (a JSON {type(settings).__name__}, not an object)"
+    except VocabularyError as err:
+        return str(err)
+    except OSError as err:
+        return f"{err.filename or directory}: cannot read the tokenizer file: {err.strerror or err}"
+    return None
 
 
 def first_difference(a: dict[str, int], b: dict[str, int]) -> tuple[str, int | None, int | None] | None:

@@ -48,6 +48,11 @@ what a mature tool does then. The next hostile test starts from this file.
 | `tacl-analyze` on one sentence, or on sentences of one token, or longer than the model's positions | refused in one line (the figures were nan); the cut sentences counted in the log (tests/test_analysis.py) |
 | the rename of a new multistream index fails after its dump's | no old index is left beside the new dump (tests/test_cli.py) |
 | a failed build | its message is ours alone, without the Beam step appended to it |
+| `--output` a run folder that lost its `run.json` (saved checkpoints, `export/`, `metrics.jsonl` still there), with or without `--resume` | refused naming what it holds and to restore `run.json`, nothing touched; it was taken for an empty folder and its checkpoints and export replaced, or resumed with no settings check (tests/test_run_dir.py) |
+| `--output` inside another run (`RUN/export/sub-run`, `RUN/checkpoints/x`, `RUN/sub`), an export or a dataset | refused before anything is written; the parent run's end-of-run export deleted it (tests/test_run_dir.py) |
+| `--resume` after `--model`'s shape changed (`hidden_size` edited in its BertConfig JSON; another model with `--allow-changes`) | refused naming each setting, `hidden_size 64 in the run, 32 in --model`, before the checkpoint is loaded: it was 43 lines of size mismatches (tests/test_run_dir.py, tests/test_hostile_training.py) |
+| a `--model` directory whose `tokenizer.json` is an HTML page, whose `vocab.txt` has a Latin-1 line, or whose `tokenizer_config.json` is no JSON object | one line naming the file, "not a tokenizer file (...)", before anything is written; it was the library's traceback (tests/test_vocab.py, tests/test_hostile_training.py) |
+| a BertConfig (JSON or a directory's `config.json`) with `intermediate_size` -5, `hidden_size` 0, `num_hidden_layers` -1, `pad_token_id` past the vocabulary; `type_vocab_size` 1 on sentence pairs | one line naming the file and the key, before anything is written; it was a traceback (the pairs' IndexError after `run.json` was written) or, for -1 layers, a trained and exported model of none (tests/test_model.py, tests/test_vocab.py, tests/test_hostile_training.py) |
 | corrupt shards, an edited tokenizer copy, signals, a full disk and Ctrl-C inside training | tests/test_hostile_training.py |
 """
 

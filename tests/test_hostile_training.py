@@ -17,6 +17,8 @@ process in a plain shell (no launcher variables) unless said otherwise.
 | Ctrl-C during training | one line naming the newest checkpoint and the resume command, exit 130, no traceback |
 | `--eval-every` on a dataset whose validation split came out empty | refused naming the fraction and the fix |
 | `run.json` written by a newer version | refused naming the version, not taken for changed settings |
+| a `--model` whose `tokenizer.json` does not parse, or with `type_vocab_size` 1 on sentence pairs, or `intermediate_size` -5 | one line naming the file (and the key), exit 2, not even the run directory made |
+| `--resume` with a `--model` of another shape (edited in place; another one with `--allow-changes`) | refused naming each setting with both values, before the checkpoint is loaded; the run's files untouched |
 """
 
 from __future__ import annotations
@@ -193,6 +195,68 @@ def test_a_token_id_past_the_vocabulary_names_shard_instance_and_position(zh_dat
                                          "--no-verify-data", "--num-workers", "0"], capsys)
     assert code == 2, stderr[-3000:]
     assert error_lines(stderr) == [f"error: {message}"], stderr[-3000:]
+
+
+# -- the model --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["an HTML page as tokenizer.json", "type_vocab_size 1", "intermediate_size -5"])
+def test_a_model_that_cannot_train_on_the_data_is_refused_before_anything_is_written(
+        zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str) -> None:
+    """A tokenizer.json that does not parse ended in ``Exception: expected value at
+    line 1 column 1``; type_vocab_size 1 on sentence pairs in an IndexError at the
+    first step, run.json written; intermediate_size -5 in a RuntimeError."""
+    from tacl_scale.model import load_student
+
+    if how == "an HTML page as tokenizer.json":
+        model = tmp_path / "model"
+        load_student(tiny_bert_file).save_pretrained(model)
+        (model / "tokenizer.json").write_text("<!DOCTYPE html><html>Not Found</html>\n")
+        said = f"error: {model / 'tokenizer.json'}: not a tokenizer file (expected value at line 1 column 1)"
+    else:
+        key, value = how.split()
+        model = tmp_path / "bert.json"
+        model.write_text(json.dumps({**json.loads(tiny_bert_file.read_text()), key: int(value)}))
+        said = f"error: {model}: {key} {value}"
+    code, stderr = main_in_this_process(["--recipe", "tiny-cpu", *common(zh_dataset, model, tmp_path / "run", 2)],
+                                        capsys)
+    assert code == 2 and len(error_lines(stderr)) == 1, stderr[-3000:]
+    assert error_lines(stderr)[0].startswith(said), stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert not (tmp_path / "run").exists()  # nothing written: not even the run directory
+
+
+def test_a_resume_with_a_model_of_another_shape_is_refused_naming_the_setting(
+        zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path, join: Callable[[], Distributed]) -> None:
+    """--model's hidden_size edited between two jobs (or another model given with
+    --allow-changes): the checkpoint's load ended in 43 lines of size mismatches, exit 1."""
+    model = tmp_path / "bert.json"
+    settings = json.loads(tiny_bert_file.read_text())
+    model.write_text(json.dumps(settings))
+    run = tmp_path / "run"
+    config = make_config(zh_dataset, model, run, 2, checkpoint=CheckpointConfig(save_every=1))
+    trainer = Trainer.build(config, join())
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    files = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+    assert latest_tag(run / "checkpoints") is not None
+    model.write_text(json.dumps({**settings, "hidden_size": settings["hidden_size"] * 2}))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**settings, "num_hidden_layers": settings["num_hidden_layers"] + 1}))
+    for changed, allow, says in [
+            (model, False, f"hidden_size {settings['hidden_size']} in the run, {settings['hidden_size'] * 2} in "
+                           "--model"),
+            (other, True, f"num_hidden_layers {settings['num_hidden_layers']} in the run, "
+                          f"{settings['num_hidden_layers'] + 1} in --model")]:
+        resume = replace(config, model=str(changed), checkpoint=CheckpointConfig(save_every=1, resume=True,
+                                                                                 allow_changes=allow))
+        with pytest.raises(TrainError) as refused:
+            Trainer.build(resume, join())
+        assert str(refused.value).startswith(f"{run / 'run.json'}: --resume with --model {changed}, a student of "
+                                             "another shape than the run's"), refused.value
+        assert says in str(refused.value), refused.value
+    assert {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()} == files
 
 
 def rank_error_of(config: TrainConfig, join: Callable[[], Any]) -> str:

@@ -130,6 +130,36 @@ def test_a_bad_model_is_one_error_naming_it(how: str, said: str, config_file: Pa
     assert str(refused.value).startswith(f"{bad}: ") and said in str(refused.value), refused.value
 
 
+SIZE = "each size of the model must be a whole number of at least 1"
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    # a traceback each: RuntimeError (negative dimension), ZeroDivisionError, AssertionError (the embedding's
+    # padding_idx); num_hidden_layers -1 trained and exported a model of no layers that said -1
+    ({"intermediate_size": -5}, f"intermediate_size -5: {SIZE}"),
+    ({"hidden_size": 0}, f"hidden_size 0: {SIZE}"),
+    ({"num_hidden_layers": -1}, f"num_hidden_layers -1: {SIZE}"),
+    ({"type_vocab_size": 0}, f"type_vocab_size 0: {SIZE}"),
+    ({"pad_token_id": 99999}, "pad_token_id 99999: not an id of the vocabulary of 120 tokens (vocab_size): give the id "
+                              "of the tokenizer's [PAD] (0 in BERT's)"),
+    ({"pad_token_id": -1}, "pad_token_id -1: not an id of the vocabulary of 120 tokens"),
+])
+@pytest.mark.parametrize("given_as", ["a BertConfig JSON", "a model directory's config.json"])
+def test_a_config_of_sizes_no_model_has_is_refused_naming_the_file_and_key(change: dict, said: str, given_as: str,
+                                                                           config_file: Path, tmp_path: Path) -> None:
+    if given_as == "a BertConfig JSON":
+        bad = settings_file = tmp_path / "bad.json"
+        settings_file.write_text(json.dumps({**TINY, **change}))
+    else:
+        bad = tmp_path / "model"
+        load_student(config_file).save_pretrained(bad)
+        settings_file = bad / "config.json"
+        settings_file.write_text(json.dumps({**json.loads(settings_file.read_text()), **change}))
+    with pytest.raises(ValueError) as refused:
+        load_student(bad)
+    assert str(refused.value).startswith(f"{settings_file}: {said}"), refused.value
+
+
 def test_an_encoder_without_heads_or_pooler_loads_with_them_initialised(config_file: Path, tmp_path: Path) -> None:
     """A sentence encoder (BertModel, no MLM/NSP heads, no pooler) is a BERT checkpoint:
     only the encoder's own weights must be there."""

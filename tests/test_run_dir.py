@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, main_in_this_process
 
 from tacl_scale.run_dir import (
     RUN_RECORD_VERSION,
@@ -15,6 +16,7 @@ from tacl_scale.run_dir import (
     RunRecord,
     RunRecordError,
     TokenizerSource,
+    check_student_shape,
     data_changes,
     output_problem,
     record_job,
@@ -210,3 +212,120 @@ def test_data_content_is_compared_only_where_the_run_recorded_it_for_the_same_pa
     record_job(run, run.read_record(), JobSegment(2, 1, "cpu", False, False, []), RunRecord.from_json(
         {**version_2(), "data_fingerprints": ["f-b"]}), same)  # type: ignore[arg-type]
     assert run.read_record().data_fingerprints == ["f-b"]  # recorded from its first resume on
+
+
+def _trained_run(run: Path) -> dict[str, bytes]:
+    """What a run that trained 2 steps and exported holds besides run.json (its
+    saved checkpoints' records, metrics, export), written as files; their bytes."""
+    for tag in ("step00000001", "step00000002"):
+        (run / "checkpoints" / tag).mkdir(parents=True)
+        (run / "checkpoints" / tag / "files.json").write_text("{}")
+        (run / "checkpoints" / tag / "trainer_state.json").write_text(json.dumps({"step": int(tag[4:])}))
+    (run / "checkpoints" / "latest").write_text("step00000002")
+    (run / "export").mkdir()
+    (run / "export" / "tacl_export.json").write_text("{}")
+    (run / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+    (run / "tokenizer").mkdir()
+    (run / "initial").mkdir()
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+def test_a_runs_files_without_its_run_json_are_refused_not_replaced(tmp_path: Path) -> None:
+    """A run folder that lost run.json was taken for an empty one: a new run there
+    replaced its checkpoints and export, and --resume continued its checkpoint
+    without comparing any setting, then wrote a fresh run.json."""
+    run = tmp_path / "run"
+    _trained_run(run)
+    said = output_problem(run, [str(tmp_path / "ds")], str(tmp_path / "bert.json"))
+    assert said == (f"{run}: holds a training run's files (checkpoints/step00000002 and 1 more, export/, "
+                    "metrics.jsonl) but no run.json, the record of its settings: a new run there would replace "
+                    f"them, and --resume could not check its settings against the run's. Restore {run / 'run.json'} "
+                    "(from a backup) to --resume it, or choose another --output")
+    # each of them alone is enough
+    for name, make in [("latest", lambda d: (d / "checkpoints").mkdir() or (d / "checkpoints" / "latest").write_text("x")),
+                       ("export/", lambda d: (d / "export").mkdir()),
+                       ("tensorboard/", lambda d: (d / "tensorboard").mkdir()),
+                       ("metrics.jsonl", lambda d: (d / "metrics.jsonl").write_text("")),
+                       ("PREEMPTED", lambda d: (d / "PREEMPTED").write_text("SIGUSR1")),
+                       ("universal-conversion.log", lambda d: (d / "universal-conversion.log").write_text(""))]:
+        alone = tmp_path / f"alone-{name.strip('/')}"
+        alone.mkdir()
+        make(alone)
+        assert f"holds a training run's files ({'checkpoints/' if name == 'latest' else ''}{name})" in (
+            output_problem(alone, [], str(tmp_path / "bert.json")) or ""), name
+    # What a first job writes before its record (a job stopped while its engine was
+    # built, or requeued then, starts again over it), and a checkpoint folder with
+    # no save in it (a test's stand-in for a full disk), are no run's files.
+    first_job = tmp_path / "first-job"
+    (first_job / "checkpoints" / "step00000004").mkdir(parents=True)
+    (first_job / "checkpoints" / "step00000004" / "mp_rank_00_model_states.pt").symlink_to("/dev/full")
+    (first_job / "tokenizer").mkdir()
+    (first_job / "initial").mkdir()
+    (first_job / ".tacl-lock").write_text("")
+    assert output_problem(first_job, [], str(tmp_path / "bert.json")) is None
+    (run / "run.json").write_text("{}")  # the run, recorded: resumed (or refused without --resume) by training
+    assert output_problem(run, [], str(tmp_path / "bert.json")) is None
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_train_refuses_a_run_without_run_json_before_it_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               resume: bool) -> None:
+    run = tmp_path / "run"
+    before = _trained_run(run)
+    args = ["--ds", str(ROOT / "ds_configs" / "cpu.json"), "--data", str(tmp_path / "ds"), "--model",
+            str(tmp_path / "bert.json"), "--output", str(run), "--steps", "2", *(["--resume"] if resume else [])]
+    code, stderr = main_in_this_process(args, capsys)
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert code == 2 and len(errors) == 1, stderr[-3000:]
+    assert errors[0].startswith(f"error: {run}: holds a training run's files (checkpoints/step00000002 and 1 more")
+    after = {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+    assert after == before  # not even the lock file
+
+
+def test_a_run_inside_another_run_an_export_or_a_dataset_is_refused(tmp_path: Path) -> None:
+    """``--output RUN/export/sub-run`` was accepted, and RUN's end-of-run export
+    replaced RUN/export whole, the run inside it with it."""
+    run, dataset, export = tmp_path / "run", tmp_path / "ds", tmp_path / "exported"
+    for directory, marker in ((run, "run.json"), (dataset, "manifest.json"), (export, "tacl_export.json")):
+        directory.mkdir()
+        (directory / marker).write_text("{}")
+    (dataset / "shard-00000.idx").write_bytes(b"")
+    (run / "export").mkdir()
+    (run / "export" / "tacl_export.json").write_text("{}")
+    model = str(tmp_path / "bert.json")
+    said = {run / "export" / "sub-run": f"inside the export {run / 'export'}, which the next export there replaces",
+            run / "checkpoints" / "x": f"inside the training run {run}, whose checkpoints and export training "
+                                       "rotates and replaces: choose a place outside it",
+            run / "sub": f"inside the training run {run}",
+            dataset / "run": f"inside the dataset {dataset}: choose a place outside it",
+            export / "x" / "run": f"inside the export {export}, which the next export there replaces whole"}
+    for out, says in said.items():
+        problem = output_problem(out, [], model) or ""
+        assert problem.startswith(f"{out}: {says}"), (out, problem)
+        assert "is the run's own export" not in problem  # an export's alone may go there
+    (run / "export").rename(tmp_path / "moved")  # a run still training has no export yet: refused all the same
+    assert (output_problem(run / "export" / "sub-run", [], model) or "").startswith(
+        f"{run / 'export' / 'sub-run'}: inside the training run {run}")
+    for fine in (run, tmp_path / "beside", tmp_path / "runs" / "a"):
+        assert output_problem(fine, [], model) is None, fine
+
+
+def test_a_resume_with_a_student_of_another_shape_names_each_setting(tmp_path: Path) -> None:
+    """Resumed after --model's hidden_size was edited (or with another model and
+    --allow-changes), the checkpoint's load ended in 43 lines of size mismatches."""
+    run = RunDir(tmp_path)
+    record = RunRecord.from_json(version_2())
+    record.student_config = {"hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+                             "hidden_dropout_prob": 0.1, "model_type": "bert"}
+    same = {**record.student_config, "hidden_dropout_prob": 0.2, "transformers_version": "9"}
+    check_student_shape(run, record, same, "/m/bert.json")  # no shape setting changed
+    other = {**same, "hidden_size": 32, "intermediate_size": 128}
+    with pytest.raises(RunRecordError) as refused:
+        check_student_shape(run, record, other, "/m/bert.json")
+    assert str(refused.value).startswith(
+        f"{tmp_path / 'run.json'}: --resume with --model /m/bert.json, a student of another shape than the run's "
+        "(its student_config): hidden_size 64 in the run, 32 in --model; intermediate_size 256 in the run, 128 in "
+        "--model. Its checkpoints hold weights of the run's shape")
+    check_student_shape(run, None, other, "/m/bert.json")  # a new run
+    record.student_config = None  # a run recorded before the config was kept: nothing to compare
+    check_student_shape(run, record, other, "/m/bert.json")

@@ -1,0 +1,131 @@
+"""A model directory's tokenizer files as training reads them (tacl_scale.vocab): one
+that does not parse is one line naming it, not the library's traceback; and what
+training asks of the model against its datasets (parts.check_data_and_model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from transformers import BertConfig
+
+from tacl_scale.errors import TrainError
+from tacl_scale.parts import check_data_and_model
+from tacl_scale.vocab import VocabularyError, tokenizer_files_problem, vocabulary
+
+TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=64)
+VOCAB = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nword\n"
+
+
+def model_dir(tmp_path: Path) -> Path:
+    """A model directory's tokenizer files (a vocab.txt, a tokenizer.json of the
+    same ids, its settings): what an export holds beside its weights."""
+    from tokenizers import Tokenizer, models
+
+    directory = tmp_path / "model"
+    directory.mkdir()
+    (directory / "vocab.txt").write_text(VOCAB, encoding="utf-8")
+    ids = {token: index for index, token in enumerate(VOCAB.split())}
+    Tokenizer(models.WordLevel(ids, unk_token="[UNK]")).save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    (directory / "special_tokens_map.json").write_text(json.dumps({"pad_token": "[PAD]"}))
+    return directory
+
+
+def _spoil(directory: Path, how: str) -> Path:
+    """The file of ``directory`` that ``how`` spoils, spoilt."""
+    if how == "an HTML page as tokenizer.json":  # a failed download saved under the file's name
+        (directory / "tokenizer.json").write_text("<!DOCTYPE html><html>Not Found</html>\n")
+        return directory / "tokenizer.json"
+    if how == "a Latin-1 line in vocab.txt":
+        (directory / "tokenizer.json").unlink()
+        with open(directory / "vocab.txt", "ab") as vocab:
+            vocab.write("café\n".encode("latin-1"))
+        return directory / "vocab.txt"
+    if how == "a Latin-1 vocab.txt beside a good tokenizer.json":  # copied into the run, shipped in its export
+        with open(directory / "vocab.txt", "ab") as vocab:
+            vocab.write("café\n".encode("latin-1"))
+        return directory / "vocab.txt"
+    if how == "an HTML page as tokenizer_config.json":
+        (directory / "tokenizer_config.json").write_text("<html>\n")
+        return directory / "tokenizer_config.json"
+    if how == "a list as special_tokens_map.json":
+        (directory / "special_tokens_map.json").write_text("[1]")
+        return directory / "special_tokens_map.json"
+    if how == "a SentencePiece model that is none":
+        for name in ("tokenizer.json", "vocab.txt"):
+            (directory / name).unlink()
+        (directory / "spm.model").write_text("<html>\n")
+        return directory / "spm.model"
+    raise AssertionError(how)
+
+
+SPOILT = {
+    "an HTML page as tokenizer.json": "not a tokenizer file (expected value at line 1 column 1)",
+    "a Latin-1 line in vocab.txt": "not a tokenizer file (line 7 is not UTF-8 text: byte 0xe9)",
+    "a Latin-1 vocab.txt beside a good tokenizer.json": "not a tokenizer file (line 7 is not UTF-8 text: byte 0xe9)",
+    "an HTML page as tokenizer_config.json": "not a tokenizer file (Expecting value: line 1 column 1 (char 0))",
+    "a list as special_tokens_map.json": "not a tokenizer file (a JSON list, not an object)",
+    "a SentencePiece model that is none": "not a SentencePiece model (",
+}
+
+
+def test_good_tokenizer_files_read_as_their_ids(tmp_path: Path) -> None:
+    directory = model_dir(tmp_path)
+    assert tokenizer_files_problem(directory) is None
+    assert vocabulary(directory) == vocabulary(directory / "vocab.txt") == {t: i for i, t in enumerate(VOCAB.split())}
+    assert tokenizer_files_problem(tmp_path / "empty") is None  # none to read: a model given without its tokenizer
+
+
+@pytest.mark.parametrize("how", list(SPOILT))
+def test_a_tokenizer_file_that_does_not_parse_is_one_line_naming_it(tmp_path: Path, how: str) -> None:
+    """Training on such a --model ended in ``Exception: expected value at line 1
+    column 1`` or a UnicodeDecodeError, naming no file."""
+    directory = model_dir(tmp_path)
+    spoilt = _spoil(directory, how)
+    assert (tokenizer_files_problem(directory) or "").startswith(f"{spoilt}: {SPOILT[how]}"), how
+    if spoilt.name in ("tokenizer.json", "spm.model") or how == "a Latin-1 line in vocab.txt":  # what vocabulary reads
+        with pytest.raises(VocabularyError) as refused:
+            vocabulary(directory)
+        assert str(refused.value).startswith(f"{spoilt}: {SPOILT[how]}")
+
+
+def _dataset(path: Path, kind: str) -> SimpleNamespace:
+    """What check_data_and_model reads of a PretrainDataset."""
+    tokenizer = SimpleNamespace(vocab_size=6, sha256="0" * 64, file="vocab.txt",
+                                location=lambda root: root / "tokenizer" / "vocab.txt")
+    (path / "tokenizer").mkdir(parents=True, exist_ok=True)
+    (path / "tokenizer" / "vocab.txt").write_text(VOCAB, encoding="utf-8")
+    return SimpleNamespace(path=path, manifest=SimpleNamespace(tokenizer=tokenizer, max_seq_len=64,
+                                                               instance_kind=kind))
+
+
+def test_training_refuses_a_model_whose_tokenizer_file_does_not_parse(tmp_path: Path) -> None:
+    directory = model_dir(tmp_path)
+    student = SimpleNamespace(config=BertConfig(**TINY))
+    check_data_and_model([_dataset(tmp_path / "ds", "pairs")], student, str(directory))  # type: ignore[list-item]
+    spoilt = _spoil(directory, "an HTML page as tokenizer.json")
+    with pytest.raises(TrainError) as refused:
+        check_data_and_model([_dataset(tmp_path / "ds", "pairs")], student, str(directory))  # type: ignore[list-item]
+    assert str(refused.value) == f"{spoilt}: not a tokenizer file (expected value at line 1 column 1)"
+
+
+def test_a_model_of_one_token_type_is_refused_for_sentence_pairs(tmp_path: Path) -> None:
+    """type_vocab_size 1 trained on pairs (token types 0 and 1) ended in an
+    IndexError at the first step, after run.json was written."""
+    config_file = tmp_path / "bert.json"
+    config_file.write_text(json.dumps({**TINY, "type_vocab_size": 1}))
+    student = SimpleNamespace(config=BertConfig(**TINY, type_vocab_size=1))
+    pairs, single = _dataset(tmp_path / "pairs", "pairs"), _dataset(tmp_path / "single", "single-segment")
+    check_data_and_model([single], student, str(config_file))  # type: ignore[list-item]  # token type 0 alone
+    with pytest.raises(TrainError) as refused:
+        check_data_and_model([single, pairs], student, str(config_file))  # type: ignore[list-item]
+    assert str(refused.value) == (f"{config_file}: type_vocab_size 1, and {tmp_path / 'pairs'} holds sentence pairs, "
+                                  "whose second segment is token type 1: set type_vocab_size 2 (BERT's), or train on "
+                                  "a single-segment dataset")
+    directory = model_dir(tmp_path)  # a model directory: its config.json is named
+    with pytest.raises(TrainError, match=rf"^{directory / 'config.json'}: type_vocab_size 1, "):
+        check_data_and_model([pairs], student, str(directory))  # type: ignore[list-item]
