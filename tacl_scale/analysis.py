@@ -83,19 +83,15 @@ def require_vocabulary(model_dir: Path) -> None:
                          "files of the model it was trained from into it")
 
 
-# The tokenizer files of a model directory, in the order a failed load is traced back
-# to one: its settings (JSON), then the vocabulary Hugging Face reads (tokenizer.json
-# when there is one, else vocab.txt).
-TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json")
-
-
 def load_tokenizer(model_dir: Path) -> Any:
     """The tokenizer of a HF directory; a file of it that cannot be read as one (a
     vocab.txt that is not UTF-8, an HTML page saved as tokenizer.json) is a
-    ValueError naming that file, not the library's traceback."""
+    ValueError naming that file (:func:`tacl_scale.vocab.tokenizer_files_problem`,
+    as training asks of ``--model``), not the library's traceback."""
     from transformers import AutoTokenizer
 
     from .model import LOAD_ERRORS
+    from .vocab import tokenizer_files_problem
 
     require_vocabulary(model_dir)
     try:
@@ -106,49 +102,10 @@ def load_tokenizer(model_dir: Path) -> Any:
         # a tokenizer.json without "added_tokens". Of a file that is not what its name
         # says, any class; with every file sound, another class is a defect (its
         # traceback the report).
-        problem = tokenizer_file_problem(model_dir)
+        problem = tokenizer_files_problem(model_dir)
         if problem is None and type(err) is not Exception and not isinstance(err, LOAD_ERRORS):
             raise
         raise ValueError(problem or f"{model_dir}: cannot load the tokenizer: {first_line(err)}") from err
-
-
-def tokenizer_file_problem(model_dir: Path) -> str | None:
-    """Why a tokenizer file of ``model_dir`` is not one, naming the first such file
-    (its settings, then the vocabulary Hugging Face reads), or None."""
-    for name in TOKENIZER_SETTINGS:
-        if (model_dir / name).is_file() and (problem := _file_problem(model_dir / name, json_only=True)):
-            return f"{model_dir / name}: not a tokenizer file ({problem})"
-    for name in ("tokenizer.json", "vocab.txt"):
-        if (model_dir / name).is_file():
-            problem = _file_problem(model_dir / name)
-            return f"{model_dir / name}: not a tokenizer file ({problem})" if problem else None
-    return None
-
-
-def _file_problem(path: Path, json_only: bool = False) -> str | None:
-    """Why ``path`` (a tokenizer's JSON settings, its tokenizer.json or its
-    vocab.txt) is not what its name says, or None."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        return f"not UTF-8 text: byte {err.start}"
-    except OSError as err:
-        return err.strerror or str(err)
-    if path.suffix == ".json":
-        try:
-            settings = json.loads(text)
-        except ValueError as err:
-            return f"not JSON: {first_line(err)}"
-        if not isinstance(settings, dict):
-            return "not a JSON object"
-        if not json_only:
-            from tokenizers import Tokenizer
-
-            try:
-                Tokenizer.from_str(text)
-            except Exception as err:  # the tokenizers library's bare Exception
-                return first_line(err)
-    return None
 
 
 def load_encoder(model_dir: Path, device: torch.device, tokenizer: Any = None) -> tuple[Any, Any]:

@@ -448,14 +448,14 @@ def test_a_tokenizer_file_that_is_not_one_is_one_error_line_naming_it(
         with open(model / "vocab.txt", "ab") as f:
             f.write(b"caf\xe9\n")
 
-    offset = len((tiny_model / "vocab.txt").read_bytes()) + 3
-    cases = [(damaged("latin1", latin1_vocabulary), "vocab.txt", f"not UTF-8 text: byte {offset}"),
+    line = len((tiny_model / "vocab.txt").read_bytes().splitlines()) + 1
+    cases = [(damaged("latin1", latin1_vocabulary), "vocab.txt", f"line {line} is not UTF-8 text: byte 0xe9)"),
              (damaged("html", lambda model: (model / "tokenizer.json").write_bytes(html)), "tokenizer.json",
-              "not JSON: Expecting value: line 1 column 1 (char 0)"),
+              "expected value at line 1 column 1)"),
              (damaged("not-a-tokenizer", lambda model: (model / "tokenizer.json").write_text('{"version": "1.0"}')),
               "tokenizer.json", ""),
              (damaged("html-settings", lambda model: (model / "tokenizer_config.json").write_bytes(html)),
-              "tokenizer_config.json", "not JSON: Expecting value: line 1 column 1 (char 0)")]
+              "tokenizer_config.json", "Expecting value: line 1 column 1 (char 0))")]
     out = tmp_path / "out"
     for model, name, why in cases:
         assert main(selfsim_argv([tiny_model, model], sentences, out)) == 2, name
