@@ -19,7 +19,7 @@ from tacl_scale.data import DatasetError, Manifest, PretrainDataset
 from tacl_scale.data.integrity import all_shards, shard_bytes, unchecked_files, verify_dataset
 from tacl_scale.data.manifest import FORMAT_NAME
 from tacl_scale.preemption import ctrl_c_ends
-from tacl_scale.vocab import first_difference, vocabulary
+from tacl_scale.vocab import VocabularyError, first_difference, vocabulary
 
 from .config import SHARD_INPUT_BYTES
 from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer
@@ -169,9 +169,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def other_ids(given: str, own: Path) -> str | None:
     """How ``--tokenizer`` ``given`` gives other ids than the dataset's own tokenizer
-    ``own`` (a token and its two ids), or None when they agree or ``own`` is gone."""
-    ours = vocabulary(own) if own.exists() else None
-    theirs = vocabulary(given)
+    ``own`` (a token and its two ids), or None when they agree or ``own`` is gone;
+    when one of them cannot be read as a vocabulary, why not."""
+    try:
+        ours = vocabulary(own) if own.exists() else None
+        theirs = vocabulary(given)
+    except (VocabularyError, OSError) as err:  # the dataset's copy damaged: a note, not a traceback
+        why = err if isinstance(err, VocabularyError) else f"{err.filename or own}: {err.strerror or err}"
+        return f"{given} could not be compared with the dataset's tokenizer: {why}"
     if ours is None or theirs is None:
         return None
     difference = first_difference(ours, theirs)

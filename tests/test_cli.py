@@ -431,6 +431,29 @@ def test_inspect_says_when_its_tokenizer_is_not_the_datasets(zh_dataset: Path, t
     assert "(note: " not in capsys.readouterr().out
 
 
+def test_inspect_with_a_tokenizer_beside_a_damaged_copy_of_the_datasets_says_so(
+        zh_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The dataset's own tokenizer copy in Latin-1: comparing it with --tokenizer was
+    the VocabularyError's traceback; the instances are still decoded with --tokenizer."""
+    import shutil
+
+    from conftest import ZH_VOCAB
+
+    from data_prep.inspect import main as inspect
+    from tacl_scale.data import Manifest
+
+    dataset = tmp_path / "dataset"
+    shutil.copytree(zh_dataset, dataset)
+    own = Manifest.load(dataset).tokenizer.location(dataset)
+    with open(own, "ab") as f:
+        f.write(b"caf\xe9\n")
+    assert inspect([str(dataset), "-n", "1", "--tokenizer", str(ZH_VOCAB)]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("(note: ")]
+    assert notes == [f"(note: {ZH_VOCAB} could not be compared with the dataset's tokenizer: {own}: not a tokenizer "
+                     f"file (line {len(ZH_VOCAB.read_bytes().splitlines()) + 1} is not UTF-8 text: byte 0xe9); the "
+                     "tokens below are decoded with it all the same)"], notes
+
+
 def test_every_console_script_is_a_command_with_help_and_in_the_readme(capsys: pytest.CaptureFixture[str]) -> None:
     """pyproject's console scripts name real ``main(argv)`` functions that answer
     ``--help``, and the README's table of commands lists each one."""
