@@ -392,6 +392,34 @@ def test_blended_data_and_dynamic_masking_train(setup: dict[str, Path], tmp_path
     assert [r["at_step"] for r in records if r.get("event") == "eval_initial"] == [1]
 
 
+def test_a_full_disk_at_the_runs_export_is_one_line_and_keeps_the_checkpoint(
+        setup: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The end-of-run export onto a full disk ended in safetensors' traceback
+    (SafetensorError, exit 1). Now one line naming RUN/export, exit 2; the last
+    checkpoint is whole, so ``tacl-export`` can make the export later."""
+    import transformers.modeling_utils
+    from safetensors import SafetensorError
+
+    saved = transformers.modeling_utils.safe_save_file
+
+    def full_at_the_export(tensors: object, filename: str, metadata: object = None) -> None:
+        if ".export.partial" not in str(filename):  # initial/ is written as usual
+            return saved(tensors, filename, metadata=metadata)
+        Path(filename).write_bytes(b"half a shard")
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full_at_the_export)
+    run = tmp_path / "run"
+    code, stderr = main_in_this_process([*common(setup, steps=2), "--save-every", "2", "--num-workers", "0",
+                                         "--output", str(run)], capsys)
+    assert (code, stderr.strip().splitlines()[-1]) == (
+        2, f"error: {run / 'export'}: the export could not be written: No space left on device (the disk is full)")
+    assert "Traceback" not in stderr
+    assert not (run / "export").exists() and not list(run.glob(".export*"))
+    assert (run / "checkpoints" / "latest").read_text().strip() == "step00000002"
+
+
 def test_the_documented_config_settles_auto_on_cpu(setup: dict[str, Path], tmp_path: Path) -> None:
     """The README's zero2.json (precision and micro-batch "auto") on 2 CPU ranks: fp32,
     the largest micro-batch that divides the per-rank batch (up to 32), said once;
