@@ -18,21 +18,29 @@ PROGRESS_KEYS = ("loss", "tacl", "mlm", "nsp", "mirror", "mirror_acc")
 
 
 def _lines_and_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
+    """Each line of ``metrics.jsonl`` that holds a record, and the record; a
+    damaged line is left out: cut by a kill, zeros or other bytes after a crash
+    (bytes that are not UTF-8 among them), never the lines around it."""
+    for raw in path.read_bytes().split(b"\n"):
         try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a kill
-        if isinstance(record, dict):
-            yield line, record
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # bytes that are no text (json.dumps writes ASCII)
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a line cut by a kill
+            if isinstance(record, dict):
+                yield line, record
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     """The records of a ``metrics.jsonl`` in the order they were logged: one per
     applied step (``"step"``) and the events (``"event"``: skipped updates,
-    held-out evaluations); a line cut by a kill is left out."""
+    held-out evaluations); a line cut by a kill (or otherwise damaged) is left out."""
     return [record for _, record in _lines_and_records(path)]
 
 

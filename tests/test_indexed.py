@@ -339,6 +339,31 @@ def test_missing_file(good, which):
     expect_error(good, which(good), "missing")
 
 
+@pytest.mark.parametrize(("field", "value"), [("pointer", 10**9), ("pointer", -4), ("pointer", 3), ("length", -1),
+                                             ("length", 10**6)])
+def test_a_damaged_entry_is_refused_when_its_sequence_is_read(good, field, value):
+    """An entry of the .idx (not the last, whose end the file size checks) that
+    points outside the .bin, into the middle of a value, or is negative in length,
+    is refused naming the .idx and the sequence when that sequence is read: the
+    slice came out silently short or empty, or from the end of the file (a
+    negative offset), and the other sequences still read."""
+    raw = idx_path(good).read_bytes()
+    (count,) = struct.unpack_from("<Q", raw, 18)
+    expected = [IndexedReader(good)[k].copy() for k in range(count)]
+    k = 3
+    if field == "pointer":
+        patch_idx(good, 34 + count * 4 + k * 8, struct.pack("<q", value))
+    else:
+        patch_idx(good, 34 + k * 4, struct.pack("<i", value))
+    reader = IndexedReader(good)  # opening reads only the header and the sizes
+    with pytest.raises(IndexedFormatError) as info:
+        reader[k]
+    assert str(info.value).startswith(f"{idx_path(good)}: sequence {k}: ")
+    assert f"do not lie within {bin_path(good)}" in str(info.value)
+    for other in (0, k + 1, count - 1):
+        assert np.array_equal(reader[other], expected[other])
+
+
 def test_format_error_is_a_value_error():
     assert issubclass(IndexedFormatError, ValueError)
 

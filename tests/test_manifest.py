@@ -170,6 +170,83 @@ def test_a_value_no_build_writes_is_refused_naming_its_key(dataset: Path, key: s
         Manifest.from_json(data)
 
 
+MISSING = object()  # the key deleted
+
+
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("skips", [], "skips must be an object, not a list"),
+    ("masking", [], "masking must be an object, not a list"),
+    ("totals.length_histogram", [], "totals.length_histogram must be an object, not a list"),
+    ("tokenizer.special_ids", [], "tokenizer.special_ids must be an object, not a list"),
+    ("shards.0.files", [], "shards[0].files must be an object, not a list"),
+    ("max_seq_len", float("inf"), "max_seq_len must be an integer, not Infinity"),
+    ("tokenizer.path", None, "tokenizer.path must be a string, not null"),
+    ("tokenizer.sha256", 5, "tokenizer.sha256 must be a string, not 5"),
+    ("build_config", [], "build_config must be an object, not a list"),
+    ("validation.fraction", "0.3", 'validation.fraction must be a number, not "0.3"'),
+    ("validation.fraction", None, "validation.fraction must be a number, not null"),
+    ("validation.fraction", 1.5, "validation.fraction 1.5 is not in [0, 1]"),
+    ("static_masks", "false", 'static_masks must be true or false, not "false"'),
+    ("shards.0.num_instances", "7", 'shards[0].num_instances must be an integer, not "7"'),
+    ("shards.0.files.meta.bytes", 12.5, "shards[0].files.meta.bytes must be an integer, not 12.5"),
+    ("validation.shards.0.name", 3, "validation.shards[0].name must be a string, not 3"),
+    ("tokenizer.special_ids.mask", True, "tokenizer.special_ids.mask must be an integer, not true"),
+    ("tokenizer.special_ids.bos", 0, "tokenizer.special_ids.bos is not one of pad, unk, cls, sep, mask"),
+    ("tokenizer.kind", MISSING, "tokenizer.kind is missing"),
+    ("shards.0", 5, "shards[0] must be an object, not 5"),
+    ("warnings", [5], "warnings[0] must be a string, not 5"),
+    ("sources.0.path", None, "sources[0].path must be a string, not null"),
+    ("masking.replacement_excluded_ids", "abc", 'masking.replacement_excluded_ids must be a list, not "abc"'),
+    ("validation.totals.length_histogram", {"x": 1}, 'validation.totals.length_histogram must have integer keys, '
+                                                     'not "x"'),
+    ("tokenizer.checksums", {"vocab.txt": 1}, "tokenizer.checksums.vocab.txt must be a string, not 1"),
+])
+def test_a_field_of_the_wrong_type_is_refused_naming_the_file_and_the_field(dataset: Path, tmp_path: Path, key: str,
+                                                                           value: object, said: str) -> None:
+    """A hand-edited or damaged manifest with a field of another type: it was an
+    AttributeError, OverflowError or TypeError from the parsing (``skips: []``,
+    ``max_seq_len: Infinity``), a "malformed manifest (KeyError: ...)", or it
+    opened and failed later (``tokenizer.path: null`` in inspect, a validation
+    fraction of 1.5 taken as it is)."""
+    data = json.loads((dataset / MANIFEST_NAME).read_text())
+    *parents, last = key.split(".")
+    inner = data
+    for name in parents:
+        inner = inner[int(name)] if name.isdigit() else inner[name]
+    if value is MISSING:
+        del inner[last]
+    elif isinstance(inner, list):
+        inner[int(last)] = value
+    else:
+        inner[last] = value
+    edited = tmp_path / "ds"
+    edited.mkdir()
+    (edited / MANIFEST_NAME).write_text(json.dumps(data))
+    with pytest.raises(DatasetError) as refused:
+        Manifest.load(edited)
+    assert str(refused.value) == f"{edited / MANIFEST_NAME}: malformed manifest: {said}"
+
+
+def test_inspect_and_training_say_a_malformed_manifest_in_one_line(dataset: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import main_in_this_process
+
+    from data_prep.inspect import main as inspect_main
+
+    edited = tmp_path / "ds"
+    shutil.copytree(dataset, edited)
+    _rewrite(edited, lambda data: data.update(skips=[]))
+    said = f"error: {edited / MANIFEST_NAME}: malformed manifest: skips must be an object, not a list\n"
+    assert inspect_main([str(edited)]) == 2
+    assert capsys.readouterr().err == said
+    model = tmp_path / "bert.json"
+    model.write_text(json.dumps({"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2,
+                                 "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}))
+    code, stderr = main_in_this_process(["--recipe", "tiny-cpu", "--data", str(edited), "--model", str(model),
+                                         "--output", str(tmp_path / "run"), "--steps", "2"], capsys)
+    assert code == 2 and said in stderr and "Traceback" not in stderr, stderr[-3000:]
+
+
 # -- a dataset moved anywhere -----------------------------------------------------------------------------------
 
 def test_a_moved_dataset_trains_exports_and_inspects_without_its_original_tokenizer(

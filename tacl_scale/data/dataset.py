@@ -9,7 +9,11 @@ from typing import Any
 import numpy as np
 
 from .indexed import IndexedFormatError, IndexedReader
-from .manifest import MANIFEST_NAME, DatasetError, Manifest, ShardRecord, shard_file_names
+from .manifest import MANIFEST_NAME, META_DTYPE, DatasetError, Manifest, ShardRecord, shard_file_names
+
+# What a per-instance error adds: the bytes of a shard disagree with its own index or
+# with the manifest, which checksums catch when they are verified.
+_CORRUPT = "the shard is corrupt (python -m data_prep.inspect DIR --verify checks it; rebuild the dataset)"
 
 
 class _Shard:
@@ -41,6 +45,9 @@ class _Shard:
             self.meta = np.load(meta_path, mmap_mode="r")
         except (OSError, ValueError) as err:
             raise DatasetError(f"{meta_path}: unreadable: {err}") from err
+        if self.meta.ndim != 1 or self.meta.dtype != np.dtype(META_DTYPE):
+            raise DatasetError(f"{meta_path}: holds {self.meta.dtype} of shape {self.meta.shape}, not one row "
+                               f"{np.dtype(META_DTYPE)} per instance")
         count = entry.counts.instances
         for what, size in (
             (f"{name}.idx", len(self.tokens)),
@@ -80,6 +87,13 @@ class PretrainDataset:
 
     ``split`` is ``"train"`` (default) or ``"validation"`` (a dataset built with
     ``--validation-fraction``; its documents never appear in the training split).
+
+    Each instance is checked as it is read, in O(1) work (docs/design.md, "Reading
+    instance *i*"): a value that does not fit its instance (a masked position past
+    it, a segment boundary, an NSP label, word starts of another length, an
+    ``.idx`` entry outside its ``.bin``) is a :class:`DatasetError` naming the file
+    and the instance, as a shard damaged since its checksums were last verified
+    gives.
     """
 
     def __init__(self, path: str | os.PathLike, split: str = "train") -> None:
@@ -89,6 +103,9 @@ class PretrainDataset:
         records = self.manifest.split(split, self.path)
         expected = records.totals.instances
         self._shards = [_Shard(self.path, entry) for entry in records.shards]
+        # What every instance is checked against as it is read (:meth:`__getitem__`).
+        self._max_len = self.manifest.max_seq_len
+        self._pairs = self.manifest.instance_kind == "pairs"
         self._names = [entry.name for entry in records.shards]
         sizes = np.array([len(s) for s in self._shards], dtype=np.int64)
         self._offsets = np.concatenate([[0], np.cumsum(sizes)])
@@ -128,20 +145,64 @@ class PretrainDataset:
             index += len(self)
         shard_no, local = self.locate(index)
         shard = self._shards[shard_no]
-        original = shard.tokens[local].astype(np.int64)
-        positions = shard.masked_positions[local].astype(np.int64)
-        input_ids = original.copy()
-        input_ids[positions] = shard.masked_tokens[local]
+        try:
+            original = shard.tokens[local].astype(np.int64)
+            positions = shard.masked_positions[local].astype(np.int64)
+            placed = shard.masked_tokens[local]
+            word_starts = None if shard.word_starts is None else shard.word_starts[local]
+        except IndexedFormatError as err:  # its .idx entry points outside its .bin
+            raise DatasetError(f"{err} (instance {local}): {_CORRUPT}") from err
         meta = shard.meta[local]
+        len_a, nsp_label = int(meta["len_a"]), int(meta["nsp_label"])
+        # Every value read above that indexes something is checked here, in O(1)
+        # Python operations (the masked positions by the assignment below, which
+        # refuses one past the sequence): a corrupt shard read with its checksums
+        # unverified is a DatasetError naming the file and the instance, never an
+        # IndexError or, worse, wrong segments or labels trained on.
+        length = len(original)
+        segments = length - len_a  # [CLS] [SEP] (single segment); [CLS] [SEP] B [SEP] (pairs)
+        if (length > self._max_len or nsp_label > 1 or (segments < 3 if self._pairs else segments != 2)
+                or (word_starts is not None and len(word_starts) != length)):
+            raise self._damaged(shard_no, local, original, positions, len_a, nsp_label, word_starts)
+        input_ids = original.copy()
+        try:
+            input_ids[positions] = placed
+        except IndexError:  # a masked position past the sequence
+            raise self._damaged(shard_no, local, original, positions, len_a, nsp_label, word_starts) from None
         token_type_ids = np.zeros_like(original)
-        token_type_ids[int(meta["len_a"]) + 2 :] = 1
+        token_type_ids[len_a + 2 :] = 1
         item = {
             "original_ids": original,
             "input_ids": input_ids,
             "token_type_ids": token_type_ids,
             "masked_positions": positions,
-            "nsp_label": int(meta["nsp_label"]),
+            "nsp_label": nsp_label,
         }
-        if shard.word_starts is not None:
-            item["word_starts"] = shard.word_starts[local].astype(bool)
+        if word_starts is not None:
+            item["word_starts"] = word_starts.astype(bool)
         return item
+
+    def _damaged(self, shard_no: int, local: int, original: np.ndarray, positions: np.ndarray, len_a: int,
+                 nsp_label: int, word_starts: np.ndarray | None) -> DatasetError:
+        """The error for instance ``local`` of shard ``shard_no`` whose stored values
+        do not fit together (:meth:`__getitem__` found that one does not): the
+        first problem, naming the file that holds the bad value."""
+        prefix = self.path / self._names[shard_no]
+        length = len(original)
+        if length > self._max_len:
+            where, problem = f"{prefix}.bin", f"{length} tokens, but the manifest's max_seq_len is {self._max_len}"
+        elif nsp_label > 1:
+            where, problem = f"{prefix}.meta.npy", f"nsp_label {nsp_label}, not 0 or 1"
+        elif self._pairs and length - len_a < 3:
+            where, problem = f"{prefix}.meta.npy", (f"len_a {len_a}, but a pair of segments of {length} tokens "
+                                                    f"has at most {length - 3} in segment A")
+        elif not self._pairs and length - len_a != 2:
+            where, problem = f"{prefix}.meta.npy", (f"len_a {len_a}, but a single segment of {length} tokens "
+                                                    f"has {length - 2}")
+        elif word_starts is not None and len(word_starts) != length:
+            where, problem = f"{prefix}.word_starts.bin", f"{len(word_starts)} word-start flags for {length} tokens"
+        else:
+            past = positions[positions >= length]
+            where, problem = f"{prefix}.masked_positions.bin", (
+                f"masked position {int(past[0]) if past.size else '?'} is past the sequence of {length} tokens")
+        return DatasetError(f"{where}, instance {local}: {problem}: {_CORRUPT}")

@@ -268,6 +268,7 @@ class IndexedReader:
             )
         self._data_mmap = _map(data_file)
         self._data = np.frombuffer(memoryview(self._data_mmap), dtype=self.dtype)
+        self._size, self._itemsize = len(self._data), self.dtype.itemsize  # what each read is checked against
 
     def __len__(self) -> int:
         return len(self.sequence_lengths)
@@ -275,8 +276,17 @@ class IndexedReader:
     def __getitem__(self, i: int) -> np.ndarray:
         if not -len(self) <= i < len(self):
             raise IndexError(f"sequence {i} out of range for {self.prefix} ({len(self)})")
-        start = int(self.sequence_pointers[i]) // self.dtype.itemsize
-        return self._data[start : start + int(self.sequence_lengths[i])]
+        pointer, length = int(self.sequence_pointers[i]), int(self.sequence_lengths[i])
+        start = pointer // self._itemsize
+        stop = start + length
+        # The .idx's entry checked against the .bin (opening checked only their sizes):
+        # a damaged one would slice silently short, or from the end.
+        if start < 0 or length < 0 or stop > self._size or start * self._itemsize != pointer:
+            raise IndexedFormatError(
+                f"{idx_path(self.prefix)}: sequence {i % len(self)}: {length} values at byte {pointer} do not "
+                f"lie within {bin_path(self.prefix)} ({self._size * self._itemsize} bytes of {self.dtype})"
+            )
+        return self._data[start:stop]
 
     def span(self, first: int, last: int) -> np.ndarray:
         """Sequences ``first..last`` (inclusive) as one contiguous view."""

@@ -178,10 +178,40 @@ def check_token_ids(batch: dict[str, Any], vocab_size: int, data: Any) -> None:
 
 
 def checked_batches(batches: Iterator[dict[str, Any]], vocab_size: int, data: Any) -> Iterator[dict[str, Any]]:
-    """``batches`` with :func:`check_token_ids` applied to each as it is read."""
-    for batch in batches:
+    """``batches`` with :func:`check_token_ids` applied to each as it is read. A
+    :class:`~tacl_scale.data.DatasetError` a DataLoader worker raised (a corrupt
+    instance, :meth:`PretrainDataset.__getitem__`) comes out as the worker said it,
+    one line naming the file and the instance, not as torch re-raises it (a
+    traceback in the message, and a reference cycle that keeps the loader's workers
+    alive past the error: they ignore SIGTERM, so the process hung at exit)."""
+    from .manifest import DatasetError
+
+    while True:
+        said = None
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except DatasetError as err:
+            said = worker_message(err)
+            err.__traceback__ = None  # its frames hold the loader's iterator
+        if said is not None:  # raised outside the handler: nothing chained to the worker's copy
+            raise DatasetError(said)
         check_token_ids(batch, vocab_size, data)
         yield batch
+
+
+def worker_message(err: BaseException) -> str:
+    """The message of an exception as raised in a DataLoader worker: torch
+    re-raises it in the main process with ``Caught NAME in DataLoader worker
+    process N.`` and the worker's traceback as its message, whose last line is
+    ``module.NAME: message``; any other exception's own message."""
+    text = str(err)
+    if not text.startswith("Caught "):
+        return text
+    name = f"{type(err).__module__}.{type(err).__qualname__}: "
+    at = text.rfind(f"\n{name}")
+    return text[at + 1 + len(name):].strip() if at >= 0 else text
 
 
 class MicroBatchSampler:

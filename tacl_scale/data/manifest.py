@@ -99,6 +99,143 @@ class DatasetError(ValueError):
     """A dataset directory is missing, incomplete or inconsistent."""
 
 
+# -- reading the JSON a typed field at a time ------------------------------------------------------------------
+
+class MalformedField(ValueError):
+    """A manifest field that is missing or of another type than the format's, in
+    words naming it (``tokenizer.special_ids must be an object, not a list``);
+    :meth:`Manifest.from_json` says it as a malformed manifest naming the file."""
+
+
+_REQUIRED = object()
+
+
+def _what(value: Any) -> str:
+    """A JSON value as a message shows what was found: an object or list by its
+    kind, anything else as JSON (``null``, ``5``, ``"0.1"``, ``Infinity``)."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _wrong(name: str, expected: str, value: Any) -> MalformedField:
+    return MalformedField(f"{name} must be {expected}, not {_what(value)}")
+
+
+def _int(value: Any, name: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():  # 512.0 from a hand edit (not inf, not nan)
+        return int(value)
+    raise _wrong(name, "an integer", value)
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:  # an integer past a float's range
+            pass
+    raise _wrong(name, "a number", value)
+
+
+def _str(value: Any, name: str) -> str:
+    if isinstance(value, str):
+        return value
+    raise _wrong(name, "a string", value)
+
+
+def _bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise _wrong(name, "true or false", value)
+
+
+def _list(value: Any, name: str) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    raise _wrong(name, "a list", value)
+
+
+def _dict(value: Any, name: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    raise _wrong(name, "an object", value)
+
+
+def _ints(value: Any, name: str) -> list[int]:
+    return [_int(item, f"{name}[{i}]") for i, item in enumerate(_list(value, name))]
+
+
+def _strs(value: Any, name: str) -> list[str]:
+    return [_str(item, f"{name}[{i}]") for i, item in enumerate(_list(value, name))]
+
+
+def _int_map(value: Any, name: str) -> dict[str, int]:
+    return {key: _int(item, f"{name}.{key}") for key, item in _dict(value, name).items()}
+
+
+def _str_map(value: Any, name: str) -> dict[str, str]:
+    return {key: _str(item, f"{name}.{key}") for key, item in _dict(value, name).items()}
+
+
+def _histogram(value: Any, name: str) -> dict[int, int]:
+    """A length histogram: integer keys (as JSON's strings) to counts."""
+    out = {}
+    for key, count in _dict(value, name).items():
+        try:
+            length = int(key)
+        except ValueError:
+            raise MalformedField(f"{name} must have integer keys, not {_what(key)}") from None
+        out[length] = _int(count, f"{name}.{key}")
+    return out
+
+
+_KINDS: dict[str, Any] = {
+    "int": _int, "number": _number, "str": _str, "bool": _bool, "list": _list, "map": _dict, "ints": _ints,
+    "strs": _strs, "int-map": _int_map, "str-map": _str_map, "histogram": _histogram,
+}
+
+
+class _Object:
+    """A JSON object of a manifest read a typed field at a time: :meth:`get` gives
+    a field as its kind, and a :class:`MalformedField` naming it by its path
+    (``shards[0].files``) when it is missing or of another type."""
+
+    def __init__(self, value: Any, name: str) -> None:
+        self.data = _dict(value, name or "the manifest")
+        self.name = name
+
+    def path(self, key: str) -> str:
+        return f"{self.name}.{key}" if self.name else key
+
+    def get(self, key: str, kind: str, default: Any = _REQUIRED) -> Any:
+        """Field ``key`` as ``kind`` (a key of ``_KINDS``, or ``object``: an
+        :class:`_Object`; a trailing ``?`` lets it be null, given as None);
+        ``default`` when it is absent (without one it is required)."""
+        if key not in self.data:
+            if default is _REQUIRED:
+                raise MalformedField(f"{self.path(key)} is missing")
+            return default
+        value, name = self.data[key], self.path(key)
+        if kind.endswith("?"):
+            if value is None:
+                return None
+            kind = kind[:-1]
+        return _Object(value, name) if kind == "object" else _KINDS[kind](value, name)
+
+    def objects(self, key: str, default: Any = _REQUIRED) -> list[_Object]:
+        """Field ``key``, a list of objects, each named by its place (``shards[3]``)."""
+        items = self.get(key, "list", default)
+        return [_Object(item, f"{self.path(key)}[{i}]") for i, item in enumerate(items)]
+
+
 def holds_a_vocabulary(directory: Path) -> bool:
     """Whether a tokenizer folder holds a vocabulary, in any of the forms a run's
     copy takes (``tacl_scale.run_dir.write_tokenizer``): settings files alone
@@ -236,10 +373,13 @@ class Counts:
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], prefix: str = "") -> Counts:
-        values = {f.name: int(data[(prefix if f.name in _PREFIXED_COUNTS else "") + f.name])
+    def from_json(cls, data: dict[str, Any], prefix: str = "", name: str = "totals") -> Counts:
+        """The counts of a split's ``totals`` or (``prefix`` ``num_``) of a shard's
+        entry; ``name`` is where it is in the manifest, for a malformed field."""
+        entry = _Object(data, name)
+        values = {f.name: entry.get((prefix if f.name in _PREFIXED_COUNTS else "") + f.name, "int")
                   for f in fields(cls) if f.name != "length_histogram"}
-        return cls(**values, length_histogram={int(k): int(v) for k, v in data["length_histogram"].items()})
+        return cls(**values, length_histogram=entry.get("length_histogram", "histogram"))
 
 
 _PREFIXED_COUNTS = ("instances", "tokens", "documents", "random_next", "masked", "maskable")
@@ -262,8 +402,9 @@ class FileRecord:
         return entry
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FileRecord:
-        return cls(data["name"], int(data["bytes"]), data.get("checksum"))
+    def from_json(cls, data: dict[str, Any], name: str = "shards[].files.*") -> FileRecord:
+        entry = _Object(data, name)
+        return cls(entry.get("name", "str"), entry.get("bytes", "int"), entry.get("checksum", "str?", None))
 
 
 @dataclass(frozen=True)
@@ -288,11 +429,16 @@ class ShardRecord:
                 "duplicate_documents": self.duplicate_documents, **self.counts.to_json(prefix="num_")}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ShardRecord:
-        return cls(name=data["name"], index=int(data["index"]), key=int(data["key"]), split=data["split"],
-                   files={k: FileRecord.from_json(f) for k, f in data.get("files", {}).items()},
-                   counts=Counts.from_json(data, prefix="num_"),
-                   duplicate_documents=int(data.get("duplicate_documents", 0)))
+    def from_json(cls, data: dict[str, Any], name: str = "shards[]") -> ShardRecord:
+        """A shard's entry; ``name`` is where it is in the manifest (``shards[3]``),
+        for a malformed field."""
+        entry = _Object(data, name)
+        files = entry.get("files", "map", {})
+        return cls(name=entry.get("name", "str"), index=entry.get("index", "int"), key=entry.get("key", "int"),
+                   split=entry.get("split", "str"),
+                   files={k: FileRecord.from_json(f, f"{name}.files.{k}") for k, f in files.items()},
+                   counts=Counts.from_json(data, prefix="num_", name=name),
+                   duplicate_documents=entry.get("duplicate_documents", "int", 0))
 
 
 @dataclass(frozen=True)
@@ -422,15 +568,17 @@ class Manifest:
         if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
             raise DatasetError(f"{path}: not a {FORMAT_NAME} manifest")
         version = data.get("format_version")
-        if version not in SUPPORTED_VERSIONS:
+        if isinstance(version, bool) or version not in SUPPORTED_VERSIONS:
             raise DatasetError(f"{path}: format version {version!r}, this reader supports "
                                f"{', '.join(map(str, SUPPORTED_VERSIONS))}: update tacl-scale to read it")
         for key in ("tokenizer", "max_seq_len", "shards", "totals", "masking"):
             if key not in data:
                 raise DatasetError(f"{path}: manifest lacks {key!r}")
         try:
-            manifest = cls._parse(data, version)
-        except (KeyError, TypeError, ValueError) as err:
+            manifest = cls._parse(data, int(version))
+        except MalformedField as err:
+            raise DatasetError(f"{path}: malformed manifest: {err}") from err
+        except (AttributeError, KeyError, OverflowError, TypeError, ValueError) as err:  # a check _parse lacks
             raise DatasetError(f"{path}: malformed manifest ({type(err).__name__}: {err})") from err
         if problem := manifest.value_problem():
             raise DatasetError(f"{path}: malformed manifest: {problem}")
@@ -459,6 +607,8 @@ class Manifest:
         probabilities = {"short_seq_prob": self.short_seq_prob, "random_next_prob": self.random_next_prob,
                          **{f"masking.{name}": getattr(masking, name) for name in
                             ("masked_lm_prob", "mask_token_prob", "random_token_prob", "keep_token_prob")}}
+        if self.validation is not None and self.validation.fraction is not None:
+            probabilities["validation.fraction"] = self.validation.fraction
         for name, value in probabilities.items():
             if not 0.0 <= value <= 1.0:
                 return f"{name} {value} is not in [0, 1]"
@@ -472,49 +622,61 @@ class Manifest:
 
     @classmethod
     def _parse(cls, data: dict[str, Any], version: int) -> Manifest:
-        tok = data["tokenizer"]
-        masking = data["masking"]
-        excluded = masking.get("replacement_excluded_ids")  # absent from early version-1 datasets
-        validation = data.get("validation")  # absent before version 2
+        """The manifest of JSON object ``data``: each field read as the type the
+        format gives it (:class:`_Object`), a :class:`MalformedField` naming the
+        first that is not."""
+        top = _Object(data, "")
+        tok = top.get("tokenizer", "object")
+        masking = top.get("masking", "object")
+        special = tok.get("special_ids", "object")
+        names = [f.name for f in fields(SpecialIds)]
+        if unknown := [key for key in special.data if key not in names]:
+            raise MalformedField(f"tokenizer.special_ids.{unknown[0]} is not one of {', '.join(names)}")
+        mask_token_prob = masking.get("mask_token_prob", "number")
+        random_token_prob = masking.get("random_token_prob", "number")
+        excluded = masking.get("replacement_excluded_ids", "ints?", None)  # absent from early version-1 datasets
+        validation = top.get("validation", "object?", None)  # absent before version 2
         return cls(
             format_version=version,
-            created_by=data.get("created_by", ""),
-            language=data.get("language", "en"),
-            input_format=data.get("input_format", "wiki-xml"),
+            created_by=top.get("created_by", "str", ""),
+            language=top.get("language", "str", "en"),
+            input_format=top.get("input_format", "str", "wiki-xml"),
             tokenizer=TokenizerRecord(
-                kind=tok["kind"], file=tok["file"], sha256=tok["sha256"], vocab_size=int(tok["vocab_size"]),
-                lowercase=tok.get("lowercase"), special_ids=SpecialIds(**{k: int(v) for k, v in
-                                                                          tok["special_ids"].items()}),
-                path=tok["path"], files=tuple(tok.get("files", ())) if version >= 3 else (),
-                source=tok.get("source"), checksums=dict(tok.get("checksums", {})) if version >= 4 else {}),
-            token_dtype=data["token_dtype"],
-            max_seq_len=int(data["max_seq_len"]),
-            instance_kind=data.get("instance_kind", "pairs"),
-            static_masks=bool(data.get("static_masks", True)),
-            short_seq_prob=float(data.get("short_seq_prob", 0.1)),
-            random_next_prob=float(data.get("random_next_prob", 0.5)),
+                kind=tok.get("kind", "str"), file=tok.get("file", "str"), sha256=tok.get("sha256", "str"),
+                vocab_size=tok.get("vocab_size", "int"), lowercase=tok.get("lowercase", "bool?", None),
+                special_ids=SpecialIds(**{key: special.get(key, "int") for key in names}),
+                path=tok.get("path", "str"), files=tuple(tok.get("files", "strs", ())) if version >= 3 else (),
+                source=tok.get("source", "str?", None),
+                checksums=tok.get("checksums", "str-map", {}) if version >= 4 else {}),
+            token_dtype=top.get("token_dtype", "str"),
+            max_seq_len=top.get("max_seq_len", "int"),
+            instance_kind=top.get("instance_kind", "str", "pairs"),
+            static_masks=top.get("static_masks", "bool", True),
+            short_seq_prob=top.get("short_seq_prob", "number", 0.1),
+            random_next_prob=top.get("random_next_prob", "number", 0.5),
             masking=MaskingRecord(
-                masked_lm_prob=float(masking["masked_lm_prob"]),
-                max_predictions_per_seq=int(masking["max_predictions_per_seq"]),
-                mask_token_prob=float(masking["mask_token_prob"]),
-                random_token_prob=float(masking["random_token_prob"]),
-                keep_token_prob=float(masking.get("keep_token_prob", round(
-                    1 - masking["mask_token_prob"] - masking["random_token_prob"], 6))),
-                whole_word_masking=bool(masking["whole_word_masking"]),
-                replacement_excluded_ids=None if excluded is None else tuple(int(i) for i in excluded),
-                zh_segmenter=masking.get("zh_segmenter")),
-            dupe_factor=int(data.get("dupe_factor", 1)),
-            seed=int(data.get("seed", 0)),
-            train=SplitRecord(tuple(ShardRecord.from_json(s) for s in data["shards"]),
-                              Counts.from_json(data["totals"])),
-            validation=None if not validation else SplitRecord(
-                tuple(ShardRecord.from_json(s) for s in validation["shards"]), Counts.from_json(validation["totals"]),
-                validation.get("fraction"), validation.get("rule")),
-            skips={k: int(v) for k, v in data.get("skips", {}).items()},
-            warnings=tuple(data.get("warnings", ())),
-            sources=tuple(FileRecord(s["path"], int(s["bytes"])) for s in data.get("sources", ())),
-            build_config=data.get("build_config", {}),
-            pipeline_options=data.get("pipeline_options", {}),
+                masked_lm_prob=masking.get("masked_lm_prob", "number"),
+                max_predictions_per_seq=masking.get("max_predictions_per_seq", "int"),
+                mask_token_prob=mask_token_prob,
+                random_token_prob=random_token_prob,
+                keep_token_prob=masking.get("keep_token_prob", "number",
+                                            round(1 - mask_token_prob - random_token_prob, 6)),
+                whole_word_masking=masking.get("whole_word_masking", "bool"),
+                replacement_excluded_ids=None if excluded is None else tuple(excluded),
+                zh_segmenter=masking.get("zh_segmenter", "str?", None)),
+            dupe_factor=top.get("dupe_factor", "int", 1),
+            seed=top.get("seed", "int", 0),
+            train=SplitRecord(tuple(ShardRecord.from_json(s.data, s.name) for s in top.objects("shards")),
+                              Counts.from_json(data["totals"], name="totals")),
+            validation=None if validation is None or not validation.data else SplitRecord(
+                tuple(ShardRecord.from_json(s.data, s.name) for s in validation.objects("shards")),
+                Counts.from_json(validation.get("totals", "map"), name="validation.totals"),
+                validation.get("fraction", "number"), validation.get("rule", "str?", None)),
+            skips=top.get("skips", "int-map", {}),
+            warnings=tuple(top.get("warnings", "strs", ())),
+            sources=tuple(FileRecord(s.get("path", "str"), s.get("bytes", "int")) for s in top.objects("sources", [])),
+            build_config=top.get("build_config", "map", {}),
+            pipeline_options=top.get("pipeline_options", "map", {}),
         )
 
     # -- files ------------------------------------------------------------------------------------------------
