@@ -163,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     decode = within_vocabulary(id_to_token, manifest.tokenizer.vocab_size)
     for index in range(args.start, min(args.start + args.num_instances, len(dataset))):
-        print(format_instance(dataset, index, decode))
+        try:
+            shown = format_instance(dataset, index, decode)
+        except DatasetError as err:  # a damaged instance, named by the reader (shard file, instance)
+            return error_exit(str(err))
+        print(shown)
     return 0
 
 

@@ -454,6 +454,24 @@ def test_inspect_with_a_tokenizer_beside_a_damaged_copy_of_the_datasets_says_so(
                      "tokens below are decoded with it all the same)"], notes
 
 
+def test_inspect_names_a_damaged_instance_in_one_line(zh_dataset: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Masked positions past their instance (a shard damaged, not verified): the
+    reader's DatasetError named the file and instance at the end of a traceback."""
+    import shutil
+
+    from data_prep.inspect import main as inspect
+
+    dataset = tmp_path / "dataset"
+    shutil.copytree(zh_dataset, dataset)
+    positions = dataset / "shard-00000.masked_positions.bin"
+    positions.write_bytes(b"\x60\xea" * (positions.stat().st_size // 2))
+    assert inspect([str(dataset), "-n", "1"]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert re.fullmatch(rf"error: {re.escape(str(positions))}, instance 0: masked position 60000 is past the sequence "
+                        r"of \d+ tokens: the shard is corrupt \(.*\)\n", err), err
+
+
 def test_every_console_script_is_a_command_with_help_and_in_the_readme(capsys: pytest.CaptureFixture[str]) -> None:
     """pyproject's console scripts name real ``main(argv)`` functions that answer
     ``--help``, and the README's table of commands lists each one."""
