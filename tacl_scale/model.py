@@ -25,6 +25,7 @@ import copy
 import difflib
 import json
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from .config import TEACHER_DTYPE_NAMES, MirrorConfig, ObjectiveConfig
 from .encoder import CompiledEncoder, masked_lm_loss
 from .files import first_line
 from .kernels import tacl_loss, tacl_loss_packed
+from .markers import MODEL_CONFIG
 from .mirror import Gather, both_views, info_nce, pool
 from .run_dir import STUDENT_SHAPE, RunDir
 
@@ -55,6 +57,13 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 # config.json, a truncated weights file, weights that do not fit the config, a
 # config.json value of the wrong type (transformers' strict config check).
 LOAD_ERRORS = (OSError, ValueError, RuntimeError, SafetensorError, StrictDataclassError)
+# The parts of BertForPreTraining a checkpoint may lack (an encoder's has neither head,
+# some no pooler), each said by name when initialised at random (new_weights_line).
+NEW_PARTS = (("cls.predictions.", "the MLM head"), ("cls.seq_relationship.", "the NSP head"),
+             ("bert.pooler.", "the pooler"))
+HEAD_PREFIXES = tuple(prefix for prefix, _ in NEW_PARTS if prefix.startswith("cls."))
+# transformers' warning when both weights of a tie are missing (modeling_utils.tie_weights).
+_CORRUPTED_TIE = re.compile(r"seem corrupted\. The tied weights mapping .* to tie (\S+) to (\S+), but both are absent")
 # What building the modules of a BertConfig raised for settings no check foresaw
 # (torch's own asserts and arithmetic on a size): one line naming the file, not a traceback.
 BUILD_ERRORS = (RuntimeError, IndexError, ZeroDivisionError, AssertionError, TypeError, OverflowError)
@@ -63,14 +72,23 @@ BUILD_ERRORS = (RuntimeError, IndexError, ZeroDivisionError, AssertionError, Typ
 @contextlib.contextmanager
 def own_load_report() -> Iterator[None]:
     """Hold back Hugging Face's load report (a table of every weight the checkpoint
-    lacks or has beyond the model, e.g. the MLM/NSP heads a ``BertModel`` ignores)
-    while the caller loads and says in one line what matters. Its other messages
-    still show. A filter, not a level: at WARNING or above that logger makes
-    from_pretrained log a tensor-parallel plan check of its own."""
+    lacks or has beyond the model, e.g. the MLM/NSP heads a ``BertModel`` ignores),
+    and its "This checkpoint seem corrupted" about the MLM head's tied biases that
+    a checkpoint without that head lacks, while the caller loads and says in one
+    line what matters (:func:`new_weights_line`). Its other messages still show.
+    A filter, not a level: at WARNING or above that logger makes from_pretrained
+    log a tensor-parallel plan check of its own."""
     report = logging.getLogger("transformers.modeling_utils")
 
     def not_the_report(record: logging.LogRecord) -> bool:
-        return "LOAD REPORT" not in str(record.msg)
+        message = str(record.msg)
+        if "LOAD REPORT" in message:
+            return False
+        # A checkpoint without the MLM head (a sentence encoder's) lacks both of the tied
+        # cls.predictions biases: transformers calls that "corrupted", from every rank and
+        # at every start; the caller names the heads it initialises instead.
+        tied = _CORRUPTED_TIE.search(message)
+        return tied is None or not all(name.startswith(HEAD_PREFIXES) for name in tied.groups())
 
     report.addFilter(not_the_report)
     try:
@@ -108,14 +126,31 @@ def _one_line(err: BaseException) -> str:
 
 
 def load_student(path: str | Path) -> BertForPreTraining:
-    """A ``BertForPreTraining`` from a HF model directory (heads missing from the
-    checkpoint, e.g. a sentence encoder's, are initialised and logged) or from a
-    ``BertConfig`` JSON file (random initialisation). Attention:
-    :data:`tacl_scale.attention.ATTENTION` (unpadded for packed batches, SDPA for
-    padded ones)."""
+    """:func:`load_student_and_new_weights`'s student, the weights it initialised
+    said in the log here (a training run says them itself, once, on rank 0, and not
+    when a checkpoint then replaces them)."""
+    student, new = load_student_and_new_weights(path)
+    if line := new_weights_line(path, new):
+        log.warning("%s", line)
+    return student
+
+
+def load_student_and_new_weights(path: str | Path) -> tuple[BertForPreTraining, list[str]]:
+    """A ``BertForPreTraining`` from a HF model directory, with the names of the
+    weights the checkpoint lacked and from_pretrained initialised at random (a
+    sentence encoder's MLM and NSP heads; :func:`new_weights_line` says them), or
+    from a ``BertConfig`` JSON file (random initialisation, no names: every weight
+    is new). Attention: :data:`tacl_scale.attention.ATTENTION` (unpadded for packed
+    batches, SDPA for padded ones)."""
     attention = register_attention()
     path = Path(path)
     if path.is_file():
+        if path.name == MODEL_CONFIG and (weights := _weights_in(path.parent)):
+            # The file from_pretrained reads beside the weights it describes: given alone, it
+            # quietly trained from random weights what was meant to continue from those.
+            raise ValueError(f"{path}: a model's config beside its weights ({weights}): pass the folder "
+                             f"{path.parent} to continue from its weights (a config file alone starts from random "
+                             "weights: copy it elsewhere to mean that)")
         try:
             settings = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(settings, dict):
@@ -130,7 +165,7 @@ def load_student(path: str | Path) -> BertForPreTraining:
         config._attn_implementation = attention
         log.info("student: random init from %s", path)
         try:
-            return BertForPreTraining(config)
+            return BertForPreTraining(config), []
         except KeyError as err:  # an unknown hidden_act
             raise ValueError(f"{path}: unknown hidden_act {err}") from err
         except ValueError as err:  # settings that do not fit together (heads that do not divide the width)
@@ -148,7 +183,7 @@ def load_student(path: str | Path) -> BertForPreTraining:
     missing = []
     if not (path / "config.json").is_file():
         missing.append("no config.json")
-    if not any((path / name).is_file() for name in WEIGHT_FILES):
+    if _weights_in(path) is None:
         missing.append("no weights (model.safetensors or pytorch_model.bin)")
     if missing:
         raise ValueError(f"{path}: not a Hugging Face model directory: {' and '.join(missing)}")
@@ -177,10 +212,30 @@ def load_student(path: str | Path) -> BertForPreTraining:
         raise ValueError(f"{path}: not a BERT checkpoint: {len(encoder_missing)} weights of BERT's encoder are not "
                          f"in it (e.g. {', '.join(encoder_missing[:2])}), so training would start from random ones")
     log.info("student: loaded from %s", path)
-    if info.get("missing_keys"):
-        log.warning("student: initialised %d missing weights (e.g. MLM/NSP heads): %s",
-                    len(info["missing_keys"]), ", ".join(sorted(info["missing_keys"])[:6]))
-    return model
+    return model, sorted(info.get("missing_keys", ()))
+
+
+def new_weights_line(path: str | Path, names: list[str]) -> str | None:
+    """The weights a checkpoint lacked (``names``, initialised at random) in one line,
+    grouped by part: "student: the MLM head (cls.predictions.*: 6 weights) and the
+    NSP head (cls.seq_relationship.*: 2 weights) are new: initialised at random (not
+    in PATH)"; None without any."""
+    if not names:
+        return None
+    parts = []
+    for prefix, part in NEW_PARTS:
+        count = sum(name.startswith(prefix) for name in names)
+        if count:
+            parts.append(f"{part} ({prefix}*: {count} weight{'s' if count > 1 else ''})")
+    others = [name for name in names if not name.startswith(tuple(prefix for prefix, _ in NEW_PARTS))]
+    parts += others
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return f"student: {listed} {'is' if len(parts) == 1 else 'are'} new: initialised at random (not in {path})"
+
+
+def _weights_in(directory: Path) -> str | None:
+    """The name of the first of :data:`WEIGHT_FILES` in ``directory``, or None."""
+    return next((name for name in WEIGHT_FILES if (directory / name).is_file()), None)
 
 
 def bert_settings_problem(settings: dict[str, Any]) -> str | None:

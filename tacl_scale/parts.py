@@ -65,7 +65,13 @@ from .flops import peak_flops
 from .kernels.tacl_loss import impl_unavailable
 from .locking import DirectoryLock, LockedError, holder
 from .metrics import MetricsLogger
-from .model import PretrainingModule, default_teacher_dtype, load_student, make_teacher
+from .model import (
+    PretrainingModule,
+    default_teacher_dtype,
+    load_student_and_new_weights,
+    make_teacher,
+    new_weights_line,
+)
 from .preemption import ignore_in_worker
 from .run_dir import (
     RUN_FILE,
@@ -82,7 +88,7 @@ from .run_dir import (
     student_config_dict,
     tokenizer_source,
 )
-from .vocab import VocabularyError, first_difference, tokenizer_files_problem, vocabulary
+from .vocab import VocabularyError, first_difference, tokenizer_files_problem, tokenizer_lowercase, vocabulary
 
 if TYPE_CHECKING:
     from deepspeed import DeepSpeedEngine
@@ -129,12 +135,16 @@ def resolve_micro_batch(config: TrainConfig, dist: Distributed, datasets: list[P
 
 
 def check_data_and_model(datasets: list[PretrainDataset], student: BertForPreTraining,
-                         model_path: str) -> None:
+                         model_path: str) -> list[str]:
     """Refuse a dataset whose tokenizer does not match the model's (token by token,
-    whatever files the model directory holds it in), or whose sequences are longer
-    than the model's positions, or whose sentence pairs need a second token type
-    the model has not; and a model directory whose tokenizer files do not parse
-    (the run copies them, and its export ships them)."""
+    whatever files the model directory holds it in, and in lower-casing where they
+    say), or whose sequences are longer than the model's positions, or whose
+    sentence pairs need a second token type the model has not; a model directory
+    whose tokenizer files do not parse (the run copies them, and its export ships
+    them); and, for a model directory without a tokenizer, a dataset vocabulary of
+    another size than the model's embeddings. Returns what the caller should warn
+    about, once: such a directory's tokenizer taken to be the dataset's."""
+    notes: list[str] = []
     first = datasets[0].manifest.tokenizer
     for ds in datasets[1:]:
         if ds.manifest.tokenizer.sha256 != first.sha256:
@@ -143,10 +153,13 @@ def check_data_and_model(datasets: list[PretrainDataset], student: BertForPreTra
                              f"{tok.sha256[:12]}…, against {first.file}, sha256 {first.sha256[:12]}…): the same ids "
                              "would be other tokens; rebuild it with the other's --tokenizer")
     model_vocab = None
-    if Path(model_path).is_dir():
+    pretrained = Path(model_path).is_dir()  # a BertConfig JSON: a random init, whose tokenizer is the dataset's
+    if pretrained:
         if problem := tokenizer_files_problem(model_path):
             raise TrainError(problem)
         model_vocab = _read_vocabulary(model_path)
+    if pretrained and model_vocab is None:
+        notes.append(_no_tokenizer_note(datasets[0], student.config.vocab_size, model_path))
     if model_vocab is not None:
         location = first.location(datasets[0].path)
         if not location.exists():
@@ -159,6 +172,8 @@ def check_data_and_model(datasets: list[PretrainDataset], student: BertForPreTra
                 f"{datasets[0].path} was tokenized with {first.file}, and the tokenizer of {model_path} gives other "
                 f"ids ({token!r}: {in_data} in the dataset, {in_model} in the model): rebuild the dataset with "
                 f"--tokenizer {model_path}")
+    if pretrained:  # the same ids, and the text lower-cased as the model's tokenizer does
+        _check_lowercase(datasets, model_path)
     config = student.config
     if first.vocab_size > config.vocab_size:
         raise TrainError(f"{datasets[0].path}: vocabulary of {first.vocab_size} tokens, the model has "
@@ -173,6 +188,47 @@ def check_data_and_model(datasets: list[PretrainDataset], student: BertForPreTra
             raise TrainError(f"{settings}: type_vocab_size {config.type_vocab_size}, and {ds.path} holds sentence "
                              "pairs, whose second segment is token type 1: set type_vocab_size 2 (BERT's), or train "
                              "on a single-segment dataset")
+    return notes
+
+
+def _no_tokenizer_note(dataset: PretrainDataset, vocab_size: int, model_path: str) -> str:
+    """The warning for a pretrained ``model_path`` whose folder holds no tokenizer:
+    the dataset's is then taken to be the model's (the run's ``tokenizer/`` and its
+    export get it, :func:`~tacl_scale.run_dir.tokenizer_source`). Refused when its
+    vocabulary has another size than the model's embeddings: it cannot be the one the
+    model was trained with (a 4000-token vocabulary against a 30522-token model's
+    weights trained, and exported the 4000 lines beside ``vocab_size 30522``)."""
+    tok = dataset.manifest.tokenizer
+    if tok.vocab_size != vocab_size:
+        raise TrainError(
+            f"{model_path}: holds no tokenizer (vocab.txt, tokenizer.json or a sentencepiece .model), and "
+            f"{dataset.path} was tokenized with {tok.file}, a vocabulary of {tok.vocab_size} tokens, where the model has "
+            f"{vocab_size} (its config.json vocab_size): not the vocabulary its weights were trained with; put the "
+            f"model's own tokenizer files in {model_path} and rebuild the dataset with --tokenizer {model_path}")
+    return (f"{model_path} holds no tokenizer: {dataset.path}'s ({tok.file}, {tok.vocab_size} tokens, as many as the "
+            "model's vocab_size) is taken to be the model's, and the run's tokenizer/ and its export get it; put the "
+            "model's own tokenizer files in the folder if it is another")
+
+
+def _check_lowercase(datasets: list[PretrainDataset], model_path: str) -> None:
+    """Refuse a dataset lower-cased otherwise than the model directory's tokenizer
+    says it lower-cases (the same vocabulary, built with or without
+    ``--no-lowercase``): the run's tokenizer and its export are the model's, and
+    would tokenize text otherwise than the data the run trained on. Nothing where
+    either says nothing (a SentencePiece dataset, a folder without the setting)."""
+    said = tokenizer_lowercase(model_path)
+    if said is None:
+        return
+    lowercase, source = said
+    for ds in datasets:
+        built = ds.manifest.tokenizer.lowercase
+        if built is None or built == lowercase:
+            continue
+        fix = "without --no-lowercase" if lowercase else "with --no-lowercase"
+        raise TrainError(
+            f"{ds.path} was tokenized {'with' if built else 'without'} lower-casing, and the tokenizer of {model_path} "
+            f"{'lower-cases' if lowercase else 'keeps the case'} ({source}): the run's tokenizer and export, the "
+            f"model's, would tokenize text otherwise than the data it trained on; rebuild the dataset {fix}")
 
 
 def _read_vocabulary(location: str | Path) -> dict[str, int] | None:
@@ -303,7 +359,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         if config.checkpoint.resume:
             changes = [*(changes or []),
                        *(on_main(dist, lambda: check_data_unchanged(run, record, config, fingerprints)) or [])]
-        student, teacher = build_models(config, datasets, dist.device)
+        student, teacher, new_weights = build_models(config, datasets, dist)
         if config.checkpoint.resume:  # before a checkpoint of the run's shape is loaded into it
             on_main(dist, lambda: check_student_shape(run, record, student_config_dict(student), config.model))
         config = resolve_micro_batch(config, dist, datasets, student, teacher, precision)
@@ -311,6 +367,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         eval_every = resolve_eval_every(config, datasets, dist.is_main)
         on_main(dist, lambda: snapshot_inputs(run, config, datasets[0], student))
         resume_from = checkpoint_to_resume(run, dist) if config.checkpoint.resume else None
+        say_new_weights(config.model, new_weights, resume_from, dist.is_main)
         engine = build_engine(config, student, dist, performance, precision,
                               load_universal=bool(resume_from and resume_from.endswith(checkpoint.UNIVERSAL)),
                               fast=student_fast)
@@ -418,19 +475,32 @@ def _refuse_bad_files(problems: list[str]) -> None:
 
 
 def build_models(config: TrainConfig, datasets: list[PretrainDataset],
-                 device: torch.device) -> tuple[BertForPreTraining, BertModel | None]:
-    """The student (checked against the datasets' tokenizer and lengths) and its
-    frozen teacher on ``device`` (None without the tacl objective)."""
+                 dist: Distributed) -> tuple[BertForPreTraining, BertModel | None, list[str]]:
+    """The student (checked against the datasets' tokenizer and lengths), its
+    frozen teacher on the device (None without the tacl objective), and the names of
+    the student's weights its checkpoint lacked (initialised at random: said by
+    :func:`say_new_weights` once a resume has settled whether they stay)."""
     try:
         torch.manual_seed(config.seed)  # a BertConfig init is the same on every rank and at resume
-        student = load_student(config.model)
+        student, new_weights = load_student_and_new_weights(config.model)
     except ValueError as err:
         raise TrainError(str(err)) from err
-    check_data_and_model(datasets, student, config.model)
+    for note in check_data_and_model(datasets, student, config.model):
+        if dist.is_main:  # every rank checks (each refuses alike); one says it
+            log.warning("%s", note)
     if "tacl" not in config.objective.objectives:
-        return student, None
-    dtype = config.performance.teacher_dtype or default_teacher_dtype(device)
-    return student, make_teacher(student, dtype, device)
+        return student, None, new_weights
+    dtype = config.performance.teacher_dtype or default_teacher_dtype(dist.device)
+    return student, make_teacher(student, dtype, dist.device), new_weights
+
+
+def say_new_weights(model: str, new_weights: list[str], resumed_from: str | None, is_main: bool) -> None:
+    """Say once (rank 0) which parts of the student start at random (a sentence
+    encoder's MLM and NSP heads): its MLM loss starts above ln(vocabulary) and its
+    mlm_acc near 0, which a reader of the metrics should not take for a broken run.
+    Nothing when a checkpoint was loaded: the heads then come from it, trained."""
+    if is_main and resumed_from is None and (line := new_weights_line(model, new_weights)):
+        log.warning("%s", line)
 
 
 def compiled_encoders(config: TrainConfig, performance: ResolvedPerformance, datasets: list[PretrainDataset],

@@ -415,7 +415,10 @@ def record_job(run: RunDir, record: RunRecord | None, segment: JobSegment, new_r
 
 def tokenizer_source(model_path: str, dataset: PretrainDataset) -> TokenizerSource:
     """Where the exported model's tokenizer comes from: the model directory's own
-    files, or else the dataset's tokenizer (its own copy, from format 3 on)."""
+    files, or else the dataset's tokenizer (its own copy, from format 3 on): a random
+    init's by construction, and taken for a pretrained model's that came without one
+    (:func:`tacl_scale.parts.check_data_and_model` refuses it when its size is not
+    the model's ``vocab_size``, and the run warns that it takes it)."""
     model_dir = Path(model_path)
     if model_dir.is_dir() and holds_a_vocabulary(model_dir):  # settings files alone are no tokenizer
         return TokenizerSource(directory=str(model_dir.resolve()))

@@ -102,6 +102,50 @@ def tokenizer_files_problem(directory: str | Path) -> str | None:
     return None
 
 
+def tokenizer_lowercase(directory: str | Path) -> tuple[bool, str] | None:
+    """Whether the tokenizer of the model directory ``directory`` lower-cases text,
+    with what says so (``"tokenizer_config.json do_lower_case true"``), or None where
+    its files say nothing. ``tokenizer_config.json``'s ``do_lower_case`` first, as
+    AutoTokenizer applies it over ``tokenizer.json``'s normalizer; then that normalizer
+    (a BertNormalizer's ``lowercase``, or a Lowercase step). Files that do not parse
+    say nothing here: :func:`tokenizer_files_problem` names them."""
+    directory = Path(directory)
+    settings = _json_object(directory / "tokenizer_config.json")
+    if settings is not None and isinstance(settings.get("do_lower_case"), bool):
+        value = settings["do_lower_case"]
+        return value, f"tokenizer_config.json do_lower_case {json.dumps(value)}"
+    tokenizer = _json_object(directory / "tokenizer.json")
+    if tokenizer is not None and (value := _normalizer_lowercase(tokenizer.get("normalizer"))) is not None:
+        return value, f"tokenizer.json's normalizer lowercase {json.dumps(value)}"
+    return None
+
+
+def _json_object(path: Path) -> dict | None:
+    """The JSON object in ``path``, or None (no such file, unreadable, not an object)."""
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return settings if isinstance(settings, dict) else None
+
+
+def _normalizer_lowercase(normalizer: object) -> bool | None:
+    """Whether a ``tokenizer.json`` normalizer lower-cases: a BertNormalizer says so
+    in its ``lowercase``, a Lowercase step does; None where neither is in it (a
+    normalizer of another kind says nothing a vocabulary's casing could be held to)."""
+    if not isinstance(normalizer, dict):
+        return None
+    kind = normalizer.get("type")
+    if kind == "BertNormalizer" and isinstance(normalizer.get("lowercase"), bool):
+        return normalizer["lowercase"]
+    if kind == "Lowercase":
+        return True
+    if kind == "Sequence":
+        found = [_normalizer_lowercase(step) for step in normalizer.get("normalizers") or ()]
+        return True if True in found else (False if False in found else None)
+    return None
+
+
 def first_difference(a: dict[str, int], b: dict[str, int]) -> tuple[str, int | None, int | None] | None:
     """A token the two vocabularies disagree on (the one with the smallest id; of
     two with the same, the one with the smaller id in ``a``, then by text: the same

@@ -9,6 +9,7 @@ process in a plain shell (no launcher variables) unless said otherwise.
 | the manifest's tokenizer `sha256`, `file` or `vocab_size` edited | refused in one line naming what disagrees |
 | a bit flipped in a shard | `tacl-inspect-dataset DIR --verify` names the file (exit 2); training refuses it by default |
 | a token id past the vocabulary, shards not verified | one line naming the shard file, the instance and the position; exit 2; `inspect` shows the id as outside the vocabulary |
+| a masked position past its instance, shards not verified, read by a DataLoader worker | one line naming the shard file and the instance; exit 2 (it hung at exit) |
 | SIGUSR1 to the rank and its 2 DataLoader workers (as Slurm signals a job step) | checkpoint, `PREEMPTED`, exit 0; `--resume` goes on |
 | SIGTERM while the run is being built | the same: a checkpoint and `PREEMPTED`, never a silent death |
 | `metrics.jsonl` on a full disk (2 ranks, through the launcher) | rank 0: one `error:` line naming it and "the disk is full"; rank 1: one line saying another rank stopped; exit 2, the run lock released, no traceback |
@@ -19,6 +20,8 @@ process in a plain shell (no launcher variables) unless said otherwise.
 | `run.json` written by a newer version | refused naming the version, not taken for changed settings |
 | a `--model` whose `tokenizer.json` does not parse, or with `type_vocab_size` 1 on sentence pairs, or `intermediate_size` -5 | one line naming the file (and the key), exit 2, not even the run directory made |
 | `--resume` with a `--model` of another shape (edited in place; another one with `--allow-changes`) | refused naming each setting with both values, before the checkpoint is loaded; the run's files untouched |
+| `--model` a model's own `config.json` (beside its weights); a folder without a tokenizer whose `vocab_size` is not the dataset's vocabulary's; a tokenizer whose `do_lower_case` is not the dataset's | one line naming the file and the fix, exit 2, not even the run directory made |
+| a sentence encoder (no MLM/NSP heads) on 2 ranks through the launcher | its new heads said once, by rank 0, grouped by head; no "checkpoint seem corrupted" from transformers |
 """
 
 from __future__ import annotations
@@ -197,21 +200,64 @@ def test_a_token_id_past_the_vocabulary_names_shard_instance_and_position(zh_dat
     assert error_lines(stderr) == [f"error: {message}"], stderr[-3000:]
 
 
+def test_a_masked_position_past_its_instance_read_by_a_loader_worker_is_one_line_and_exits(
+        zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path) -> None:
+    """Shards not verified, a DataLoader worker reads the damaged instance: it was
+    ``IndexError: index 60000 is out of bounds``, and then the process hung at
+    exit (the error's frames held the loader, whose workers ignore SIGTERM)."""
+    bad = copy_dataset(zh_dataset, tmp_path / "ds")
+    positions = bad / "shard-00000.masked_positions.bin"
+    positions.write_bytes(b"\x60\xea" * (positions.stat().st_size // 2))
+    done = subprocess.run(tacl_train(*common(bad, tiny_bert_file, tmp_path / "run", 2), "--no-verify-data",
+                                     "--num-workers", "2"),
+                          env=plain_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    [line] = error_lines(done.stderr)
+    assert re.fullmatch(rf"error: {re.escape(str(positions))}, instance \d+: masked position 60000 is past the "
+                        r"sequence of \d+ tokens: the shard is corrupt \(python -m data_prep\.inspect DIR --verify "
+                        r"checks it; rebuild the dataset\)", line), line
+    assert "Traceback" not in done.stderr
+
+
 # -- the model --------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("how", ["an HTML page as tokenizer.json", "type_vocab_size 1", "intermediate_size -5"])
+@pytest.mark.parametrize("how", ["an HTML page as tokenizer.json", "type_vocab_size 1", "intermediate_size -5",
+                                 "a model's config.json beside its weights", "no tokenizer and another vocab_size",
+                                 "a tokenizer that keeps the case"])
 def test_a_model_that_cannot_train_on_the_data_is_refused_before_anything_is_written(
         zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str) -> None:
     """A tokenizer.json that does not parse ended in ``Exception: expected value at
     line 1 column 1``; type_vocab_size 1 on sentence pairs in an IndexError at the
-    first step, run.json written; intermediate_size -5 in a RuntimeError."""
+    first step, run.json written; intermediate_size -5 in a RuntimeError. A model's
+    own config.json trained from random weights; a folder without its tokenizer
+    trained whatever vocabulary the data had; a dataset lower-cased otherwise than
+    the model's tokenizer trained, and its export tokenized otherwise."""
     from tacl_scale.model import load_student
 
-    if how == "an HTML page as tokenizer.json":
+    if how in ("an HTML page as tokenizer.json", "a model's config.json beside its weights"):
         model = tmp_path / "model"
         load_student(tiny_bert_file).save_pretrained(model)
-        (model / "tokenizer.json").write_text("<!DOCTYPE html><html>Not Found</html>\n")
-        said = f"error: {model / 'tokenizer.json'}: not a tokenizer file (expected value at line 1 column 1)"
+        if how == "an HTML page as tokenizer.json":
+            (model / "tokenizer.json").write_text("<!DOCTYPE html><html>Not Found</html>\n")
+            said = f"error: {model / 'tokenizer.json'}: not a tokenizer file (expected value at line 1 column 1)"
+        else:
+            model = model / "config.json"
+            said = f"error: {model}: a model's config beside its weights (model.safetensors): pass the folder "
+    elif how == "no tokenizer and another vocab_size":
+        model = tmp_path / "model"
+        settings = {**json.loads(tiny_bert_file.read_text()), "vocab_size": 30522}
+        bert_json = tmp_path / "bert.json"
+        bert_json.write_text(json.dumps(settings))
+        load_student(bert_json).save_pretrained(model)
+        said = f"error: {model}: holds no tokenizer (vocab.txt, tokenizer.json or a sentencepiece .model), and "
+    elif how == "a tokenizer that keeps the case":
+        model = tmp_path / "model"
+        load_student(tiny_bert_file).save_pretrained(model)
+        tokenizer = Manifest.load(zh_dataset).tokenizer
+        assert tokenizer.lowercase is True
+        (model / "vocab.txt").write_bytes(tokenizer.location(zh_dataset).read_bytes())
+        (model / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+        said = f"error: {zh_dataset} was tokenized with lower-casing, and the tokenizer of {model} keeps the case "
     else:
         key, value = how.split()
         model = tmp_path / "bert.json"
@@ -422,6 +468,31 @@ def test_metrics_on_a_full_disk_is_one_line_per_rank_and_releases_the_lock(zh_da
     assert second.startswith("error: rank 1: another rank stopped, so this one stops too")
     assert "Traceback" not in output
     assert not (run / LOCK_NAME).exists()
+
+
+def test_an_encoders_new_heads_are_said_once_for_the_node(zh_dataset: Path, tiny_bert_file: Path,
+                                                          tmp_path: Path) -> None:
+    """Two ranks through the launcher on a sentence encoder (no MLM/NSP heads): each
+    rank printed transformers' "This checkpoint seem corrupted" (without a rank tag),
+    and rank 1 repeated rank 0's warning about the weights it initialised."""
+    from transformers import BertConfig, BertModel
+
+    model = tmp_path / "encoder"
+    BertModel(BertConfig(**json.loads(tiny_bert_file.read_text()))).save_pretrained(model)
+    tokenizer = Manifest.load(zh_dataset).tokenizer
+    (model / "vocab.txt").write_bytes(tokenizer.location(zh_dataset).read_bytes())
+    deepspeed = Path(sys.executable).parent / "deepspeed"
+    env = plain_env() | {"DS_ACCELERATOR": "cpu"}
+    res = subprocess.run([str(deepspeed), "--num_gpus", "2", "--master_port", str(free_port()), "tacl_scale/train.py",
+                          "--ds", "ds_configs/cpu.json", *common(zh_dataset, model, tmp_path / "run", 1)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    output = res.stdout + res.stderr
+    assert res.returncode == 0, output[-3000:]
+    said = [line for line in output.splitlines() if "initialised" in line]
+    assert len(said) == 1 and " rank 1 " not in said[0], said
+    assert said[0].endswith("student: the MLM head (cls.predictions.*: 6 weights) and the NSP head "
+                            f"(cls.seq_relationship.*: 2 weights) are new: initialised at random (not in {model})")
+    assert "corrupted" not in output
 
 
 def test_a_checkpoint_on_a_full_disk_names_it_and_keeps_the_older_one(zh_dataset: Path, tiny_bert_file: Path,

@@ -4,6 +4,7 @@ tiny random BERT (CPU)."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -264,8 +265,75 @@ def test_hf_directory_with_missing_heads_is_initialised(tmp_path: Path, caplog: 
     encoder_only.save_pretrained(tmp_path / "enc")
     with caplog.at_level("WARNING"):
         student = load_student(tmp_path / "enc")
-    assert "missing weights" in caplog.text
+    assert "are new: initialised at random" in caplog.text
     assert torch.equal(student.bert.embeddings.word_embeddings.weight, encoder_only.embeddings.word_embeddings.weight)
+
+
+class _Records(logging.Handler):
+    """The records a logger passes on (after its filters)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.mark.parametrize(("pooler", "said"), [
+    (True, "the MLM head (cls.predictions.*: 6 weights) and the NSP head (cls.seq_relationship.*: 2 weights) are new"),
+    (False, "the MLM head (cls.predictions.*: 6 weights), the NSP head (cls.seq_relationship.*: 2 weights) and the "
+            "pooler (bert.pooler.*: 2 weights) are new"),
+])
+def test_an_encoders_new_heads_are_named_by_head_and_not_called_a_corrupted_checkpoint(
+        pooler: bool, said: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A sentence encoder's checkpoint (all-MiniLM-L6-v2: no MLM/NSP heads) is healthy,
+    but transformers said "This checkpoint seem corrupted" of the MLM head's tied
+    biases, from every rank at every start; and the list of new weights stopped at 6
+    names, the NSP head's never among them."""
+    from transformers import BertModel
+
+    BertModel(BertConfig(**TINY), add_pooling_layer=pooler).save_pretrained(tmp_path / "encoder")
+    transformers_says = _Records()
+    library = logging.getLogger("transformers.modeling_utils")
+    library.addHandler(transformers_says)
+    try:
+        with caplog.at_level("INFO", logger="tacl_scale"):
+            student = load_student(tmp_path / "encoder")
+    finally:
+        library.removeHandler(transformers_says)
+    assert not [m for m in transformers_says.messages if "corrupted" in m], transformers_says.messages
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        f"student: {said}: initialised at random (not in {tmp_path / 'encoder'})"]
+    assert student.cls.predictions.decoder.weight is student.bert.embeddings.word_embeddings.weight  # tied, not new
+    from tacl_scale.model import load_student_and_new_weights, new_weights_line
+
+    _, new = load_student_and_new_weights(tmp_path / "encoder")
+    assert {name.split(".")[0] + "." + name.split(".")[1] for name in new} == (
+        {"cls.predictions", "cls.seq_relationship"} | (set() if pooler else {"bert.pooler"}))
+    assert new_weights_line("M", []) is None
+    assert new_weights_line("M", ["cls.seq_relationship.bias"]) == (
+        "student: the NSP head (cls.seq_relationship.*: 1 weight) is new: initialised at random (not in M)")
+
+
+@pytest.mark.parametrize("weights", ["model.safetensors", "pytorch_model.bin", "model.safetensors.index.json"])
+def test_a_models_config_json_beside_its_weights_is_refused_naming_the_folder(weights: str, config_file: Path,
+                                                                             tmp_path: Path) -> None:
+    """--model M/config.json of a pretrained M started from random weights, said only in
+    an INFO line ("random init from M/config.json"): the run trained and exported a
+    model that had never seen M's weights."""
+    model = tmp_path / "model"
+    load_student(config_file).save_pretrained(model)
+    if weights != "model.safetensors":
+        (model / "model.safetensors").rename(model / weights)
+    with pytest.raises(ValueError) as refused:
+        load_student(model / "config.json")
+    assert str(refused.value) == (
+        f"{model / 'config.json'}: a model's config beside its weights ({weights}): pass the folder {model} to continue "
+        "from its weights (a config file alone starts from random weights: copy it elsewhere to mean that)")
+    elsewhere = tmp_path / "config.json"
+    elsewhere.write_bytes((model / "config.json").read_bytes())
+    assert load_student(elsewhere).config.hidden_size == TINY["hidden_size"]  # a config alone: a random init
 
 
 def test_teacher_never_changes_while_the_student_trains(config_file: Path) -> None:

@@ -1169,6 +1169,109 @@ def test_the_models_tokenizer_is_compared_token_by_token_whatever_its_files(data
         check_data_and_model([ds], student, str(tmp_path / "swapped"))
 
 
+def test_a_pretrained_model_without_a_tokenizer_takes_the_datasets_only_of_its_vocabulary_size(
+        dataset: Path, tmp_path: Path) -> None:
+    """--model a folder of config.json and weights alone (its tokenizer not copied):
+    the check against the model's tokenizer was skipped, without a word, and a run on
+    a 4000-token vocabulary trained a 30522-token model and exported the 4000 lines
+    beside vocab_size 30522. Another size is refused; the same size is taken, said."""
+    from transformers import BertConfig, BertForPreTraining, BertModel
+
+    from tacl_scale.data import PretrainDataset
+    from tacl_scale.parts import check_data_and_model
+
+    ds = PretrainDataset(dataset)
+    tok = ds.manifest.tokenizer
+    for vocab_size in (30522, tok.vocab_size):
+        model = tmp_path / f"encoder-{vocab_size}"
+        settings = BertConfig(**{**TINY_BERT, "vocab_size": vocab_size})
+        BertModel(settings, add_pooling_layer=False).save_pretrained(model)  # a sentence encoder's files, no tokenizer
+        student = BertForPreTraining(settings)
+        if vocab_size != tok.vocab_size:
+            with pytest.raises(TrainError) as refused:
+                check_data_and_model([ds], student, str(model))
+            assert str(refused.value) == (
+                f"{model}: holds no tokenizer (vocab.txt, tokenizer.json or a sentencepiece .model), and {dataset} was "
+                f"tokenized with {tok.file}, a vocabulary of {tok.vocab_size} tokens, where the model has 30522 (its "
+                "config.json vocab_size): not the vocabulary its weights were trained with; put the model's own "
+                f"tokenizer files in {model} and rebuild the dataset with --tokenizer {model}")
+        else:
+            assert check_data_and_model([ds], student, str(model)) == [
+                f"{model} holds no tokenizer: {dataset}'s ({tok.file}, {tok.vocab_size} tokens, as many as the model's "
+                "vocab_size) is taken to be the model's, and the run's tokenizer/ and its export get it; put the "
+                "model's own tokenizer files in the folder if it is another"]
+    # A BertConfig JSON is a random init: the dataset's tokenizer is the model's by construction, said by no one.
+    (tmp_path / "bert.json").write_text(json.dumps(TINY_BERT))
+    assert check_data_and_model([ds], BertForPreTraining(BertConfig(**TINY_BERT)), str(tmp_path / "bert.json")) == []
+
+
+@pytest.mark.parametrize("says", ["tokenizer_config.json", "tokenizer.json"])
+def test_a_dataset_lowercased_otherwise_than_the_models_tokenizer_is_refused_naming_both(
+        dataset: Path, tmp_path: Path, says: str) -> None:
+    """The model's vocabulary built with(out) --no-lowercase against the model's
+    tokenizer's own setting trained: the same ids, but the run's tokenizer and export
+    (the model's) cut text otherwise than the data the run trained on."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertForPreTraining
+
+    from tacl_scale.data import PretrainDataset
+    from tacl_scale.parts import check_data_and_model
+
+    ds = PretrainDataset(dataset)
+    built = ds.manifest.tokenizer.lowercase
+    assert isinstance(built, bool)
+    vocab = ds.manifest.tokenizer.location(dataset)
+    student = BertForPreTraining(BertConfig(**TINY_BERT))
+
+    def model_folder(name: str, lowercase: bool | None) -> Path:
+        model = tmp_path / name
+        model.mkdir()
+        shutil.copy(vocab, model / "vocab.txt")
+        if lowercase is not None and says == "tokenizer_config.json":
+            (model / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lowercase}), encoding="utf-8")
+        elif lowercase is not None:
+            BertWordPieceTokenizer(str(vocab), lowercase=lowercase).save(str(model / "tokenizer.json"))
+        return model
+
+    other = model_folder("other", not built)
+    with pytest.raises(TrainError) as refused:
+        check_data_and_model([ds], student, str(other))
+    setting = ("tokenizer_config.json do_lower_case" if says == "tokenizer_config.json"
+               else "tokenizer.json's normalizer lowercase")
+    assert str(refused.value) == (
+        f"{dataset} was tokenized {'with' if built else 'without'} lower-casing, and the tokenizer of {other} "
+        f"{'keeps the case' if built else 'lower-cases'} ({setting} {json.dumps(not built)}): the run's tokenizer "
+        "and export, the model's, would tokenize text otherwise than the data it trained on; rebuild the dataset "
+        f"{'with' if built else 'without'} --no-lowercase")
+    assert check_data_and_model([ds], student, str(model_folder("same", built))) == []
+    assert check_data_and_model([ds], student, str(model_folder("silent", None))) == []  # says nothing: nothing said
+
+
+def test_an_encoders_new_heads_are_said_once_by_name_and_not_on_resume(
+        join: Callable[[], Distributed], dataset: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A sentence encoder (no MLM/NSP heads) as --model: each start said "initialised
+    8 missing weights" naming 6 of them (never the NSP head), and a resume said it too,
+    although the heads then came from the checkpoint."""
+    from transformers import BertConfig, BertModel
+
+    model = tmp_path / "encoder"
+    BertModel(BertConfig(**TINY_BERT)).save_pretrained(model)
+    shutil.copy(PretrainDataset(dataset).manifest.tokenizer.location(dataset), model / "vocab.txt")
+    config = make_config(dataset, model, tmp_path / "run", steps=2, export=False,
+                         checkpoint=CheckpointConfig(save_every=1, stop_after_steps=1))
+    said = (f"student: the MLM head (cls.predictions.*: 6 weights) and the NSP head (cls.seq_relationship.*: 2 "
+            f"weights) are new: initialised at random (not in {model})")
+    with caplog.at_level(logging.INFO, logger="tacl_scale"):
+        run_job(config, join)
+    assert [r.getMessage() for r in caplog.records if "initialised" in r.getMessage()] == [said]
+    caplog.clear()
+    resume = replace(config, checkpoint=CheckpointConfig(save_every=1, resume=True))
+    with caplog.at_level(logging.INFO, logger="tacl_scale"):
+        run_job(resume, join)
+    assert "resumed from " in caplog.text
+    assert [r.getMessage() for r in caplog.records if "initialised" in r.getMessage()] == []
+
+
 def test_a_job_ended_by_stop_after_steps_says_where_it_stopped(join: Callable[[], Distributed], dataset: Path,
                                                                model_file: Path, tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:

@@ -95,7 +95,7 @@ def test_a_tokenizer_file_that_does_not_parse_is_one_line_naming_it(tmp_path: Pa
 
 def _dataset(path: Path, kind: str) -> SimpleNamespace:
     """What check_data_and_model reads of a PretrainDataset."""
-    tokenizer = SimpleNamespace(vocab_size=6, sha256="0" * 64, file="vocab.txt",
+    tokenizer = SimpleNamespace(vocab_size=6, sha256="0" * 64, file="vocab.txt", lowercase=True,
                                 location=lambda root: root / "tokenizer" / "vocab.txt")
     (path / "tokenizer").mkdir(parents=True, exist_ok=True)
     (path / "tokenizer" / "vocab.txt").write_text(VOCAB, encoding="utf-8")
@@ -129,3 +129,48 @@ def test_a_model_of_one_token_type_is_refused_for_sentence_pairs(tmp_path: Path)
     directory = model_dir(tmp_path)  # a model directory: its config.json is named
     with pytest.raises(TrainError, match=rf"^{directory / 'config.json'}: type_vocab_size 1, "):
         check_data_and_model([pairs], student, str(directory))  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(("files", "said"), [
+    ({"tokenizer_config.json": {"do_lower_case": False}}, (False, "tokenizer_config.json do_lower_case false")),
+    # tokenizer_config.json's setting is the one AutoTokenizer applies over tokenizer.json's normalizer
+    ({"tokenizer_config.json": {"do_lower_case": True},
+      "tokenizer.json": {"normalizer": {"type": "BertNormalizer", "lowercase": False}}},
+     (True, "tokenizer_config.json do_lower_case true")),
+    ({"tokenizer_config.json": {"model_max_length": 512},
+      "tokenizer.json": {"normalizer": {"type": "BertNormalizer", "lowercase": False}}},
+     (False, "tokenizer.json's normalizer lowercase false")),
+    ({"tokenizer.json": {"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}]}}},
+     (True, "tokenizer.json's normalizer lowercase true")),
+    ({"tokenizer.json": {"normalizer": {"type": "NFKC"}}}, None),  # says nothing of case
+    ({"tokenizer.json": {"normalizer": None}}, None),
+    ({"tokenizer_config.json": ["not", "an", "object"]}, None),  # tokenizer_files_problem names it
+    ({}, None),  # a vocab.txt alone
+])
+def test_a_models_lowercasing_is_read_from_its_tokenizer_settings(files: dict, said: tuple | None,
+                                                                  tmp_path: Path) -> None:
+    from tacl_scale.vocab import tokenizer_lowercase
+
+    for name, content in files.items():
+        (tmp_path / name).write_text(json.dumps(content), encoding="utf-8")
+    (tmp_path / "vocab.txt").write_text(VOCAB, encoding="utf-8")
+    assert tokenizer_lowercase(tmp_path) == said
+
+
+def test_a_model_directory_that_keeps_the_case_refuses_a_lowercased_dataset(tmp_path: Path) -> None:
+    """A dataset of the model's vocabulary built without --no-lowercase (or with it
+    against an uncased model): the same ids, so it trained, and the run's tokenizer
+    and export (the model's) tokenized text otherwise than the data."""
+    directory = model_dir(tmp_path)
+    student = SimpleNamespace(config=BertConfig(**TINY))
+    dataset = _dataset(tmp_path / "ds", "pairs")
+    check_data_and_model([dataset], student, str(directory))  # type: ignore[list-item]  # both lower-case
+    (directory / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+    with pytest.raises(TrainError) as refused:
+        check_data_and_model([dataset], student, str(directory))  # type: ignore[list-item]
+    assert str(refused.value) == (
+        f"{tmp_path / 'ds'} was tokenized with lower-casing, and the tokenizer of {directory} keeps the case "
+        "(tokenizer_config.json do_lower_case false): the run's tokenizer and export, the model's, would tokenize "
+        "text otherwise than the data it trained on; rebuild the dataset with --no-lowercase")
+    dataset.manifest.tokenizer.lowercase = None  # a SentencePiece dataset: no such setting to compare
+    assert not check_data_and_model([dataset], student, str(directory))  # type: ignore[list-item]
