@@ -22,6 +22,7 @@ import logging
 import os
 import shlex
 import sys
+import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -291,6 +292,14 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     trainer = Trainer.build(config, dist, stop_request)
                     trainer.train()
+                except BaseException as err:
+                    # The error's frames hold the data loader's iterator (the generator that
+                    # read the batch, its locals), so dropping it in close() stopped no worker;
+                    # at exit multiprocessing then SIGTERMs the workers, which ignore it
+                    # (preemption.ignore_in_worker), and waits: the process hung. Their locals
+                    # go now (the traceback keeps its lines).
+                    traceback.clear_frames(err.__traceback__)
+                    raise
                 finally:
                     if trainer is not None:
                         trainer.close()
@@ -317,8 +326,6 @@ def main(argv: list[str] | None = None) -> int:
                 if _compile_failed(err):
                     # A defect too (ours or torch's, often of one GPU or version), so the
                     # traceback is the report; the run itself can go on without compile.
-                    import traceback
-
                     traceback.print_exc()
                     print(f"error: {_rank_prefix(env)}torch.compile failed on the encoder (traceback above); "
                           "--no-compile trains the same model without it (Hugging Face's BertModel, slower). "
@@ -359,8 +366,6 @@ def quiet_other_ranks(rank: int) -> None:
 def _in_a_collective(err: BaseException) -> bool:
     """Whether ``err`` came out of a torch.distributed call (a collective whose peer
     is gone), not out of our own code."""
-    import traceback
-
     import torch.distributed
 
     if isinstance(err, getattr(torch.distributed, "DistError", ())):

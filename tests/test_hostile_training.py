@@ -219,6 +219,31 @@ def test_a_masked_position_past_its_instance_read_by_a_loader_worker_is_one_line
     assert "Traceback" not in done.stderr
 
 
+def test_a_defect_in_a_loader_worker_ends_the_process(zh_dataset: Path, tiny_bert_file: Path,
+                                                      tmp_path: Path) -> None:
+    """Any other exception a DataLoader worker raises (a defect: its traceback is the
+    report) ended in the traceback and then a hang: the error's frames kept the
+    loader's iterator, so its workers were not stopped, and at exit multiprocessing
+    sent them SIGTERM, which they ignore (they outlive a preemption's signal), and
+    waited. The failure is injected by a sitecustomize module on the path."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import torch.utils.data\n"
+        "from tacl_scale.data import dataset\n"
+        "read = dataset.PretrainDataset.__getitem__\n"
+        "def fails_in_a_worker(self, index):\n"
+        "    if torch.utils.data.get_worker_info() is not None:\n"
+        "        raise RuntimeError('injected: a worker fails')\n"
+        "    return read(self, index)\n"
+        "dataset.PretrainDataset.__getitem__ = fails_in_a_worker\n")
+    env = plain_env() | {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(tacl_train(*common(zh_dataset, tiny_bert_file, tmp_path / "run", 2), "--num-workers", "2"),
+                          env=env, capture_output=True, text=True, timeout=120)  # a hang: TimeoutExpired
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].endswith("RuntimeError: injected: a worker fails"), done.stderr[-3000:]
+
+
 # -- the model --------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("how", ["an HTML page as tokenizer.json", "type_vocab_size 1", "intermediate_size -5",
