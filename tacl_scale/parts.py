@@ -52,7 +52,7 @@ from .data.loader import (
     checked_batches,
     collate,
 )
-from .data.manifest import NO_VOCABULARY, holds_a_vocabulary
+from .data.manifest import NO_VOCABULARY, DatasetError, holds_a_vocabulary
 from .data.shuffle import GlobalOrder
 from .data.views import MirrorViews
 from .distributed import Distributed
@@ -742,7 +742,11 @@ def build_data(config: TrainConfig, datasets: list[PretrainDataset], dist: Distr
         count = min(config.eval_instances, len(validation))
         chosen = np.unique(np.linspace(0, len(validation) - 1, count).round().astype(np.int64)).tolist()
         held_out = TrainingInstances(validation, views=views)
-        eval_batches = [dist.move(collate([held_out[(0, k)] for k in chosen[i : i + optim.micro_batch_size]], padded))
-                        for i in range(0, len(chosen), optim.micro_batch_size)]
+        try:
+            eval_batches = [dist.move(collate([held_out[(0, k)] for k in chosen[i : i + optim.micro_batch_size]],
+                                              padded))
+                            for i in range(0, len(chosen), optim.micro_batch_size)]
+        except DatasetError as err:  # a damaged validation shard, named with the instance: not a traceback
+            raise TrainError(str(err)) from err
     vocab_size = datasets[0].manifest.tokenizer.vocab_size  # one tokenizer for all (checked)
     return checked_batches(iter(loader), vocab_size, data), eval_batches

@@ -219,6 +219,25 @@ def test_a_masked_position_past_its_instance_read_by_a_loader_worker_is_one_line
     assert "Traceback" not in done.stderr
 
 
+def test_a_damaged_validation_shard_is_one_line(tiny_bert_file: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Rank 0 reads the validation batches itself, not through the loader's checks:
+    a damaged instance there was the DatasetError's traceback, exit 1."""
+    from conftest import ZH_TEXT, ZH_VOCAB, build_dataset
+
+    dataset = build_dataset(tmp_path / "ds", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+                            "--tokenizer", str(ZH_VOCAB), "--min-doc-chars", "10", "--dupe-factor", "1",
+                            "--max-seq-len", "64", "--validation-fraction", "0.3")
+    positions = dataset / "validation-00000.masked_positions.bin"
+    positions.write_bytes(b"\x60\xea" * (positions.stat().st_size // 2))
+    code, stderr = main_in_this_process(["--recipe", "tiny-cpu", *common(dataset, tiny_bert_file, tmp_path / "run", 2),
+                                         "--no-verify-data", "--eval-every", "1", "--num-workers", "0"], capsys)
+    assert code == 2, stderr[-3000:]
+    assert re.fullmatch(rf"error: {re.escape(str(positions))}, instance \d+: masked position 60000 is past the "
+                        r"sequence of \d+ tokens: .*", stderr.strip().splitlines()[-1]), stderr[-3000:]
+    assert "Traceback" not in stderr
+
+
 def test_a_defect_in_a_loader_worker_ends_the_process(zh_dataset: Path, tiny_bert_file: Path,
                                                       tmp_path: Path) -> None:
     """Any other exception a DataLoader worker raises (a defect: its traceback is the
