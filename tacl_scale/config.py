@@ -196,7 +196,7 @@ _OPTIMIZER_NUMBERS = ("lr", "weight_decay", "eps")
 # DeepSpeed's own top-level settings that it reads without checking their type, with
 # the type they must have: "auto" (or a string for a number) failed at the first step,
 # after the run directory was written, in a TypeError.
-_DEEPSPEED_SCALARS = {"steps_per_print": int, "wall_clock_breakdown": bool, "dump_state": bool,
+_DEEPSPEED_SCALARS = {"steps_per_print": (int, float), "wall_clock_breakdown": bool, "dump_state": bool,
                       "memory_breakdown": bool, "prescale_gradients": bool, "gradient_predivide_factor": (int, float),
                       "zero_allow_untested_optimizer": bool, "sparse_gradients": bool}
 
@@ -242,9 +242,12 @@ def _engine_settings_problem(settings: dict[str, Any]) -> str | None:
         value = settings.get(name)
         if value is None:
             continue
-        what = {bool: "true or false", int: "an integer >= 1"}.get(kind, "a finite number > 0")
-        fits = (isinstance(value, bool) if kind is bool else
-                number(value, kind) and value != "auto" and _positive(value) and (kind is not int or value >= 1))
+        # steps_per_print: DeepSpeed prints when step % it is 0, so any number >= 1 does
+        # (1e5 in many copied configs is a float; Infinity never prints).
+        at_least_one = name == "steps_per_print"
+        what = "true or false" if kind is bool else "a number >= 1" if at_least_one else "a finite number > 0"
+        fits = (isinstance(value, bool) if kind is bool else number(value, kind) and value != "auto"
+                and (value >= 1 if at_least_one else _positive(value)))
         if not fits:
             auto = (": tacl-scale fills in \"auto\" only for the batch sizes, gradient_clipping, fp16/bf16.enabled "
                     "and the optimizer's params" if value == "auto" else "")

@@ -135,6 +135,19 @@ def load_student(path: str | Path) -> BertForPreTraining:
     return student
 
 
+def config_beside_weights_problem(path: str | Path) -> str | None:
+    """Why a new run may not start from the BertConfig JSON ``path``, or None: it is
+    a model folder's own ``config.json``, beside the weights it describes. Given
+    alone it quietly trained from random weights what was meant to continue from
+    those. Asked of a new run only: a run started so before this check resumes and
+    exports as it began."""
+    path = Path(path)
+    if path.is_file() and path.name == MODEL_CONFIG and (weights := _weights_in(path.parent)):
+        return (f"{path}: a model's config beside its weights ({weights}): pass the folder {path.parent} to continue "
+                "from its weights (a config file alone starts from random weights: copy it elsewhere to mean that)")
+    return None
+
+
 def load_student_and_new_weights(path: str | Path) -> tuple[BertForPreTraining, list[str]]:
     """A ``BertForPreTraining`` from a HF model directory, with the names of the
     weights the checkpoint lacked and from_pretrained initialised at random (a
@@ -145,12 +158,6 @@ def load_student_and_new_weights(path: str | Path) -> tuple[BertForPreTraining, 
     attention = register_attention()
     path = Path(path)
     if path.is_file():
-        if path.name == MODEL_CONFIG and (weights := _weights_in(path.parent)):
-            # The file from_pretrained reads beside the weights it describes: given alone, it
-            # quietly trained from random weights what was meant to continue from those.
-            raise ValueError(f"{path}: a model's config beside its weights ({weights}): pass the folder "
-                             f"{path.parent} to continue from its weights (a config file alone starts from random "
-                             "weights: copy it elsewhere to mean that)")
         try:
             settings = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(settings, dict):
@@ -200,7 +207,7 @@ def load_student_and_new_weights(path: str | Path) -> tuple[BertForPreTraining, 
                 str(path), attn_implementation=attention, local_files_only=True, output_loading_info=True,
                 ignore_mismatched_sizes=True,  # refused below, naming a weight and both shapes
             )
-    except (*LOAD_ERRORS, *BUILD_ERRORS) as err:
+    except LOAD_ERRORS as err:  # not BUILD_ERRORS: with settings checked above, those are a defect (the traceback)
         raise cannot_load(path, err) from err
     if problem := mismatch_problem(path, info):
         raise ValueError(problem)

@@ -67,6 +67,7 @@ from .locking import DirectoryLock, LockedError, holder
 from .metrics import MetricsLogger
 from .model import (
     PretrainingModule,
+    config_beside_weights_problem,
     default_teacher_dtype,
     load_student_and_new_weights,
     make_teacher,
@@ -88,7 +89,14 @@ from .run_dir import (
     student_config_dict,
     tokenizer_source,
 )
-from .vocab import VocabularyError, first_difference, tokenizer_files_problem, tokenizer_lowercase, vocabulary
+from .vocab import (
+    VocabularyError,
+    first_difference,
+    has_capitals,
+    tokenizer_files_problem,
+    tokenizer_lowercase,
+    vocabulary,
+)
 
 if TYPE_CHECKING:
     from deepspeed import DeepSpeedEngine
@@ -173,7 +181,7 @@ def check_data_and_model(datasets: list[PretrainDataset], student: BertForPreTra
                 f"ids ({token!r}: {in_data} in the dataset, {in_model} in the model): rebuild the dataset with "
                 f"--tokenizer {model_path}")
     if pretrained:  # the same ids, and the text lower-cased as the model's tokenizer does
-        _check_lowercase(datasets, model_path)
+        _check_lowercase(datasets, model_path, model_vocab)
     config = student.config
     if first.vocab_size > config.vocab_size:
         raise TrainError(f"{datasets[0].path}: vocabulary of {first.vocab_size} tokens, the model has "
@@ -199,30 +207,37 @@ def _no_tokenizer_note(dataset: PretrainDataset, vocab_size: int, model_path: st
     model was trained with (a 4000-token vocabulary against a 30522-token model's
     weights trained, and exported the 4000 lines beside ``vocab_size 30522``)."""
     tok = dataset.manifest.tokenizer
-    if tok.vocab_size != vocab_size:
+    # Larger than the embeddings: ids past them. Much smaller: another vocabulary (a few
+    # rows more are a checkpoint's padding, e.g. 30522 tokens in 30528 rows).
+    if tok.vocab_size > vocab_size or tok.vocab_size < 0.9 * vocab_size:
         raise TrainError(
             f"{model_path}: holds no tokenizer (vocab.txt, tokenizer.json or a sentencepiece .model), and "
             f"{dataset.path} was tokenized with {tok.file}, a vocabulary of {tok.vocab_size} tokens, where the model has "
             f"{vocab_size} (its config.json vocab_size): not the vocabulary its weights were trained with; put the "
             f"model's own tokenizer files in {model_path} and rebuild the dataset with --tokenizer {model_path}")
-    return (f"{model_path} holds no tokenizer: {dataset.path}'s ({tok.file}, {tok.vocab_size} tokens, as many as the "
-            "model's vocab_size) is taken to be the model's, and the run's tokenizer/ and its export get it; put the "
-            "model's own tokenizer files in the folder if it is another")
+    return (f"{model_path} holds no tokenizer: {dataset.path}'s ({tok.file}, {tok.vocab_size} tokens; the model's "
+            f"vocab_size is {vocab_size}) is taken to be the model's, and the run's tokenizer/ and its export get it; "
+            "put the model's own tokenizer files in the folder if it is another")
 
 
-def _check_lowercase(datasets: list[PretrainDataset], model_path: str) -> None:
+def _check_lowercase(datasets: list[PretrainDataset], model_path: str, model_vocab: dict[str, int] | None) -> None:
     """Refuse a dataset lower-cased otherwise than the model directory's tokenizer
-    says it lower-cases (the same vocabulary, built with or without
-    ``--no-lowercase``): the run's tokenizer and its export are the model's, and
-    would tokenize text otherwise than the data the run trained on. Nothing where
-    either says nothing (a SentencePiece dataset, a folder without the setting)."""
+    says it lower-cases, where that loses what the model knows: text kept in its case
+    for a model that lower-cases (its vocabulary has no capitals: they became [UNK]),
+    or text lower-cased for a model with a cased vocabulary (bert-base-cased). The
+    run's tokenizer and its export are the model's, and would tokenize text otherwise
+    than the data the run trained on. A model that keeps the case of an uncased
+    vocabulary (bert-base-chinese's tokenizer_config.json says do_lower_case false)
+    takes lower-cased data as its own: nothing is lost. Nothing either where one
+    says nothing (a SentencePiece dataset, a folder without the setting)."""
     said = tokenizer_lowercase(model_path)
     if said is None:
         return
     lowercase, source = said
+    cased_vocabulary = model_vocab is not None and has_capitals(model_vocab)
     for ds in datasets:
         built = ds.manifest.tokenizer.lowercase
-        if built is None or built == lowercase:
+        if built is None or built == lowercase or (built and not cased_vocabulary):
             continue
         fix = "without --no-lowercase" if lowercase else "with --no-lowercase"
         raise TrainError(
@@ -480,6 +495,8 @@ def build_models(config: TrainConfig, datasets: list[PretrainDataset],
     frozen teacher on the device (None without the tacl objective), and the names of
     the student's weights its checkpoint lacked (initialised at random: said by
     :func:`say_new_weights` once a resume has settled whether they stay)."""
+    if not config.checkpoint.resume and (problem := config_beside_weights_problem(config.model)):
+        raise TrainError(problem)
     try:
         torch.manual_seed(config.seed)  # a BertConfig init is the same on every rank and at resume
         student, new_weights = load_student_and_new_weights(config.model)

@@ -102,6 +102,16 @@ def tokenizer_files_problem(directory: str | Path) -> str | None:
     return None
 
 
+def has_capitals(vocab: dict[str, int]) -> bool:
+    """Whether a vocabulary is a cased one (bert-base-cased: thousands of capitalised
+    words), not an uncased one, which still carries a few upper-case strays
+    (bert-base-chinese: 10 of 21k, ``I``, ``<S>``): over 1% of its tokens, besides
+    the bracketed special ones (``[CLS]``, ``[unused0]``), hold an upper-case letter
+    (the rule data_prep's build applies to a vocabulary it is given)."""
+    words = [token for token in vocab if not (token.startswith("[") and token.endswith("]"))]
+    return sum(token.lower() != token for token in words) > 0.01 * max(len(words), 1)
+
+
 def tokenizer_lowercase(directory: str | Path) -> tuple[bool, str] | None:
     """Whether the tokenizer of the model directory ``directory`` lower-cases text,
     with what says so (``"tokenizer_config.json do_lower_case true"``), or None where

@@ -20,7 +20,7 @@ process in a plain shell (no launcher variables) unless said otherwise.
 | `run.json` written by a newer version | refused naming the version, not taken for changed settings |
 | a `--model` whose `tokenizer.json` does not parse, or with `type_vocab_size` 1 on sentence pairs, or `intermediate_size` -5 | one line naming the file (and the key), exit 2, not even the run directory made |
 | `--resume` with a `--model` of another shape (edited in place; another one with `--allow-changes`) | refused naming each setting with both values, before the checkpoint is loaded; the run's files untouched |
-| `--model` a model's own `config.json` (beside its weights); a folder without a tokenizer whose `vocab_size` is not the dataset's vocabulary's; a tokenizer whose `do_lower_case` is not the dataset's | one line naming the file and the fix, exit 2, not even the run directory made |
+| `--model` a model's own `config.json` (beside its weights); a folder without a tokenizer whose `vocab_size` is not the dataset's vocabulary's | one line naming the file and the fix, exit 2, not even the run directory made |
 | a sentence encoder (no MLM/NSP heads) on 2 ranks through the launcher | its new heads said once, by rank 0, grouped by head; no "checkpoint seem corrupted" from transformers |
 """
 
@@ -266,16 +266,15 @@ def test_a_defect_in_a_loader_worker_ends_the_process(zh_dataset: Path, tiny_ber
 # -- the model --------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("how", ["an HTML page as tokenizer.json", "type_vocab_size 1", "intermediate_size -5",
-                                 "a model's config.json beside its weights", "no tokenizer and another vocab_size",
-                                 "a tokenizer that keeps the case"])
+                                 "a model's config.json beside its weights", "no tokenizer and another vocab_size"])
 def test_a_model_that_cannot_train_on_the_data_is_refused_before_anything_is_written(
         zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str) -> None:
     """A tokenizer.json that does not parse ended in ``Exception: expected value at
     line 1 column 1``; type_vocab_size 1 on sentence pairs in an IndexError at the
     first step, run.json written; intermediate_size -5 in a RuntimeError. A model's
     own config.json trained from random weights; a folder without its tokenizer
-    trained whatever vocabulary the data had; a dataset lower-cased otherwise than
-    the model's tokenizer trained, and its export tokenized otherwise."""
+    trained whatever vocabulary the data had (the lower-casing check:
+    tests/test_vocab.py)."""
     from tacl_scale.model import load_student
 
     if how in ("an HTML page as tokenizer.json", "a model's config.json beside its weights"):
@@ -294,14 +293,6 @@ def test_a_model_that_cannot_train_on_the_data_is_refused_before_anything_is_wri
         bert_json.write_text(json.dumps(settings))
         load_student(bert_json).save_pretrained(model)
         said = f"error: {model}: holds no tokenizer (vocab.txt, tokenizer.json or a sentencepiece .model), and "
-    elif how == "a tokenizer that keeps the case":
-        model = tmp_path / "model"
-        load_student(tiny_bert_file).save_pretrained(model)
-        tokenizer = Manifest.load(zh_dataset).tokenizer
-        assert tokenizer.lowercase is True
-        (model / "vocab.txt").write_bytes(tokenizer.location(zh_dataset).read_bytes())
-        (model / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
-        said = f"error: {zh_dataset} was tokenized with lower-casing, and the tokenizer of {model} keeps the case "
     else:
         key, value = how.split()
         model = tmp_path / "bert.json"

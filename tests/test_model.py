@@ -326,14 +326,17 @@ def test_a_models_config_json_beside_its_weights_is_refused_naming_the_folder(we
     load_student(config_file).save_pretrained(model)
     if weights != "model.safetensors":
         (model / "model.safetensors").rename(model / weights)
-    with pytest.raises(ValueError) as refused:
-        load_student(model / "config.json")
-    assert str(refused.value) == (
+    from tacl_scale.model import config_beside_weights_problem
+
+    assert config_beside_weights_problem(model / "config.json") == (
         f"{model / 'config.json'}: a model's config beside its weights ({weights}): pass the folder {model} to continue "
         "from its weights (a config file alone starts from random weights: copy it elsewhere to mean that)")
     elsewhere = tmp_path / "config.json"
     elsewhere.write_bytes((model / "config.json").read_bytes())
+    assert config_beside_weights_problem(elsewhere) is None
     assert load_student(elsewhere).config.hidden_size == TINY["hidden_size"]  # a config alone: a random init
+    # A run that began so (before the check) still loads it: its resume and its export (tacl-export of the run).
+    assert load_student(model / "config.json").config.hidden_size == TINY["hidden_size"]
 
 
 def test_teacher_never_changes_while_the_student_trains(config_file: Path) -> None:

@@ -157,15 +157,36 @@ def test_a_models_lowercasing_is_read_from_its_tokenizer_settings(files: dict, s
     assert tokenizer_lowercase(tmp_path) == said
 
 
-def test_a_model_directory_that_keeps_the_case_refuses_a_lowercased_dataset(tmp_path: Path) -> None:
-    """A dataset of the model's vocabulary built without --no-lowercase (or with it
-    against an uncased model): the same ids, so it trained, and the run's tokenizer
-    and export (the model's) tokenized text otherwise than the data."""
-    directory = model_dir(tmp_path)
+def test_lowercasing_otherwise_than_the_models_tokenizer_is_refused_where_it_loses_what_the_model_knows(
+        tmp_path: Path) -> None:
+    """A dataset of the model's vocabulary built with --no-lowercase for a model that
+    lower-cases (its capitals became [UNK]), or lower-cased for a model with a cased
+    vocabulary: the same ids, so it trained, and the run's tokenizer and export (the
+    model's) tokenized text otherwise than the data. Lower-cased data for a model
+    that keeps the case of an uncased vocabulary (bert-base-chinese's
+    tokenizer_config.json says do_lower_case false) loses nothing: it trains."""
+    from tacl_scale.vocab import has_capitals
+
     student = SimpleNamespace(config=BertConfig(**TINY))
     dataset = _dataset(tmp_path / "ds", "pairs")
+    directory = model_dir(tmp_path)
     check_data_and_model([dataset], student, str(directory))  # type: ignore[list-item]  # both lower-case
+    dataset.manifest.tokenizer.lowercase = False  # built with --no-lowercase
+    with pytest.raises(TrainError) as refused:
+        check_data_and_model([dataset], student, str(directory))  # type: ignore[list-item]
+    assert str(refused.value) == (
+        f"{tmp_path / 'ds'} was tokenized without lower-casing, and the tokenizer of {directory} lower-cases "
+        "(tokenizer_config.json do_lower_case true): the run's tokenizer and export, the model's, would tokenize "
+        "text otherwise than the data it trained on; rebuild the dataset without --no-lowercase")
+    dataset.manifest.tokenizer.lowercase = True
     (directory / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+    assert not has_capitals({token: i for i, token in enumerate(VOCAB.split())})
+    assert not check_data_and_model([dataset], student, str(directory))  # type: ignore[list-item]  # uncased vocab
+    cased = VOCAB + "".join(f"Word{k}\n" for k in range(5))  # a cased vocabulary: capitalised words
+    for vocab in (directory / "vocab.txt", tmp_path / "ds" / "tokenizer" / "vocab.txt"):
+        vocab.write_text(cased, encoding="utf-8")
+    (directory / "tokenizer.json").unlink()
+    dataset.manifest.tokenizer.vocab_size = len(cased.split())
     with pytest.raises(TrainError) as refused:
         check_data_and_model([dataset], student, str(directory))  # type: ignore[list-item]
     assert str(refused.value) == (
