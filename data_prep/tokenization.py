@@ -24,6 +24,7 @@ import numpy as np
 from tacl_scale.data.integrity import file_checksum
 from tacl_scale.data.manifest import TOKENIZER_DIR, TOKENIZER_FILES, SpecialIds, TokenizerRecord
 from tacl_scale.files import file_sha256
+from tacl_scale.markers import MODEL_CONFIG
 
 # Pieces never used as the random replacement of a masked token: [PAD], [unused7],
 # <s>, <unk>, ... — special or placeholder entries rather than text.
@@ -499,8 +500,7 @@ def _from_directory(directory: Path, lowercase: bool | None) -> PretrainTokenize
 
 
 # Files of a HF directory that are no tokenizer alone: --tokenizer takes the directory.
-HF_DIRECTORY_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
-MODEL_CONFIG = "config.json"
+HF_DIRECTORY_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", MODEL_CONFIG)
 
 
 def _model_positions(directory: Path) -> int | None:

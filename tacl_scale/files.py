@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import re
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 # A write that failed with this little room left failed for the room (libraries
@@ -94,6 +96,16 @@ def write_failed(err: BaseException, path: str | os.PathLike, what: str,
 def _within(path: str | bytes | os.PathLike, folder: str | os.PathLike) -> bool:
     """Whether ``path`` is ``folder`` or inside it."""
     return Path(os.path.abspath(os.fsdecode(path))).is_relative_to(os.path.abspath(folder))
+
+
+def json_object(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None: no such file, unreadable, not JSON, or
+    JSON of another kind (for optional settings files, whose absence says nothing)."""
+    try:
+        settings = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return settings if isinstance(settings, dict) else None
 
 
 def file_sha256(path: str | os.PathLike) -> str:

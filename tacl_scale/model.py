@@ -39,7 +39,7 @@ from transformers import BertConfig, BertForPreTraining, BertModel
 from .attention import register as register_attention
 from .config import TEACHER_DTYPE_NAMES, MirrorConfig, ObjectiveConfig
 from .encoder import CompiledEncoder, masked_lm_loss
-from .files import first_line
+from .files import first_line, json_object
 from .kernels import tacl_loss, tacl_loss_packed
 from .markers import MODEL_CONFIG
 from .mirror import Gather, both_views, info_nce, pool
@@ -188,13 +188,13 @@ def load_student_and_new_weights(path: str | Path) -> tuple[BertForPreTraining, 
     # Without config.json, from_pretrained would build a default BertConfig (BERT-base)
     # and re-initialise every weight that does not fit it.
     missing = []
-    if not (path / "config.json").is_file():
+    if not (path / MODEL_CONFIG).is_file():
         missing.append("no config.json")
     if _weights_in(path) is None:
         missing.append("no weights (model.safetensors or pytorch_model.bin)")
     if missing:
         raise ValueError(f"{path}: not a Hugging Face model directory: {' and '.join(missing)}")
-    settings = _config_settings(path)
+    settings = json_object(path / MODEL_CONFIG)  # None: none, or unreadable, which from_pretrained reports
     model_type = settings.get("model_type") if settings is not None else None
     if model_type not in (None, "bert"):
         raise ValueError(f"{path}: a {model_type} model (config.json's model_type), not BERT: tacl-scale continues "
@@ -287,16 +287,6 @@ def bert_values_problem(settings: dict[str, Any]) -> str | None:
         return (f"pad_token_id {pad}: not an id of the vocabulary of {vocab_size} tokens (vocab_size): give the "
                 "id of the tokenizer's [PAD] (0 in BERT's)")
     return None
-
-
-def _config_settings(directory: Path) -> dict[str, Any] | None:
-    """A model directory's config.json as a JSON object (None: none, or unreadable,
-    which from_pretrained then reports)."""
-    try:
-        settings = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return settings if isinstance(settings, dict) else None
 
 
 def default_teacher_dtype(device: torch.device) -> str:

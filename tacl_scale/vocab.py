@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .files import first_line
+from .files import first_line, json_object
 
 # What a model directory may hold its tokenizer as, most specific first.
 _DIRECTORY_FILES = ("tokenizer.json", "vocab.txt")
@@ -120,23 +120,14 @@ def tokenizer_lowercase(directory: str | Path) -> tuple[bool, str] | None:
     (a BertNormalizer's ``lowercase``, or a Lowercase step). Files that do not parse
     say nothing here: :func:`tokenizer_files_problem` names them."""
     directory = Path(directory)
-    settings = _json_object(directory / "tokenizer_config.json")
+    settings = json_object(directory / "tokenizer_config.json")
     if settings is not None and isinstance(settings.get("do_lower_case"), bool):
         value = settings["do_lower_case"]
         return value, f"tokenizer_config.json do_lower_case {json.dumps(value)}"
-    tokenizer = _json_object(directory / "tokenizer.json")
+    tokenizer = json_object(directory / "tokenizer.json")
     if tokenizer is not None and (value := _normalizer_lowercase(tokenizer.get("normalizer"))) is not None:
         return value, f"tokenizer.json's normalizer lowercase {json.dumps(value)}"
     return None
-
-
-def _json_object(path: Path) -> dict | None:
-    """The JSON object in ``path``, or None (no such file, unreadable, not an object)."""
-    try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return settings if isinstance(settings, dict) else None
 
 
 def _normalizer_lowercase(normalizer: object) -> bool | None:
