@@ -81,7 +81,7 @@ from .run_dir import (
     RunRecord,
     check_data_unchanged,
     check_resume_settings,
-    check_student_shape,
+    check_student_config,
     missing_input,
     output_problem,
     record_job,
@@ -376,7 +376,8 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
                        *(on_main(dist, lambda: check_data_unchanged(run, record, config, fingerprints)) or [])]
         student, teacher, new_weights = build_models(config, datasets, dist)
         if config.checkpoint.resume:  # before a checkpoint of the run's shape is loaded into it
-            on_main(dist, lambda: check_student_shape(run, record, student_config_dict(student), config.model))
+            changes = [*(changes or []), *(on_main(
+                dist, lambda: check_student_config(run, record, student_config_dict(student), config)) or [])]
         config = resolve_micro_batch(config, dist, datasets, student, teacher, precision)
         student_fast, teacher_fast = compiled_encoders(config, performance, datasets, student, teacher)
         eval_every = resolve_eval_every(config, datasets, dist.is_main)

@@ -86,6 +86,10 @@ ADDED_SETTINGS = {"objective.reference_compat": False}
 # a checkpoint holds weights of the run's, which no other can resume (RunRecord.student_config).
 STUDENT_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                  "max_position_embeddings", "type_vocab_size")
+# The student's BertConfig settings that change what the same weights compute or learn
+# (not its shapes): a --model edited in place between jobs changes the run, as a flag does.
+STUDENT_BEHAVIOUR = ("hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps",
+                     "position_embedding_type", "pad_token_id")
 
 
 def missing_input(config: TrainConfig) -> str | None:
@@ -345,25 +349,38 @@ def check_resume_settings(run: RunDir, record: RunRecord | None, config: TrainCo
     return changes
 
 
-def check_student_shape(run: RunDir, record: RunRecord | None, student_config: dict[str, Any], model: str) -> None:
+def check_student_config(run: RunDir, record: RunRecord | None, student_config: dict[str, Any],
+                         config: TrainConfig) -> list[str]:
     """Refuse (:class:`RunRecordError`) to resume the run ``record`` describes with a
-    student (``student_config``, the BertConfig ``--model`` gave) of another shape
-    than the run's (:data:`STUDENT_SHAPE`, as ``run.json``'s ``student_config``
-    recorded it), naming each setting that differs: the checkpoints hold weights of
-    the run's shape (loading them was a page of size mismatches), so not even
-    ``--allow-changes`` takes it. Nothing to compare for a new run or one recorded
-    before the config was kept."""
+    student (``student_config``, the BertConfig ``--model`` gave) other than the
+    run's (``run.json``'s ``student_config``), naming each setting with both values.
+    Another shape (:data:`STUDENT_SHAPE`) is refused even with ``--allow-changes``:
+    the checkpoints hold weights of the run's shape (loading them was a page of
+    size mismatches). Another behaviour (:data:`STUDENT_BEHAVIOUR`: dropout, the
+    activation, ... of a config.json edited in place) is a change of the run's
+    settings: refused unless ``--allow-changes``, which returns them to be recorded.
+    Nothing to compare for a new run or one recorded before the config was kept."""
     saved = record.student_config if record is not None else None
     if not isinstance(saved, dict):
-        return
-    differences = [f"{key} {saved[key]!r} in the run, {student_config[key]!r} in --model" for key in STUDENT_SHAPE
-                   if key in saved and key in student_config and saved[key] != student_config[key]]
-    if differences:
-        raise RunRecordError(f"{run.record_file}: --resume with --model {model}, a student of another shape than "
-                             f"the run's (its student_config): {'; '.join(differences)}. Its checkpoints hold "
-                             "weights of the run's shape, which this one cannot load, with --allow-changes or "
-                             "without: resume with the run's --model as it was, or start a new run in another "
-                             "--output")
+        return []
+
+    def differing(keys: tuple[str, ...]) -> list[str]:
+        return [key for key in keys if key in saved and key in student_config and saved[key] != student_config[key]]
+
+    if shape := differing(STUDENT_SHAPE):
+        raise RunRecordError(f"{run.record_file}: --resume with --model {config.model}, a student of another shape "
+                             f"than the run's (its student_config): "
+                             f"{'; '.join(f'{k} {saved[k]!r} in the run, {student_config[k]!r} in --model' for k in shape)}. "
+                             "Its checkpoints hold weights of the run's shape, which this one cannot load, with "
+                             "--allow-changes or without: resume with the run's --model as it was, or start a new run "
+                             "in another --output")
+    changes = [f"student_config.{k}: {saved[k]!r} -> {student_config[k]!r}" for k in differing(STUDENT_BEHAVIOUR)]
+    if changes and not config.checkpoint.allow_changes:
+        raise RunRecordError(f"{run.record_file}: --resume with --model {config.model}, whose config changes the "
+                             f"run's student (its student_config): {'; '.join(changes)}. Resume with the run's "
+                             "--model as it was, or add --allow-changes to continue with these (recorded in its "
+                             "history)")
+    return changes
 
 
 def data_changes(record: RunRecord | None, config: TrainConfig, fingerprints: list[str]) -> list[str]:
@@ -402,8 +419,9 @@ def record_job(run: RunDir, record: RunRecord | None, segment: JobSegment, new_r
     (after ``--allow-changes``) takes ``config`` as its settings from now on."""
     if record is not None:
         record.history.append(segment)
-        if segment.changes:
+        if segment.changes:  # the settings and student this run trains with from here
             record.config = config.to_dict()
+            record.student_config = new_record.student_config
         if segment.changes or record.data_fingerprints is None:  # the data this run trains on from here
             record.data_fingerprints = new_record.data_fingerprints
     else:

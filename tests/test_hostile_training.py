@@ -20,6 +20,7 @@ process in a plain shell (no launcher variables) unless said otherwise.
 | `run.json` written by a newer version | refused naming the version, not taken for changed settings |
 | a `--model` whose `tokenizer.json` does not parse, or with `type_vocab_size` 1 on sentence pairs, or `intermediate_size` -5 | one line naming the file (and the key), exit 2, not even the run directory made |
 | `--resume` with a `--model` of another shape (edited in place; another one with `--allow-changes`) | refused naming each setting with both values, before the checkpoint is loaded; the run's files untouched |
+| `--resume` with a `--model` whose config.json's dropout, activation, LayerNorm eps or pad id was edited in place | a change of the run's settings: refused naming each with both values, the files untouched; `--allow-changes` trains on and records it in run.json's history and student_config (it resumed silently) |
 | `--model` a model's own `config.json` (beside its weights); a folder without a tokenizer whose `vocab_size` is not the dataset's vocabulary's | one line naming the file and the fix, exit 2, not even the run directory made |
 | a sentence encoder (no MLM/NSP heads) on 2 ranks through the launcher | its new heads said once, by rank 0, grouped by head; no "checkpoint seem corrupted" from transformers |
 """
@@ -338,6 +339,27 @@ def test_a_resume_with_a_model_of_another_shape_is_refused_naming_the_setting(
                                              "another shape than the run's"), refused.value
         assert says in str(refused.value), refused.value
     assert {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()} == files
+
+    # Its dropout edited in place: the same weights train otherwise, a change of the run's
+    # settings (it resumed silently): refused, or taken and recorded with --allow-changes.
+    dropout = settings.get("hidden_dropout_prob", 0.1)
+    model.write_text(json.dumps({**settings, "hidden_dropout_prob": dropout / 2}))
+    change = f"student_config.hidden_dropout_prob: {dropout!r} -> {dropout / 2!r}"
+    resume = replace(config, checkpoint=CheckpointConfig(save_every=1, resume=True))
+    with pytest.raises(TrainError) as refused:
+        Trainer.build(resume, join())
+    assert str(refused.value).startswith(f"{run / 'run.json'}: --resume with --model {model}, whose config changes "
+                                         f"the run's student (its student_config): {change}. "), refused.value
+    assert {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()} == files
+    trainer = Trainer.build(replace(resume, optim=replace(config.optim, steps=3), checkpoint=CheckpointConfig(
+        save_every=1, resume=True, allow_changes=True)), join())
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    record = json.loads((run / "run.json").read_text())
+    assert change in record["history"][-1]["changes"], record["history"]
+    assert record["student_config"]["hidden_dropout_prob"] == dropout / 2
 
 
 def rank_error_of(config: TrainConfig, join: Callable[[], Any]) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, main_in_this_process
 
+from tacl_scale.config import CheckpointConfig, DataConfig, EngineConfig, TrainConfig
 from tacl_scale.run_dir import (
     RUN_RECORD_VERSION,
     JobSegment,
@@ -16,7 +17,7 @@ from tacl_scale.run_dir import (
     RunRecord,
     RunRecordError,
     TokenizerSource,
-    check_student_shape,
+    check_student_config,
     data_changes,
     output_problem,
     record_job,
@@ -310,6 +311,12 @@ def test_a_run_inside_another_run_an_export_or_a_dataset_is_refused(tmp_path: Pa
         assert output_problem(fine, [], model) is None, fine
 
 
+def resumed_with(model: str, allow_changes: bool = False) -> TrainConfig:
+    """A resume's settings with ``--model model`` (and ``--allow-changes``)."""
+    return TrainConfig(model=model, output="/runs/b", engine=EngineConfig("inline.json"), data=DataConfig(("/d",)),
+                       checkpoint=CheckpointConfig(resume=True, allow_changes=allow_changes))
+
+
 def test_a_resume_with_a_student_of_another_shape_names_each_setting(tmp_path: Path) -> None:
     """Resumed after --model's hidden_size was edited (or with another model and
     --allow-changes), the checkpoint's load ended in 43 lines of size mismatches."""
@@ -317,15 +324,42 @@ def test_a_resume_with_a_student_of_another_shape_names_each_setting(tmp_path: P
     record = RunRecord.from_json(version_2())
     record.student_config = {"hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
                              "hidden_dropout_prob": 0.1, "model_type": "bert"}
-    same = {**record.student_config, "hidden_dropout_prob": 0.2, "transformers_version": "9"}
-    check_student_shape(run, record, same, "/m/bert.json")  # no shape setting changed
+    config = resumed_with("/m/bert.json")
+    same = {**record.student_config, "transformers_version": "9", "chunk_size_feed_forward": 0}
+    assert check_student_config(run, record, same, config) == []  # what no run computes differs
     other = {**same, "hidden_size": 32, "intermediate_size": 128}
-    with pytest.raises(RunRecordError) as refused:
-        check_student_shape(run, record, other, "/m/bert.json")
-    assert str(refused.value).startswith(
-        f"{tmp_path / 'run.json'}: --resume with --model /m/bert.json, a student of another shape than the run's "
-        "(its student_config): hidden_size 64 in the run, 32 in --model; intermediate_size 256 in the run, 128 in "
-        "--model. Its checkpoints hold weights of the run's shape")
-    check_student_shape(run, None, other, "/m/bert.json")  # a new run
+    for allowed in (False, True):
+        with pytest.raises(RunRecordError) as refused:
+            check_student_config(run, record, other, resumed_with("/m/bert.json", allowed))
+        assert str(refused.value).startswith(
+            f"{tmp_path / 'run.json'}: --resume with --model /m/bert.json, a student of another shape than the "
+            "run's (its student_config): hidden_size 64 in the run, 32 in --model; intermediate_size 256 in the run, "
+            "128 in --model. Its checkpoints hold weights of the run's shape")
+    assert check_student_config(run, None, other, config) == []  # a new run
     record.student_config = None  # a run recorded before the config was kept: nothing to compare
-    check_student_shape(run, record, other, "/m/bert.json")
+    assert check_student_config(run, record, other, config) == []
+
+
+def test_a_resume_with_a_student_config_edited_in_place_is_a_change_of_settings(tmp_path: Path) -> None:
+    """--model's config.json given other dropout or another activation between two
+    jobs resumed silently: the run trained on as another model than it records."""
+    run = RunDir(tmp_path)
+    record = RunRecord.from_json(version_2())
+    record.student_config = {"hidden_size": 64, "hidden_dropout_prob": 0.1, "hidden_act": "gelu"}
+    edited = {**record.student_config, "hidden_dropout_prob": 0.0, "hidden_act": "relu"}
+    with pytest.raises(RunRecordError) as refused:
+        check_student_config(run, record, edited, resumed_with("/m/bert.json"))
+    assert str(refused.value) == (
+        f"{tmp_path / 'run.json'}: --resume with --model /m/bert.json, whose config changes the run's student (its "
+        "student_config): student_config.hidden_act: 'gelu' -> 'relu'; student_config.hidden_dropout_prob: 0.1 -> "
+        "0.0. Resume with the run's --model as it was, or add --allow-changes to continue with these (recorded in "
+        "its history)")
+    allowed = resumed_with("/m/bert.json", allow_changes=True)
+    changes = check_student_config(run, record, edited, allowed)
+    assert changes == ["student_config.hidden_act: 'gelu' -> 'relu'", "student_config.hidden_dropout_prob: 0.1 -> 0.0"]
+    # Recorded: the run's student from here is the edited one, so the next resume with it is no change.
+    new = RunRecord.from_json(version_2())
+    new.student_config = edited
+    written = record_job(run, record, JobSegment(5, 1, "cpu", False, False, changes), new, allowed)
+    assert RunDir(tmp_path).read_record().student_config == edited == written.student_config
+    assert check_student_config(run, written, edited, resumed_with("/m/bert.json")) == []
