@@ -25,11 +25,10 @@ from tacl_scale.data.integrity import file_checksum
 from tacl_scale.data.manifest import TOKENIZER_DIR, TOKENIZER_FILES, SpecialIds, TokenizerRecord
 from tacl_scale.files import file_sha256
 from tacl_scale.markers import MODEL_CONFIG
+from tacl_scale.vocab import has_capitals, is_placeholder, vocabulary
 
 # Pieces never used as the random replacement of a masked token: [PAD], [unused7],
 # <s>, <unk>, ... — special or placeholder entries rather than text.
-_PLACEHOLDER = re.compile(r"^(\[[^\]]*\]|<[^>]*>)$")
-
 # How BERT's pre-tokenizer splits printable ASCII: runs of letters and digits, and
 # every other character but the space alone (all of them are ASCII punctuation).
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+|[^ A-Za-z0-9]")
@@ -107,7 +106,7 @@ class PretrainTokenizer:
         keep = [
             i
             for i, token in enumerate(self.vocab_tokens())
-            if token and i not in specials and not _PLACEHOLDER.match(token)
+            if token and i not in specials and not is_placeholder(token)
         ]
         return np.asarray(keep, dtype=np.int32)
 
@@ -411,20 +410,6 @@ def _wordpiece_continuations(backend: Any, vocab: dict[str, int], vocab_size: in
     return table
 
 
-def _vocab_is_lowercase(vocab_file: Path) -> bool:
-    # An uncased vocabulary still carries a few upper-case strays (bert-base-chinese
-    # has 8 of 21k); a cased one has thousands of capitalised words.
-    words = cased = 0
-    with open(vocab_file, encoding="utf-8") as f:
-        for line in f:
-            token = line.rstrip("\n")
-            if _PLACEHOLDER.match(token):
-                continue
-            words += 1
-            cased += token != token.lower()
-    return cased <= 0.01 * max(words, 1)
-
-
 def no_lowercase_problem(tokenizer: PretrainTokenizer, lowercase: bool | None) -> str | None:
     """Why ``--no-lowercase`` (``lowercase`` False) is wrong for ``tokenizer``, in
     words, or None: its vocabulary has no upper-case letter outside its special and
@@ -433,7 +418,7 @@ def no_lowercase_problem(tokenizer: PretrainTokenizer, lowercase: bool | None) -
     if lowercase is not False or tokenizer.kind == "sentencepiece":
         return None
     for token in tokenizer.vocab_tokens():
-        if not _PLACEHOLDER.match(token) and token != token.lower():
+        if not is_placeholder(token) and token != token.lower():
             return None
     return (f"--no-lowercase with tokenizer {tokenizer.source_file}, an uncased vocabulary (not one upper-case "
             "letter in its tokens): every capitalised word becomes [UNK]; drop --no-lowercase")
@@ -444,7 +429,7 @@ def _from_vocab_file(vocab_file: Path, lowercase: bool | None) -> PretrainTokeni
 
     try:
         if lowercase is None:
-            lowercase = _vocab_is_lowercase(vocab_file)
+            lowercase = not has_capitals(vocabulary(vocab_file) or {})
         backend = BertWordPieceTokenizer(
             str(vocab_file), lowercase=lowercase, handle_chinese_chars=True
         )

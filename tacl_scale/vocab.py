@@ -6,6 +6,7 @@ tokenizers compare equal exactly when they give every token the same id."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .files import first_line, json_object
@@ -15,6 +16,9 @@ _DIRECTORY_FILES = ("tokenizer.json", "vocab.txt")
 # A Hugging Face tokenizer's settings files beside its vocabulary: JSON objects,
 # which AutoTokenizer reads (and a run copies into its tokenizer/, an export ships).
 _SETTINGS_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+# A vocabulary's reserved rows, not words: BERT's [CLS], [unused0], ...; <S>, <T> of
+# bert-base-chinese, <pad> of a SentencePiece one.
+_PLACEHOLDER = re.compile(r"^(\[[^\]]*\]|<[^>]*>)$")
 
 
 class VocabularyError(ValueError):
@@ -102,13 +106,21 @@ def tokenizer_files_problem(directory: str | Path) -> str | None:
     return None
 
 
+def is_placeholder(token: str) -> bool:
+    """Whether ``token`` is a reserved row of a vocabulary rather than a word (a
+    bracketed ``[CLS]``, ``[unused0]``, an angled ``<S>``, ``<pad>``): what masking
+    never draws as a random replacement, and what no casing rule counts."""
+    return _PLACEHOLDER.match(token) is not None
+
+
 def has_capitals(vocab: dict[str, int]) -> bool:
     """Whether a vocabulary is a cased one (bert-base-cased: thousands of capitalised
     words), not an uncased one, which still carries a few upper-case strays
-    (bert-base-chinese: 10 of 21k, ``I``, ``<S>``): over 1% of its tokens, besides
-    the bracketed special ones (``[CLS]``, ``[unused0]``), hold an upper-case letter
-    (the rule data_prep's build applies to a vocabulary it is given)."""
-    words = [token for token in vocab if not (token.startswith("[") and token.endswith("]"))]
+    (bert-base-chinese: 8 of 21k): over 1% of its words (its tokens that are not
+    :func:`is_placeholder`) hold an upper-case letter. The one rule for both: the
+    build lower-cases text for a vocab.txt without them, training holds a model's
+    tokenizer to it."""
+    words = [token for token in vocab if not is_placeholder(token)]
     return sum(token.lower() != token for token in words) > 0.01 * max(len(words), 1)
 
 

@@ -195,3 +195,26 @@ def test_lowercasing_otherwise_than_the_models_tokenizer_is_refused_where_it_los
         "text otherwise than the data it trained on; rebuild the dataset with --no-lowercase")
     dataset.manifest.tokenizer.lowercase = None  # a SentencePiece dataset: no such setting to compare
     assert not check_data_and_model([dataset], student, str(directory))  # type: ignore[list-item]
+
+
+def test_the_build_and_training_hold_a_vocabulary_to_one_casing_rule(tmp_path: Path) -> None:
+    """The build lower-cases text for a vocab.txt without capitals, and training refuses
+    a model whose tokenizer disagrees with its data by the same rule: two copies of
+    it had drifted (training counted bert-base-chinese's <S> and <T> as capitalised
+    words, the build did not), so one vocabulary could be uncased to one and cased to
+    the other."""
+    from data_prep.tokenization import TokenizerConfig, load_tokenizer
+    from tacl_scale.vocab import has_capitals, is_placeholder
+
+    words = [f"word{k}" for k in range(99)] + ["Paris"]  # one capitalised word in 100: an uncased vocabulary's stray
+    lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<S>", "<T>", "<UNK>", *words]
+    assert [is_placeholder(t) for t in ("[unused0]", "<S>", "<pad>", "Paris", "[x", "<S")] == [
+        True, True, True, False, False, False]
+    vocab_file = tmp_path / "vocab.txt"
+    vocab_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert not has_capitals({token: i for i, token in enumerate(lines)})
+    assert load_tokenizer(TokenizerConfig(str(vocab_file))).lowercase is True
+    cased = [*lines, "London"]  # two in 101: over the 1%, a cased vocabulary to both
+    vocab_file.write_text("\n".join(cased) + "\n", encoding="utf-8")
+    assert has_capitals({token: i for i, token in enumerate(cased)})
+    assert load_tokenizer(TokenizerConfig(str(vocab_file))).lowercase is False
