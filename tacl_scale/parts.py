@@ -93,7 +93,8 @@ from .vocab import (
     VocabularyError,
     first_difference,
     has_capitals,
-    tokenizer_files_problem,
+    model_vocabulary,
+    tokenizer_error_line,
     tokenizer_lowercase,
     vocabulary,
 )
@@ -163,9 +164,10 @@ def check_data_and_model(datasets: list[PretrainDataset], student: BertForPreTra
     model_vocab = None
     pretrained = Path(model_path).is_dir()  # a BertConfig JSON: a random init, whose tokenizer is the dataset's
     if pretrained:
-        if problem := tokenizer_files_problem(model_path):
-            raise TrainError(problem)
-        model_vocab = _read_vocabulary(model_path)
+        try:
+            model_vocab = model_vocabulary(model_path)
+        except (VocabularyError, OSError) as err:
+            raise TrainError(tokenizer_error_line(err, model_path)) from err
     if pretrained and model_vocab is None:
         notes.append(_no_tokenizer_note(datasets[0], student.config.vocab_size, model_path))
     if model_vocab is not None:

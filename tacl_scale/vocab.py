@@ -77,33 +77,46 @@ def not_utf8(path: Path) -> str:
     return "not UTF-8 text"
 
 
-def tokenizer_files_problem(directory: str | Path) -> str | None:
-    """Why the tokenizer files of the model directory ``directory`` cannot be used,
-    in one line naming the file, or None (also for a directory holding none): a
-    ``tokenizer.json`` that does not parse, a ``vocab.txt`` that is not UTF-8 text,
-    the SentencePiece ``.model`` its vocabulary would be read from that is none, a
-    settings file (``tokenizer_config.json``, ...) that is not a JSON object. The
-    check before the library loads them, whose errors name no file
-    (``Exception: expected value at line 1 column 1``, a UnicodeDecodeError):
-    training asks it of ``--model``; an analysis may ask it before AutoTokenizer."""
+def model_vocabulary(directory: str | Path) -> dict[str, int] | None:
+    """:func:`vocabulary` of the model directory ``directory`` (None where it holds
+    no tokenizer), once every tokenizer file in it is known to be usable: a
+    ``tokenizer.json`` that parses, a ``vocab.txt`` of UTF-8 text, a SentencePiece
+    ``.model``, settings files (``tokenizer_config.json``, ...) that are JSON objects;
+    a :class:`VocabularyError` naming the first that is not (an unreadable one is the
+    OSError of reading it). Checked before the library loads them, whose errors name
+    no file (``Exception: expected value at line 1 column 1``, a UnicodeDecodeError);
+    :func:`tokenizer_files_problem` says it in one line."""
     directory = Path(directory)
+    present = [directory / name for name in _DIRECTORY_FILES if (directory / name).is_file()]
+    vocabularies = [vocabulary(path) for path in present or sorted(directory.glob("*.model"))[:1]]
+    for path in (directory / name for name in _SETTINGS_FILES):
+        if path.is_file():
+            try:
+                settings = json.loads(path.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise VocabularyError(f"{path}: not a tokenizer file ({first_line(err)})") from err
+            if not isinstance(settings, dict):
+                raise VocabularyError(f"{path}: not a tokenizer file (a JSON {type(settings).__name__}, not an object)")
+    return vocabularies[0] if vocabularies else None
+
+
+def tokenizer_files_problem(directory: str | Path) -> str | None:
+    """Why the tokenizer files of the model directory ``directory`` cannot be used
+    (:func:`model_vocabulary`'s refusal), in one line naming the file, or None (also
+    for a directory holding none). Training asks it of ``--model``; an analysis
+    before AutoTokenizer."""
     try:
-        present = [directory / name for name in _DIRECTORY_FILES if (directory / name).is_file()]
-        for path in present or sorted(directory.glob("*.model"))[:1]:
-            vocabulary(path)
-        for path in (directory / name for name in _SETTINGS_FILES):
-            if path.is_file():
-                try:
-                    settings = json.loads(path.read_text(encoding="utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError) as err:
-                    return f"{path}: not a tokenizer file ({first_line(err)})"
-                if not isinstance(settings, dict):
-                    return f"{path}: not a tokenizer file (a JSON {type(settings).__name__}, not an object)"
-    except VocabularyError as err:
-        return str(err)
-    except OSError as err:
-        return f"{err.filename or directory}: cannot read the tokenizer file: {err.strerror or err}"
+        model_vocabulary(directory)
+    except (VocabularyError, OSError) as err:
+        return tokenizer_error_line(err, directory)
     return None
+
+
+def tokenizer_error_line(err: VocabularyError | OSError, directory: str | Path) -> str:
+    """:func:`model_vocabulary`'s refusal of ``directory`` in one line naming the file."""
+    if isinstance(err, VocabularyError):
+        return str(err)
+    return f"{err.filename or directory}: cannot read the tokenizer file: {err.strerror or err}"
 
 
 def is_placeholder(token: str) -> bool:

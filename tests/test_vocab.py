@@ -103,6 +103,29 @@ def _dataset(path: Path, kind: str) -> SimpleNamespace:
                                                                instance_kind=kind))
 
 
+def test_training_reads_each_tokenizer_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model's tokenizer files were parsed to find a bad one, then its vocabulary
+    parsed again to compare it with the dataset's (tokenizer.json twice)."""
+    import tacl_scale.parts
+    import tacl_scale.vocab
+
+    read: list[Path] = []
+    parse = tacl_scale.vocab.vocabulary
+
+    def counted(location: str | Path) -> dict[str, int] | None:
+        if Path(location).is_file():
+            read.append(Path(location))
+        return parse(location)
+
+    for module in (tacl_scale.vocab, tacl_scale.parts):
+        monkeypatch.setattr(module, "vocabulary", counted)
+    directory = model_dir(tmp_path)
+    dataset = _dataset(tmp_path / "ds", "pairs")
+    check_data_and_model([dataset], SimpleNamespace(config=BertConfig(**TINY)), str(directory))  # type: ignore[list-item]
+    assert sorted(read) == sorted([directory / "tokenizer.json", directory / "vocab.txt",
+                                   tmp_path / "ds" / "tokenizer" / "vocab.txt"])
+
+
 def test_training_refuses_a_model_whose_tokenizer_file_does_not_parse(tmp_path: Path) -> None:
     directory = model_dir(tmp_path)
     student = SimpleNamespace(config=BertConfig(**TINY))
