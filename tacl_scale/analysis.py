@@ -90,7 +90,7 @@ def load_tokenizer(model_dir: Path) -> Any:
     as training asks of ``--model``), not the library's traceback."""
     from transformers import AutoTokenizer
 
-    from .model import LOAD_ERRORS
+    from .pretrained import LOAD_ERRORS
     from .vocab import tokenizer_files_problem
 
     require_vocabulary(model_dir)
@@ -113,7 +113,7 @@ def load_encoder(model_dir: Path, device: torch.device, tokenizer: Any = None) -
     now unless given)."""
     from transformers import AutoModel
 
-    from .model import LOAD_ERRORS, cannot_load, mismatch_problem, own_load_report
+    from .pretrained import LOAD_ERRORS, cannot_load, mismatch_problem, own_load_report
 
     if tokenizer is None:
         tokenizer = load_tokenizer(model_dir)
@@ -356,7 +356,7 @@ def encoder_layers(model_dir: Path) -> int:
     first is analysed."""
     from transformers import AutoConfig
 
-    from .model import LOAD_ERRORS, cannot_load
+    from .pretrained import LOAD_ERRORS, cannot_load
 
     try:
         return AutoConfig.from_pretrained(str(model_dir)).num_hidden_layers + 1

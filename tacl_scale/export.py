@@ -349,7 +349,7 @@ def export_weights(weights: dict[str, torch.Tensor], run_dir: Path, out: Path, s
         embeddings.position_ids = torch.arange(student.config.max_position_embeddings).expand((1, -1))
         embeddings.token_type_ids = torch.zeros(embeddings.position_ids.size(), dtype=torch.long)
     else:  # runs written before run.json kept the config
-        from .model import load_student
+        from .pretrained import load_student
 
         student = load_student(record.model)
     missing, unexpected = student.load_state_dict(weights, strict=False, assign=True)

@@ -65,15 +65,9 @@ from .flops import peak_flops
 from .kernels.tacl_loss import impl_unavailable
 from .locking import DirectoryLock, LockedError, holder
 from .metrics import MetricsLogger
-from .model import (
-    PretrainingModule,
-    config_beside_weights_problem,
-    default_teacher_dtype,
-    load_student_and_new_weights,
-    make_teacher,
-    new_weights_line,
-)
+from .model import PretrainingModule, default_teacher_dtype, make_teacher
 from .preemption import ignore_in_worker
+from .pretrained import config_beside_weights_problem, load_student_and_new_weights, new_weights_line
 from .run_dir import (
     RUN_FILE,
     JobSegment,

@@ -68,13 +68,8 @@ def test_unpadded_model_matches_padded_on_cuda(bundle_data: Path, model_file: Pa
     losses (eval mode, same weights)."""
     from tacl_scale.data import PretrainDataset
     from tacl_scale.data.loader import CollateConfig, collate, to_device
-    from tacl_scale.model import (
-        ObjectiveConfig,
-        load_student,
-        make_teacher,
-        pretraining_losses,
-        teacher_states,
-    )
+    from tacl_scale.model import ObjectiveConfig, make_teacher, pretraining_losses, teacher_states
+    from tacl_scale.pretrained import load_student
 
     torch.manual_seed(0)
     student = load_student(model_file).to("cuda", dtype).eval()
@@ -101,7 +96,8 @@ def test_mirror_unpadded_matches_padded_on_cuda(bundle_data: Path, model_file: P
     from tacl_scale.data.loader import CollateConfig, collate, to_device
     from tacl_scale.data.views import MirrorViews
     from tacl_scale.mirror import both_views, pool
-    from tacl_scale.model import encode, load_student, mirror_loss
+    from tacl_scale.model import encode, mirror_loss
+    from tacl_scale.pretrained import load_student
 
     torch.manual_seed(0)
     student = load_student(model_file).to("cuda", dtype).eval()

@@ -276,7 +276,7 @@ def test_a_model_that_cannot_train_on_the_data_is_refused_before_anything_is_wri
     own config.json trained from random weights; a folder without its tokenizer
     trained whatever vocabulary the data had (the lower-casing check:
     tests/test_vocab.py)."""
-    from tacl_scale.model import load_student
+    from tacl_scale.pretrained import load_student
 
     if how in ("an HTML page as tokenizer.json", "a model's config.json beside its weights"):
         model = tmp_path / "model"

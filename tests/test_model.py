@@ -15,7 +15,8 @@ from transformers import BertConfig
 
 from tacl_scale.attention import ATTENTION
 from tacl_scale.data.loader import CollateConfig, collate
-from tacl_scale.model import ObjectiveConfig, load_student, make_teacher, pretraining_losses, teacher_states
+from tacl_scale.model import ObjectiveConfig, make_teacher, pretraining_losses, teacher_states
+from tacl_scale.pretrained import load_student
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
 
@@ -306,7 +307,7 @@ def test_an_encoders_new_heads_are_named_by_head_and_not_called_a_corrupted_chec
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
         f"student: {said}: initialised at random (not in {tmp_path / 'encoder'})"]
     assert student.cls.predictions.decoder.weight is student.bert.embeddings.word_embeddings.weight  # tied, not new
-    from tacl_scale.model import load_student_and_new_weights, new_weights_line
+    from tacl_scale.pretrained import load_student_and_new_weights, new_weights_line
 
     _, new = load_student_and_new_weights(tmp_path / "encoder")
     assert {name.split(".")[0] + "." + name.split(".")[1] for name in new} == (
@@ -326,7 +327,7 @@ def test_a_models_config_json_beside_its_weights_is_refused_naming_the_folder(we
     load_student(config_file).save_pretrained(model)
     if weights != "model.safetensors":
         (model / "model.safetensors").rename(model / weights)
-    from tacl_scale.model import config_beside_weights_problem
+    from tacl_scale.pretrained import config_beside_weights_problem
 
     assert config_beside_weights_problem(model / "config.json") == (
         f"{model / 'config.json'}: a model's config beside its weights ({weights}): pass the folder {model} to continue "
