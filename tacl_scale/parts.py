@@ -326,7 +326,7 @@ class RunParts:
     teacher: BertModel | None  # None without the tacl objective
     engine: EngineParts
     state: TrainState
-    saved_step: int  # the step of the newest checkpoint (-1: none)
+    resumed_step: int  # the step of the checkpoint this job resumed from (-1: a new run)
     batches: Iterator[dict[str, Any]]  # this rank's micro-batches, from the saved position
     eval_batches: list[dict[str, Any]]  # rank 0: the validation batches, on the device
     metrics: MetricsLogger

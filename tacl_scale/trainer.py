@@ -102,6 +102,17 @@ class StepResult:
         return int(self.digest.item()) % DIGEST_MODULUS
 
 
+@dataclass
+class _StepWork:
+    """What one rank's micro-batches of a step leave (:meth:`Trainer.micro_batches`)."""
+
+    keys: list[str] = field(default_factory=list)  # the loss names, sorted: the rows of ``sums``
+    sums: torch.Tensor | None = None  # each loss summed over the micro-batches, on the device
+    lengths: list[int] = field(default_factory=list)  # each sequence's real tokens
+    masked_tokens: int = 0
+    digest: int = 0  # the samples' order-free digest
+
+
 class Trainer:
     """One TaCL run on this rank: the parts :func:`~tacl_scale.parts.build_run`
     built, and the loop that runs them (see the module docstring)."""
@@ -117,6 +128,7 @@ class Trainer:
         self.stop_request = stop_request or StopRequest()  # see build
         self.pending: list[StepResult] = []  # steps whose metrics are not read yet (see train)
         self.window_started = time.monotonic()
+        self.saved_step = parts.resumed_step  # the step of the newest checkpoint (-1: none)
 
     @property
     def config(self) -> TrainConfig:
@@ -165,14 +177,7 @@ class Trainer:
         preempted = self.state.step < self.last_step and self.preemption_requested(every_rank_now=True)
         self.window_started = time.monotonic()
         while self.state.step < self.last_step and not preempted:
-            try:
-                result = self.train_step()
-            except TrainError:
-                self.flush_metrics()  # the skipped updates before a divergence
-                raise
-            self.pending.append(result)
-            if not result.applied or self.state.step % self.config.log_every == 0:
-                self.flush_metrics()  # a skipped update (fp16) is said at once
+            result = self.step_and_log()
             if result.applied:
                 self.maybe_evaluate()
                 if not self.export_follows():  # else export() saves the last step, while it writes
@@ -181,15 +186,33 @@ class Trainer:
                 self.window_started = time.monotonic()
             preempted = self.preemption_requested()
         self.flush_metrics()
-        if self.export_follows() and not preempted:
+        if not preempted:  # a preempted job said so itself
+            self.finish()
+        self.dist.barrier()
+        return self.parts.metrics.history
+
+    def step_and_log(self) -> StepResult:
+        """:meth:`train_step`, its metrics queued for the next log (a skipped update
+        is logged at once, as are the skipped updates before a divergence)."""
+        try:
+            result = self.train_step()
+        except TrainError:
+            self.flush_metrics()
+            raise
+        self.pending.append(result)
+        if not result.applied or self.state.step % self.config.log_every == 0:
+            self.flush_metrics()
+        return result
+
+    def finish(self) -> None:
+        """The end of a job that was not preempted: the export of a complete run, or
+        the line of one that ``--stop-after-steps`` ended (the run is not done)."""
+        if self.export_follows():
             self.export()
-        elif self.state.step < self.config.optim.steps and not preempted and self.dist.is_main:
-            # --stop-after-steps: the job is done, the run is not (a preempted job says so itself)
+        elif self.state.step < self.config.optim.steps and self.dist.is_main:
             print(f"stopped at step {self.state.step} of {self.config.optim.steps} (--stop-after-steps "
                   f"{self.config.checkpoint.stop_after_steps}), checkpointed: rerun with --resume to continue",
                   flush=True)
-        self.dist.barrier()
-        return self.parts.metrics.history
 
     def export_follows(self) -> bool:
         """Whether the run is at its last step and writes its export next."""
@@ -221,18 +244,34 @@ class Trainer:
         without waiting: :class:`StepResult` reads them when asked."""
         started = time.monotonic()
         lr = float(self.parts.engine.scheduler.get_last_lr()[0])  # the lr this update applies
-        sums: torch.Tensor | None = None
-        keys: list[str] = []
-        lengths: list[int] = []
-        masked_tokens = digest = 0
+        work = self.micro_batches()
+        assert work.sums is not None  # accumulation >= 1
+        self.state.consumed_samples += self.config.optim.batch_size
+        applied = self.count_update()
+        counts = self.dist.tensor([len(work.lengths), sum(work.lengths)], work.sums.dtype)
+        totals = self.dist.sum(torch.cat([work.sums / self.parts.engine.accumulation, counts]))
+        host = {"lr": lr, "skipped_steps": float(self.state.skipped)}
+        if self.parts.precision == "fp16":
+            host["loss_scale"] = float(getattr(self.engine.optimizer, "cur_scale", 0.0))
+        flops = step_flops(self.parts.student.config, work.lengths, work.masked_tokens,
+                           self.config.objective.objectives)
+        return StepResult(applied, work.keys, totals, self.dist.sum_exact_tensor(work.digest % DIGEST_MODULUS), host,
+                          self.dist.world_size, started, self.engine.get_global_grad_norm(), sum(work.lengths), flops,
+                          self.parts.peak_flops)
+
+    def micro_batches(self) -> _StepWork:
+        """This rank's ``accumulation`` micro-batches of the step through teacher and
+        student, backward, and ``engine.step()`` (the update at the boundary): the
+        losses summed on the device, and what the host counted of the batches."""
+        work = _StepWork()
         for _ in range(self.parts.engine.accumulation):
             try:
                 cpu_batch = next(self.parts.batches)
             except DatasetError as err:  # a token id outside the vocabulary: names shard, instance, position
                 raise RankError(str(err)) from err
-            lengths += sequence_lengths(cpu_batch).tolist()
-            masked_tokens += int(cpu_batch["masked"].sum())
-            digest += sample_digest(cpu_batch["sample_keys"].numpy())
+            work.lengths += sequence_lengths(cpu_batch).tolist()
+            work.masked_tokens += int(cpu_batch["masked"].sum())
+            work.digest += sample_digest(cpu_batch["sample_keys"].numpy())
             # Dropout keyed by the micro-batch's global position: the same on any rank count.
             torch.manual_seed(micro_batch_seed(self.config.seed, cpu_batch["micro_batch"]))
             if self.cuda_graphs:
@@ -246,30 +285,26 @@ class Trainer:
             losses = self.engine(batch, hidden)
             self.engine.backward(losses["loss"])
             self.engine.step()
-            keys = sorted(losses)
-            values = torch.stack([losses[k].detach().float() for k in keys])
-            sums = values if sums is None else sums + values
-        assert sums is not None
-        self.state.consumed_samples += self.config.optim.batch_size
+            work.keys = sorted(losses)
+            values = torch.stack([losses[k].detach().float() for k in work.keys])
+            work.sums = values if work.sums is None else work.sums + values
+        return work
+
+    def count_update(self) -> bool:
+        """Whether the engine applied this step's update, counted in the state: an
+        applied one advances ``step``, a skipped one (fp16's non-finite gradients)
+        ``skipped``; ``--max-skipped-in-a-row`` of those in a row is a divergence."""
         applied = bool(self.engine.was_step_applied())
         if applied:
             self.state.step += 1
             self.skipped_in_a_row = 0
-        else:
-            self.state.skipped += 1
-            self.skipped_in_a_row += 1
-            if self.skipped_in_a_row >= self.config.optim.max_skipped_in_a_row:
-                raise TrainError(f"{self.skipped_in_a_row} updates in a row skipped for non-finite gradients "
-                                 f"after step {self.state.step}: the run has diverged")
-        counts = self.dist.tensor([len(lengths), sum(lengths)], sums.dtype)
-        totals = self.dist.sum(torch.cat([sums / self.parts.engine.accumulation, counts]))
-        host = {"lr": lr, "skipped_steps": float(self.state.skipped)}
-        if self.parts.precision == "fp16":
-            host["loss_scale"] = float(getattr(self.engine.optimizer, "cur_scale", 0.0))
-        flops = step_flops(self.parts.student.config, lengths, masked_tokens, self.config.objective.objectives)
-        return StepResult(applied, keys, totals, self.dist.sum_exact_tensor(digest % DIGEST_MODULUS), host,
-                          self.dist.world_size, started, self.engine.get_global_grad_norm(), sum(lengths), flops,
-                          self.parts.peak_flops)
+            return True
+        self.state.skipped += 1
+        self.skipped_in_a_row += 1
+        if self.skipped_in_a_row >= self.config.optim.max_skipped_in_a_row:
+            raise TrainError(f"{self.skipped_in_a_row} updates in a row skipped for non-finite gradients "
+                             f"after step {self.state.step}: the run has diverged")
+        return False
 
     def maybe_evaluate(self) -> None:
         """Every ``--eval-every`` steps (and at the last): the validation split's
@@ -292,7 +327,7 @@ class Trainer:
     def maybe_checkpoint(self, force: bool = False) -> None:
         step = self.state.step
         due = step % self.config.checkpoint.save_every == 0 or step == self.last_step
-        if (due or force) and step != self.parts.saved_step:
+        if (due or force) and step != self.saved_step:
             self.flush_metrics()  # metrics.jsonl holds every step the checkpoint does
             client = self.state.client_state(self.config.optim.batch_size)
             try:
@@ -300,7 +335,7 @@ class Trainer:
                                 self.dist.barrier)
             except (OSError, RuntimeError) as err:
                 raise RankError(self._save_failed(step, err)) from err
-            self.parts.saved_step = step
+            self.saved_step = step
 
     def _save_failed(self, step: int, err: BaseException) -> str:
         """The one line of a checkpoint that could not be written."""
