@@ -34,6 +34,7 @@ from . import checkpoint
 from .attention import varlen_unsupported
 from .config import EVAL_EVERY_WITH_SPLIT, ConfigError, OptimConfig, ResolvedPerformance, TrainConfig
 from .data import PretrainDataset
+from .data.blend import BlendedDatasets
 from .data.buckets import TokenBuckets
 from .data.integrity import (
     VERIFY_BY_DEFAULT_BYTES,
@@ -44,7 +45,6 @@ from .data.integrity import (
     verify_tokenizer,
 )
 from .data.loader import (
-    BlendedDatasets,
     CollateConfig,
     DynamicMasking,
     MicroBatchSampler,

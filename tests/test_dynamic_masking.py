@@ -14,7 +14,8 @@ import pytest
 from conftest import EN_DUMP, EN_VOCAB, build_dataset
 
 from tacl_scale.data import DatasetError, PretrainDataset
-from tacl_scale.data.loader import BlendedDatasets, DynamicMasking, TrainingInstances
+from tacl_scale.data.blend import BlendedDatasets
+from tacl_scale.data.loader import DynamicMasking, TrainingInstances
 
 pytestmark = pytest.mark.slow
 MASK = 103

@@ -123,7 +123,7 @@ def test_dynamic_masking_is_seeded_by_epoch_and_instance() -> None:
 
 
 def test_blended_datasets_follow_the_weights() -> None:
-    from tacl_scale.data.loader import BlendedDatasets
+    from tacl_scale.data.blend import BlendedDatasets
 
     a = [{"src": "a", "i": i} for i in range(100)]
     b = [{"src": "b", "i": i} for i in range(300)]

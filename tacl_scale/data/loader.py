@@ -59,8 +59,6 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
     """
     import torch
 
-    from ..kernels.rows import masked_rows
-
     if not items:
         raise ValueError("cannot collate an empty batch")
     shared: dict[str, Any] = {"nsp_label": torch.tensor([int(item["nsp_label"]) for item in items], dtype=torch.long)}
@@ -68,11 +66,14 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
         shared["sample_keys"] = torch.tensor([int(item["sample_key"]) for item in items], dtype=torch.long)
     if "micro_batch" in items[0]:
         shared["micro_batch"] = int(items[0]["micro_batch"])
-    if config.unpad:
-        if "mirror_ids" in items[0]:
-            shared["mirror_ids"] = torch.from_numpy(np.concatenate([np.asarray(i["mirror_ids"], dtype=np.int64)
-                                                                    for i in items], axis=1))
-        return {**_packed(items), **shared}
+    return {**(_packed(items) if config.unpad else _padded(items, config)), **shared}
+
+
+def _padded(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str, Any]:
+    import torch
+
+    from ..kernels.rows import masked_rows
+
     longest = max(len(item["original_ids"]) for item in items)
     if config.pad_to_length is not None:
         if longest > config.pad_to_length:
@@ -97,18 +98,17 @@ def collate(items: Sequence[dict[str, Any]], config: CollateConfig) -> dict[str,
         masked[row, item["masked_positions"]] = True
         if views is not None:
             views[:, row, :n] = item["mirror_ids"]
-    if views is not None:
-        shared["mirror_ids"] = torch.from_numpy(views)
-    lengths = attention_mask.sum(axis=1)
-    shared["tacl_rows"] = masked_rows(np.flatnonzero(masked), np.arange(batch) * length, lengths)
-    return {
+    padded = {
         "input_ids": torch.from_numpy(input_ids),
         "original_ids": torch.from_numpy(original_ids),
         "token_type_ids": torch.from_numpy(token_type_ids),
         "attention_mask": torch.from_numpy(attention_mask),
         "masked": torch.from_numpy(masked),
-        **shared,
+        "tacl_rows": masked_rows(np.flatnonzero(masked), np.arange(batch) * length, attention_mask.sum(axis=1)),
     }
+    if views is not None:
+        padded["mirror_ids"] = torch.from_numpy(views)
+    return padded
 
 
 def _packed(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -124,7 +124,7 @@ def _packed(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
     masked[np.concatenate([start + np.asarray(item["masked_positions"], dtype=np.int64)
                            for start, item in zip(starts, items, strict=True)])] = True
     original_ids = np.concatenate([np.asarray(item["original_ids"], dtype=np.int64) for item in items])
-    return {
+    packed = {
         "input_ids": torch.from_numpy(np.concatenate([np.asarray(i["input_ids"], dtype=np.int64) for i in items])),
         "original_ids": torch.from_numpy(original_ids),
         "token_type_ids": torch.from_numpy(
@@ -135,6 +135,10 @@ def _packed(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "max_seqlen": int(lengths.max()),
         "tacl_rows": masked_rows(np.flatnonzero(masked), starts, lengths),
     }
+    if "mirror_ids" in items[0]:
+        packed["mirror_ids"] = torch.from_numpy(np.concatenate([np.asarray(i["mirror_ids"], dtype=np.int64)
+                                                                for i in items], axis=1))
+    return packed
 
 
 def to_device(batch: dict[str, Any], device: Any, non_blocking: bool = False) -> dict[str, Any]:
@@ -307,65 +311,3 @@ class TrainingInstances:
 
     def __len__(self) -> int:
         return len(self.dataset)
-
-
-class BlendedDatasets:
-    """Several datasets as one index space of ``sum(len)`` instances, each dataset
-    taking a share ``weights[d] / sum(weights)`` of it (default: its own size, i.e.
-    plain concatenation). A dataset given more than its size repeats, one given less
-    contributes a spread-out subset: position ``j`` of dataset ``d``'s share maps to
-    instance ``(j · a_d + b_d) mod len(d)`` with ``a_d`` coprime to ``len(d)``, a
-    permutation that needs no memory. The global shuffle orders the result."""
-
-    def __init__(self, datasets: Sequence[Any], weights: Sequence[float] | None = None, seed: int = 0) -> None:
-        sizes = np.array([len(d) for d in datasets], dtype=np.int64)
-        if len(datasets) == 0 or (sizes == 0).any():
-            raise ValueError("every blended dataset must hold instances")
-        shares = np.asarray(weights if weights is not None else sizes, dtype=np.float64)
-        if len(shares) != len(datasets) or (shares <= 0).any():
-            raise ValueError(f"need one positive weight per dataset, got {list(shares)}")
-        total = int(sizes.sum())
-        exact = shares / shares.sum() * total
-        counts = np.floor(exact).astype(np.int64)
-        # Hand the rounding remainder to the largest fractional parts.
-        for d in np.argsort(-(exact - counts), kind="stable")[: total - int(counts.sum())]:
-            counts[d] += 1
-        self.datasets = list(datasets)
-        self.counts = counts
-        self.starts = np.concatenate([[0], np.cumsum(counts)])
-        rng = np.random.default_rng([seed, 0xB1E])
-        self._stride = [_coprime_stride(int(n), rng) for n in sizes]
-        self._offset = [int(rng.integers(0, n)) for n in sizes]
-        self._identity = weights is None
-
-    def __len__(self) -> int:
-        return int(self.starts[-1])
-
-    def locate(self, index: int) -> tuple[int, int]:
-        """(dataset, instance within it) of blended position ``index``."""
-        d = int(np.searchsorted(self.starts, index, side="right")) - 1
-        j = index - int(self.starts[d])
-        if self._identity:
-            return d, j
-        size = len(self.datasets[d])
-        return d, (j * self._stride[d] + self._offset[d]) % size
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        d, j = self.locate(index)
-        return self.datasets[d][j]
-
-    def describe(self, index: int) -> str:
-        """Where blended position ``index`` is stored (its dataset's ``describe``)."""
-        d, j = self.locate(index)
-        return self.datasets[d].describe(j)
-
-
-def _coprime_stride(size: int, rng: np.random.Generator) -> int:
-    import math
-
-    if size <= 2:
-        return 1
-    while True:
-        candidate = int(rng.integers(size // 3 + 1, size))
-        if math.gcd(candidate, size) == 1:
-            return candidate
