@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -158,13 +159,80 @@ class DriverProgress:
         log.info("progress: %s", line)
 
 
+@dataclass
+class UnitTotals:
+    """What one work unit came to (its completion marker holds it)."""
+
+    documents: int = 0
+    chars: int = 0
+    tokens: int = 0
+    unk_tokens: int = 0  # [UNK] among the tokens: a vocabulary that does not fit the text
+    skips: dict[str, int] = field(default_factory=dict)  # records skipped, by kind
+
+
+def spill_unit(unit: WorkUnit, processor: DocumentProcessor, facts: TokenizerFacts, workspace: Workspace,
+               on_skip: Callable[[str], None] = lambda kind: None) -> tuple[list[int], UnitTotals]:
+    """Read ``unit``, clean, split and tokenize its documents (``processor``), spill
+    them to the unit's one part file and mark it done with its totals: the shards it
+    touched, and those totals. ``on_skip`` hears of each skipped record as it is
+    counted. A failure removes the part file, so nothing half-written is left for a
+    resumed build to take."""
+    prefix = workspace.part_prefix(unit)
+    totals = UnitTotals()
+
+    def count_skip(kind: str) -> None:
+        totals.skips[kind] = totals.skips.get(kind, 0) + 1
+        on_skip(kind)
+
+    started = last_report = time.monotonic()
+    progress = ReadProgress(unit)
+    records = read_records(unit, count_skip, progress)
+    with writing(prefix):
+        spill = SpillWriter(workspace.root, facts.token_dtype, prefix)
+    unk_id = facts.special_ids["unk"]
+    try:
+        for record in records:
+            if (now := time.monotonic()) - last_report > 30:
+                last_report = now
+                done = max(progress.fraction, 1e-6)
+                log.info("reading %s: %.0f%% (%d documents, %.2f MB/s of input), ETA %.0f s", unit.describe(),
+                         100 * done, totals.documents, done * progress.total / 1e6 / (now - started),
+                         (now - started) * (1 - done) / done)
+            document = processor(record, count_skip)
+            if document is None:
+                continue
+            with writing(prefix):
+                spill.add(shard_key(document.doc_id, processor.config.output), document)
+            ids = np.concatenate([sentence.ids for sentence in document.sentences])
+            totals.documents += 1
+            totals.chars += document.num_chars
+            totals.tokens += len(ids)
+            totals.unk_tokens += int(np.count_nonzero(ids == unk_id))
+    except BaseException:
+        spill.abort()
+        raise
+    shards = sorted(spill.shards)
+    with writing(prefix):
+        spill.close()
+        workspace.mark_done(prefix, spill.files, {"unit": unit.describe(), "bytes": unit_bytes(unit),
+                                                  "shards": shards, "skips": totals.skips,
+                                                  "documents": totals.documents, "tokens": totals.tokens,
+                                                  "unk_tokens": totals.unk_tokens})
+    return shards, totals
+
+
+def _count_skip_metric(kind: str) -> None:
+    Metrics.counter(METRICS_NAMESPACE, f"skipped_{kind}").inc()
+
+
 class PrepareDocuments(beam.DoFn):
     """Read one work unit, clean, split and tokenize its documents, and spill them
-    to one part file; emit ``(shard, part prefix)`` for each shard it touches. Its
-    skip counts, and its documents' tokens and ``[UNK]`` tokens (``tokens``,
-    ``unk_tokens``: a vocabulary that does not fit the text, see
+    to one part file (:func:`spill_unit`); emit ``(shard, part prefix)`` for each
+    shard it touches. Its skip counts, and its documents' tokens and ``[UNK]`` tokens
+    (``tokens``, ``unk_tokens``: a vocabulary that does not fit the text, see
     :func:`data_prep.shards.unknown_token_warnings`), go into the unit's completion
-    marker (:mod:`data_prep.workspace`)."""
+    marker (:mod:`data_prep.workspace`); a unit already marked done (a resumed
+    build) is not read again."""
 
     def __init__(self, config: BuildConfig, facts: TokenizerFacts) -> None:
         self.config = config
@@ -174,13 +242,6 @@ class PrepareDocuments(beam.DoFn):
         self.processor = _thread_processor(self.config)
 
     def process(self, unit: WorkUnit) -> Iterator[Any]:
-        started = time.monotonic()
-        skips: dict[str, int] = {}
-
-        def count_skip(kind: str) -> None:
-            skips[kind] = skips.get(kind, 0) + 1
-            Metrics.counter(METRICS_NAMESPACE, f"skipped_{kind}").inc()
-
         workspace = Workspace(self.config.output.directory)
         prefix = workspace.part_prefix(unit)
         done = workspace.marker(prefix)
@@ -189,56 +250,17 @@ class PrepareDocuments(beam.DoFn):
                      done["documents"])
             for kind, count in done["skips"].items():
                 Metrics.counter(METRICS_NAMESPACE, f"skipped_{kind}").inc(count)
-            yield from self._emit(str(prefix), done["shards"], done["skips"], done["documents"], workspace,
-                                  reused=True)
+            yield from self._emit(str(prefix), done["shards"], done["documents"], workspace, reused=True)
             return
-        progress = ReadProgress(unit)
-        records = read_records(unit, count_skip, progress)
-        with writing(prefix):
-            spill = SpillWriter(workspace.root, self.facts.token_dtype, prefix)
-        documents = chars = tokens = unk_tokens = 0
-        unk_id = self.facts.special_ids["unk"]
-        last_report = started
-        try:
-            for record in records:
-                now = time.monotonic()
-                if now - last_report > 30:
-                    last_report = now
-                    done = max(progress.fraction, 1e-6)
-                    log.info(
-                        "reading %s: %.0f%% (%d documents, %.2f MB/s of input), ETA %.0f s",
-                        unit.describe(), 100 * done, documents,
-                        done * progress.total / 1e6 / (now - started),
-                        (now - started) * (1 - done) / done,
-                    )
-                document = self.processor(record, count_skip)
-                if document is None:
-                    continue
-                with writing(prefix):
-                    spill.add(shard_key(document.doc_id, self.config.output), document)
-                documents += 1
-                chars += document.num_chars
-                ids = np.concatenate([sentence.ids for sentence in document.sentences])
-                tokens += len(ids)
-                unk_tokens += int(np.count_nonzero(ids == unk_id))
-        except BaseException:
-            spill.abort()
-            raise
-        shards = sorted(spill.shards)
-        with writing(prefix):
-            spill.close()
-            workspace.mark_done(prefix, spill.files, {"unit": unit.describe(), "bytes": unit_bytes(unit),
-                                                      "shards": shards, "skips": skips, "documents": documents,
-                                                      "tokens": tokens, "unk_tokens": unk_tokens})
+        started = time.monotonic()
+        shards, totals = spill_unit(unit, self.processor, self.facts, workspace, _count_skip_metric)
         elapsed = time.monotonic() - started
-        log.info(
-            "read %s: %d documents, %.1f MB of text in %.1f s (%.2f MB/s)",
-            unit.describe(), documents, chars / 1e6, elapsed, chars / 1e6 / max(elapsed, 1e-9),
-        )
-        yield from self._emit(str(prefix), shards, skips, documents, workspace)
+        log.info("read %s: %d documents, %.1f MB of text in %.1f s (%.2f MB/s)", unit.describe(), totals.documents,
+                 totals.chars / 1e6, elapsed, totals.chars / 1e6 / max(elapsed, 1e-9))
+        yield from self._emit(str(prefix), shards, totals.documents, workspace)
 
-    def _emit(self, prefix: str, shards: list[int], skips: dict[str, int], documents: int,
-              workspace: Workspace, reused: bool = False) -> Iterator[Any]:
+    def _emit(self, prefix: str, shards: list[int], documents: int, workspace: Workspace,
+              reused: bool = False) -> Iterator[Any]:
         """A unit's outputs (the same whether it was read now or ``reused``; its skip
         counts are in its marker), and the build-wide progress line."""
         Metrics.counter(METRICS_NAMESPACE, "documents").inc(documents)

@@ -115,3 +115,52 @@ def test_discard_incomplete_keeps_the_completed_parts(tmp_path: Path) -> None:
     kept = {"build.json", marker.name, *json.loads(marker.read_text())["files"]}
     assert workspace.discard_incomplete() == (1, 1)
     assert {p.name for p in workspace.root.iterdir()} == kept
+
+
+def test_spill_unit_spills_a_units_documents_and_marks_it_done_with_its_totals(tmp_path: Path) -> None:
+    """One work unit read, cleaned, tokenized and spilled by the plain function the
+    Beam step wraps: its marker holds the shards it touched and its totals, its skips
+    counted by kind; a unit that fails half-way leaves no part file and no marker."""
+    from conftest import ZH_TEXT, ZH_VOCAB
+
+    from data_prep.build import parse_args
+    from data_prep.documents import DocumentProcessor
+    from data_prep.pipeline import spill_unit
+    from data_prep.shards import TokenizerFacts
+    from data_prep.sources import plan_work_units
+    from data_prep.tokenization import load_tokenizer
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(ZH_TEXT.read_text(encoding="utf-8") + "\n\n短\n", encoding="utf-8")  # a too-short document
+    config = parse_args(["--input", str(corpus), "--format", "text", "--tokenizer", str(ZH_VOCAB),
+                         "--output", str(tmp_path / "out"), "--num-shards", "3"]).config
+    tokenizer = load_tokenizer(config.tokenizer)
+    facts = TokenizerFacts(tokenizer.vocab_size, dict(tokenizer.special_ids), tokenizer.replacement_ids())
+    [unit] = plan_work_units([str(corpus)], "text", False, config.input.unit_bytes)
+    workspace = Workspace(config.output.directory)
+    workspace.root.mkdir(parents=True)
+    heard: list[str] = []
+    shards, totals = spill_unit(unit, DocumentProcessor(config), facts, workspace, heard.append)
+    marker = workspace.marker(workspace.part_prefix(unit))
+    assert marker is not None and marker["shards"] == shards and set(shards) <= {0, 1, 2} and len(shards) > 1
+    assert (marker["documents"], marker["tokens"], marker["unk_tokens"]) == (
+        totals.documents, totals.tokens, totals.unk_tokens)
+    assert totals.documents > 10 and totals.tokens > 100 * totals.documents and totals.chars > totals.documents
+    assert marker["skips"] == totals.skips and sum(totals.skips.values()) == len(heard) >= 1, (totals.skips, heard)
+    assert all((workspace.root / name).is_file() for name in marker["files"])
+
+    class Failing(DocumentProcessor):
+        def __call__(self, record, count_skip):  # type: ignore[no-untyped-def]
+            if self.seen:
+                raise RuntimeError("worker lost")
+            self.seen = True
+            return super().__call__(record, count_skip)
+
+    other = Workspace(tmp_path / "other")
+    other.root.mkdir(parents=True)
+    failing = Failing(config)
+    failing.seen = False
+    with pytest.raises(RuntimeError, match="worker lost"):
+        spill_unit(unit, failing, facts, other, heard.append)
+    assert other.marker(other.part_prefix(unit)) is None
+    assert list(other.root.iterdir()) == []
