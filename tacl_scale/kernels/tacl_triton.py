@@ -28,6 +28,8 @@ sequence's end masked.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
@@ -147,6 +149,21 @@ def block_sizes(dim: int, block_m: int) -> tuple[int, int, int, int]:
     return block_m, 64, block_d, block_dout
 
 
+class _Launch(NamedTuple):
+    """What the forward decided that the backward launches with (``ctx.launch``)."""
+
+    temperature: float
+    eps: float
+    shape: torch.Size  # the student's, which its gradient takes
+    dtype: torch.dtype  # the student's
+    block_m: int
+    block_n: int
+    block_dout: int
+    num_tiles: int  # cdiv(max_len, block_n): the kernels' column-tile loop bound
+    has_valid: bool  # a padded batch: ``valid`` marks each column's real tokens
+    ieee: bool  # fp32 teacher: exact fp32 dot products, not TF32
+
+
 class TaclTriton(torch.autograd.Function):
     """The loss on the flat layout of :class:`MaskedRows`: ``student``/``teacher``
     viewed as (N, D) rows, ``valid`` (N,) int32 or ``None`` (every column of a
@@ -187,7 +204,8 @@ class TaclTriton(torch.autograd.Function):
             loss = student.new_zeros((), dtype=torch.float32)
         ctx.save_for_backward(t_hat, valid, logits, lse, s_hat, norm)
         ctx.rows = rows
-        ctx.meta = (temperature, eps, shape, student.dtype, sizes, num_tiles, has_valid, ieee)
+        ctx.launch = _Launch(temperature, eps, shape, student.dtype, block_m, block_n, sizes[3], num_tiles, has_valid,
+                             ieee)
         num_correct, num_masked = correct.sum(dtype=torch.int64), rows.count.clone()
         ctx.mark_non_differentiable(num_correct, num_masked)
         return loss, num_correct, num_masked
@@ -196,25 +214,27 @@ class TaclTriton(torch.autograd.Function):
     def backward(ctx, grad_loss, _grad_correct, _grad_count):  # type: ignore[override]
         t_hat, valid, logits, lse, s_hat, norm = ctx.saved_tensors
         rows: MaskedRows = ctx.rows
-        temperature, eps, shape, dtype, (block_m, block_n, _, block_dout), num_tiles, has_valid, ieee = ctx.meta
+        launch: _Launch = ctx.launch
+        shape, eps = launch.shape, launch.eps
         dim = shape[-1]
-        grad_student = torch.zeros((shape.numel() // dim, dim), dtype=dtype, device=t_hat.device)
+        grad_student = torch.zeros((shape.numel() // dim, dim), dtype=launch.dtype, device=t_hat.device)
         count = rows.num_masked
         if count == 0:
             return grad_student.reshape(shape), None, None, None, None, None
         grad_hat = torch.empty((count, dim), dtype=torch.float32, device=t_hat.device)
-        grid = (rows.num_blocks, triton.cdiv(dim, block_dout))
+        grid = (rows.num_blocks, triton.cdiv(dim, launch.block_dout))
         _tacl_backward[grid](
             t_hat, valid, rows.target, rows.block_seq, rows.block_start, rows.block_count, rows.seq_start,
-            rows.seq_len, logits, lse, grad_loss.float().contiguous(), grad_hat, 1.0 / (temperature * count),
-            logits.stride(0), D=dim, NUM_TILES=num_tiles, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_DOUT=block_dout, HAS_VALID=has_valid, IEEE=ieee,
+            rows.seq_len, logits, lse, grad_loss.float().contiguous(), grad_hat, 1.0 / (launch.temperature * count),
+            logits.stride(0), D=dim, NUM_TILES=launch.num_tiles, BLOCK_M=launch.block_m, BLOCK_N=launch.block_n,
+            BLOCK_DOUT=launch.block_dout, HAS_VALID=launch.has_valid, IEEE=launch.ieee,
         )
         # Through ŝ = s / max(‖s‖, eps), as torch.nn.functional.normalize.
         clamped = norm < eps
         radial = (s_hat * grad_hat).sum(dim=-1, keepdim=True)
         grad_rows = torch.where(clamped[:, None], grad_hat / eps,
                                 (grad_hat - s_hat * radial) / norm.clamp(min=eps)[:, None])
-        grad_student.index_copy_(0, rows.index, grad_rows.to(dtype))
+        grad_student.index_copy_(0, rows.index, grad_rows.to(launch.dtype))
         return grad_student.reshape(shape), None, None, None, None, None
 
 
