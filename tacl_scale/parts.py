@@ -19,6 +19,7 @@ half-built. :class:`~tacl_scale.trainer.Trainer` runs what this returns.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -377,7 +378,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         config = resolve_micro_batch(config, dist, datasets, student, teacher, precision)
         student_fast, teacher_fast = compiled_encoders(config, performance, datasets, student, teacher)
         eval_every = resolve_eval_every(config, datasets, dist.is_main)
-        on_main(dist, lambda: snapshot_inputs(run, config, datasets[0], student))
+        on_main(dist, lambda: snapshot_inputs(run, config, datasets[0], student, new_run=record is None))
         resume_from = checkpoint_to_resume(run, dist) if config.checkpoint.resume else None
         say_new_weights(config.model, new_weights, resume_from, dist.is_main)
         engine = build_engine(config, student, dist, performance, precision,
@@ -703,10 +704,16 @@ def record_this_job(run: RunDir, record: RunRecord | None, config: TrainConfig, 
 
 
 def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset,
-                    student: BertForPreTraining) -> None:
+                    student: BertForPreTraining, new_run: bool) -> None:
     """What an export needs, in the run directory from the first job on: the
     tokenizer files, and a random init's weights as ``RUN_DIR/initial`` (the
-    reference line of analyses). Also makes ``RUN_DIR/checkpoints``."""
+    reference line of analyses). Also makes ``RUN_DIR/checkpoints``. A ``new_run``
+    (nothing recorded in ``run.json``) writes them anew: those it finds are a first
+    job's that stopped before recording itself, maybe under another ``--model``
+    (its tokenizer would have been exported with this run's weights)."""
+    if new_run:
+        for leftover in (run.tokenizer, run.initial):
+            shutil.rmtree(leftover, ignore_errors=True)
     run.checkpoints.mkdir(parents=True, exist_ok=True)
     tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run)
     if not holds_a_vocabulary(tokenizer_dir):  # before the first step, not at the export after the last

@@ -20,6 +20,7 @@ process in a plain shell (no launcher variables) unless said otherwise.
 | `run.json` written by a newer version | refused naming the version, not taken for changed settings |
 | a `--model` whose `tokenizer.json` does not parse, or with `type_vocab_size` 1 on sentence pairs, or `intermediate_size` -5 | one line naming the file (and the key), exit 2, not even the run directory made |
 | `--resume` with a `--model` of another shape (edited in place; another one with `--allow-changes`) | refused naming each setting with both values, before the checkpoint is loaded; the run's files untouched |
+| a new run in an `--output` holding the `tokenizer/` and `initial/` of a first job stopped before recording itself (maybe under another `--model`) | written anew; they were taken as the run's, and another model's tokenizer exported beside its weights |
 | `--resume` with a `--model` whose config.json's dropout, activation, LayerNorm eps or pad id was edited in place | a change of the run's settings: refused naming each with both values, the files untouched; `--allow-changes` trains on and records it in run.json's history and student_config (it resumed silently) |
 | `--model` a model's own `config.json` (beside its weights); a folder without a tokenizer whose `vocab_size` is not the dataset's vocabulary's | one line naming the file and the fix, exit 2, not even the run directory made |
 | a sentence encoder (no MLM/NSP heads) on 2 ranks through the launcher | its new heads said once, by rank 0, grouped by head; no "checkpoint seem corrupted" from transformers |
@@ -305,6 +306,28 @@ def test_a_model_that_cannot_train_on_the_data_is_refused_before_anything_is_wri
     assert error_lines(stderr)[0].startswith(said), stderr[-3000:]
     assert "Traceback" not in stderr
     assert not (tmp_path / "run").exists()  # nothing written: not even the run directory
+
+
+def test_a_new_run_over_a_stopped_first_jobs_files_writes_its_own_tokenizer_and_initial(
+        zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path, join: Callable[[], Distributed]) -> None:
+    """A first job stopped before recording itself (while its engine was built) leaves
+    tokenizer/ and initial/; a new run there under another --model took them as its
+    own, and exported another model's tokenizer beside its weights."""
+    run = tmp_path / "run"
+    (run / "tokenizer").mkdir(parents=True)
+    (run / "tokenizer" / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nanother\n", encoding="utf-8")
+    (run / "initial").mkdir()
+    (run / "initial" / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 768}))
+    trainer = Trainer.build(make_config(zh_dataset, tiny_bert_file, run, 1, export=True), join())
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    dataset_vocab = (zh_dataset / "tokenizer" / "zh-wordpiece.txt").read_bytes()
+    assert (run / "tokenizer" / "vocab.txt").read_bytes() == dataset_vocab
+    assert (run / "export" / "vocab.txt").read_bytes() == dataset_vocab
+    initial = json.loads((run / "initial" / "config.json").read_text())
+    assert initial["hidden_size"] == json.loads(tiny_bert_file.read_text())["hidden_size"]
 
 
 def test_a_resume_with_a_model_of_another_shape_is_refused_naming_the_setting(
