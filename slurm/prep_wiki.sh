@@ -80,6 +80,17 @@ if [[ $NODES -le 1 ]]; then
 fi
 
 # --- several nodes: a Dask cluster for the length of this job -------------------------
+# The job's own DaskRunner would follow a runner flag of the user's (the build's parser takes
+# the last --runner): refused, not silently replaced (or recorded in the manifest unused).
+for flag in --runner --dask_scheduler_file --direct_num_workers --direct_running_mode; do
+  GIVEN=$(flag_value "$flag" "$@")
+  if [[ -n $GIVEN && ! ( $flag == --runner && ( $GIVEN == DaskRunner || $GIVEN == dask ) ) ]]; then
+    echo "error: $flag $GIVEN with $NODES nodes: this job runs the build on a Dask cluster of its own over" \
+         "the allocation (--runner DaskRunner, its scheduler file); drop $flag, or submit with --nodes=1 to" \
+         "choose the runner" >&2
+    exit 2
+  fi
+done
 OUTPUT=$(flag_value --output "$@")
 [[ -n $OUTPUT ]] || { echo "error: prep_wiki.sh needs --output" >&2; exit 2; }
 PARENT=$(dirname "$OUTPUT")

@@ -121,6 +121,30 @@ def test_dask_workers_memory_limit_comes_from_mem_per_cpu(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow  # starts bash
+@pytest.mark.parametrize("given", [["--runner", "FlinkRunner"], ["--direct_num_workers=8"],
+                                   ["--dask_scheduler_file", "mine.json"]])
+def test_several_nodes_refuse_a_runner_flag_their_dask_cluster_would_override(given: list[str],
+                                                                               tmp_path: Path) -> None:
+    """``--runner FlinkRunner`` with --nodes=4 ran on the job's Dask cluster instead (its
+    appended --runner DaskRunner the last), and a DirectRunner's flags copied from a
+    one-node command were recorded in the manifest unused."""
+    bin_dir, shared = tmp_path / "bin", tmp_path / "shared"
+    slurm_stand_ins(bin_dir, tmp_path)
+    shared.mkdir()
+    done = run_job(["--input", "x", "--output", str(shared / "out"), *given], tmp_path,
+                   several_nodes_env(bin_dir, recording_venv(tmp_path), SLURM_CPUS_PER_TASK="1"), 60)
+    flag, value = given[0].split("=") if "=" in given[0] else given
+    assert (done.returncode, done.stderr.splitlines()) == (2, [
+        f"error: {flag} {value} with 2 nodes: this job runs the build on a Dask cluster of its own over the "
+        f"allocation (--runner DaskRunner, its scheduler file); drop {flag}, or submit with --nodes=1 to choose "
+        "the runner"]), done.stderr
+    assert calls(tmp_path) == [] and not (tmp_path / "srun.log").exists() and not list(shared.iterdir())
+    said_dask = run_job(["--input", "x", "--output", str(shared / "out"), "--runner", "DaskRunner"], tmp_path,
+                        several_nodes_env(bin_dir, recording_venv(tmp_path), SLURM_CPUS_PER_TASK="1"), 60)
+    assert said_dask.returncode == 0, said_dask.stderr  # the runner it uses anyway: no conflict
+
+
+@pytest.mark.slow  # starts bash
 def test_several_nodes_make_the_outputs_missing_parents_as_one_node_does(tmp_path: Path) -> None:
     """The build makes them (one node); on several the job refused "the --output folder's
     parent does not exist" for the same command. The shared-filesystem probe still runs,
