@@ -15,6 +15,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -620,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     # own thread per core in each would oversubscribe them. The DirectRunner's worker
     # processes inherit this; Dask workers get it from data_prep.dask_runner.WORKER_ENV.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    with CtrlC() as ctrl_c:
+    with CtrlC(sigterm=True) as ctrl_c:
         try:
             with build_logging(command.config.output.directory, command.quiet, command.verbose) as runner_log:
                 try:
@@ -632,8 +633,12 @@ def main(argv: list[str] | None = None) -> int:
                     raise
                 else:
                     error = None
-        except KeyboardInterrupt:  # outside the logging block, which holds the console
+        except KeyboardInterrupt as stop:  # outside the logging block, which holds the console
             ctrl_c.ignore()
+            if getattr(stop, "signal_name", None) == "SIGTERM":  # a time limit, scancel: the completed units stay
+                print("SIGTERM: the build stopped; rerun the same command with --resume to continue",
+                      file=sys.stderr)
+                return 128 + signal.SIGTERM
             print("interrupted; rerun the same command with --resume to continue", file=sys.stderr)
             return EXIT_INTERRUPTED
     if error is not None:  # the runner log is complete (or known not to be) once its block has ended

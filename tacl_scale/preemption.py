@@ -70,34 +70,45 @@ class Interrupted(KeyboardInterrupt):
     being defined: Beam imports much of itself only once the pipeline runs) for an
     unhandled one even after the command's ``main`` has caught it, and ``python -m`` then ends by
     killing itself with SIGINT: status -2, not 130. It marks the KeyboardInterrupt class
-    itself only, not a subclass."""
+    itself only, not a subclass. ``signal_name``: SIGINT, or SIGTERM where the command
+    takes that signal as the end too (``CtrlC(sigterm=True)``)."""
+
+    def __init__(self, signal_name: str = "SIGINT") -> None:
+        super().__init__()
+        self.signal_name = signal_name
 
 
 def _raise_interrupted(signum: int, frame: Any) -> None:
-    raise Interrupted()
+    raise Interrupted(signal.Signals(signum).name)
 
 
 class CtrlC:
-    """Within the block, SIGINT raises :class:`Interrupted` until :meth:`ignore`; on
-    leaving, the handler from before. Where the process ignores SIGINT (started in the
-    background) or is not in its main thread (where Python sets handlers), nothing
-    changes."""
+    """Within the block, SIGINT (and with ``sigterm``, SIGTERM: a scheduler's time
+    limit or ``scancel`` for a command that has nothing to checkpoint, the data build)
+    raises :class:`Interrupted` until :meth:`ignore`; on leaving, the handlers from
+    before. A signal the process ignores (SIGINT, started in the background) stays
+    ignored; outside the main thread (where Python sets handlers) nothing changes."""
+
+    def __init__(self, sigterm: bool = False) -> None:
+        self.signals = (signal.SIGINT, signal.SIGTERM) if sigterm else (signal.SIGINT,)
+        self.previous: dict[int, Any] = {}
 
     def __enter__(self) -> CtrlC:
-        self.previous = signal.getsignal(signal.SIGINT)
-        self.active = (threading.current_thread() is threading.main_thread()
-                       and self.previous not in (signal.SIG_IGN, None))
-        if self.active:
-            signal.signal(signal.SIGINT, _raise_interrupted)
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.signals:
+                previous = signal.getsignal(sig)
+                if previous not in (signal.SIG_IGN, None):
+                    self.previous[sig] = previous
+                    signal.signal(sig, _raise_interrupted)
         return self
 
     def ignore(self) -> None:
-        if self.active:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for sig in self.previous:
+            signal.signal(sig, signal.SIG_IGN)
 
     def __exit__(self, *exc_info: object) -> None:
-        if self.active:
-            signal.signal(signal.SIGINT, self.previous)
+        for sig, previous in self.previous.items():
+            signal.signal(sig, previous)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ what a mature tool does then. The next hostile test starts from this file.
 | `--resume` of a build that had finished (a requeued job) | nothing to do, exit 0; refused naming the setting when the dataset was built otherwise |
 | `--overwrite` with a corrupt input among good ones | fails; the old dataset is whole and readable; a good `--overwrite` then replaces it, keeping the user's own files |
 | Ctrl-C in export, analysis, inspect or a data command that writes one file | "interrupted", exit status 130, the old output as it was (tests/test_cli.py) |
+| SIGTERM during a build (a Slurm time limit, scancel) | one line, "SIGTERM: the build stopped; rerun ... with --resume", exit status 143, no traceback; the resume finishes it (it said only the shell's "Terminated") |
 | Ctrl-C during a build (to its process group, as a terminal sends it; also while Beam defines a dataclass by `exec`) | one line, "interrupted; rerun ... with --resume", exit status 130 (not death by SIGINT), no traceback |
 | a lost, empty or stale `checkpoints/latest` | `--resume` takes the newest checkpoint that verifies (tests/test_checkpoint.py) |
 | a checkpoint saved below newer ones | rotation keeps it (tests/test_checkpoint.py) |
@@ -359,6 +360,29 @@ def test_ctrl_c_is_one_line_that_says_resume(tmp_path: Path) -> None:
     os.killpg(proc.pid, signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert_interrupted(proc.returncode, stderr)
+
+
+def test_sigterm_ends_a_build_in_one_line_that_says_resume(tmp_path: Path) -> None:
+    """A Slurm time limit or scancel (SIGTERM to the job's processes) ended the build
+    with the shell's "Terminated" alone: nothing said that its completed work units
+    stay for --resume. A resume then finishes the dataset."""
+    out = tmp_path / "ds"
+    cmd = [sys.executable, "-m", "data_prep.build", "--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB),
+           "--output", str(out), "--dupe-factor", "1", "--max-seq-len", "64", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list((out / "_tmp").glob("*")):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGTERM)  # as Slurm signals every process of the job
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, (proc.returncode, stderr[-2000:])
+    said = [line for line in stderr.splitlines() if line.startswith(("error:", "interrupted", "SIGTERM"))]
+    assert said == ["SIGTERM: the build stopped; rerun the same command with --resume to continue"], stderr[-2000:]
+    assert "Traceback" not in stderr, stderr[-2000:]
+    resumed = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert (out / "manifest.json").is_file()
 
 
 def test_ctrl_c_inside_code_run_by_exec_still_exits_130(tmp_path: Path) -> None:
