@@ -284,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Its "Loading weights" / "Writing model shards" bars, one per rank, are
                 # carriage-return noise in a job's log; the trainer logs what it loads.
                 transformers_logging.disable_progress_bar()
+                route_transformers_logs(transformers_logging)
                 note = config.engine.trainer_settings_note()
                 if note and env.rank == 0:
                     logging.getLogger("tacl_scale.train").warning("%s", note)
@@ -361,6 +362,15 @@ def quiet_other_ranks(rank: int) -> None:
     root.setLevel(logging.WARNING)
     for handler in root.handlers:
         handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s rank {rank} %(name)s: %(message)s"))
+
+
+def route_transformers_logs(transformers_logging: Any) -> None:
+    """transformers' warnings through the root logger's handler, as this command's
+    own lines are (each naming its rank on ranks >= 1, :func:`quiet_other_ranks`):
+    its own handler printed them bare, so a node's 8 copies of one could not be told
+    apart. Its level (warnings and errors) stays its own."""
+    transformers_logging.disable_default_handler()
+    transformers_logging.enable_propagation()
 
 
 def _in_a_collective(err: BaseException) -> bool:

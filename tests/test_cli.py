@@ -75,12 +75,17 @@ def test_ranks_but_the_first_log_their_warnings_only_naming_their_rank(rank: int
     """Every rank's INFO lines (the model it loaded, the checkpoint it resumed) said
     each thing once a rank: 8 times on a node of 8 GPUs."""
     code = ("import logging, warnings; logging.basicConfig(level=logging.INFO, format='%(levelname)s %(message)s')\n"
-            f"from tacl_scale.train import quiet_other_ranks; quiet_other_ranks({rank})\n"
+            "from transformers.utils import logging as transformers_logging\n"
+            f"from tacl_scale.train import quiet_other_ranks, route_transformers_logs; quiet_other_ranks({rank})\n"
+            "route_transformers_logs(transformers_logging)\n"
             "log = logging.getLogger('tacl_scale.x'); log.info('loaded'); log.warning('careful')\n"
-            "warnings.warn('`torch.distributed.all_gather_into_tensor` is deprecated. Use ...', FutureWarning)")
+            "warnings.warn('`torch.distributed.all_gather_into_tensor` is deprecated. Use ...', FutureWarning)\n"
+            # transformers' own lines (a tied-weights warning) came out bare, without the rank
+            "hf = transformers_logging.get_logger('transformers.modeling_utils'); hf.info('info'); hf.warning('tied')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     lines = [re.sub(r"^\S+ \S+ ", "", line) for line in done.stderr.splitlines()]  # the time
-    assert lines == (["INFO loaded", "WARNING careful"] if rank == 0 else ["WARNING rank 1 tacl_scale.x: careful"])
+    assert lines == (["INFO loaded", "WARNING careful", "WARNING tied"] if rank == 0 else
+                     ["WARNING rank 1 tacl_scale.x: careful", "WARNING rank 1 transformers.modeling_utils: tied"])
 
 
 @pytest.mark.parametrize(("flags", "said"), [
