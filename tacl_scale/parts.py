@@ -371,7 +371,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
         if config.checkpoint.resume:
             changes = [*(changes or []),
                        *(on_main(dist, lambda: check_data_unchanged(run, record, config, fingerprints)) or [])]
-        student, teacher, new_weights = build_models(config, datasets, dist)
+        student, teacher, new_weights = build_models(config, datasets, dist, new_run=record is None)
         if config.checkpoint.resume:  # before a checkpoint of the run's shape is loaded into it
             changes = [*(changes or []), *(on_main(
                 dist, lambda: check_student_config(run, record, student_config_dict(student), config)) or [])]
@@ -487,12 +487,14 @@ def _refuse_bad_files(problems: list[str]) -> None:
         raise TrainError(problems[0] + more)
 
 
-def build_models(config: TrainConfig, datasets: list[PretrainDataset],
-                 dist: Distributed) -> tuple[BertForPreTraining, BertModel | None, list[str]]:
+def build_models(config: TrainConfig, datasets: list[PretrainDataset], dist: Distributed,
+                 new_run: bool) -> tuple[BertForPreTraining, BertModel | None, list[str]]:
     """The student (checked against the datasets' tokenizer and lengths), its
     frozen teacher on the device (None without the tacl objective), and the names of
     the student's weights its checkpoint lacked (initialised at random: said by
-    :func:`say_new_weights` once a resume has settled whether they stay)."""
+    :func:`say_new_weights` once a resume has settled whether they stay). What the
+    check has to say (a model folder without a tokenizer takes the dataset's) is said
+    by rank 0 of a ``new_run``: a resumed run took it already, at its first job."""
     if not config.checkpoint.resume and (problem := config_beside_weights_problem(config.model)):
         raise TrainError(problem)
     try:
@@ -501,7 +503,7 @@ def build_models(config: TrainConfig, datasets: list[PretrainDataset],
     except ValueError as err:
         raise TrainError(str(err)) from err
     for note in check_data_and_model(datasets, student, config.model):
-        if dist.is_main:  # every rank checks (each refuses alike); one says it
+        if dist.is_main and new_run:  # every rank checks (each refuses alike); one says it
             log.warning("%s", note)
     if "tacl" not in config.objective.objectives:
         return student, None, new_weights

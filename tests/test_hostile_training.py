@@ -29,6 +29,7 @@ process in a plain shell (no launcher variables) unless said otherwise.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -573,6 +574,32 @@ def test_an_encoders_new_heads_are_said_once_for_the_node(zh_dataset: Path, tiny
     assert said[0].endswith("student: the MLM head (cls.predictions.*: 6 weights) and the NSP head "
                             f"(cls.seq_relationship.*: 2 weights) are new: initialised at random (not in {model})")
     assert "corrupted" not in output
+
+
+def test_a_model_without_a_tokenizer_is_said_at_the_runs_start_not_at_each_resume(
+        zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path, join: Callable[[], Distributed],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The warning that a model folder without tokenizer files takes the dataset's
+    came again at every job of the run (a Slurm requeue, each --resume), where the
+    run had taken it at its first."""
+    from transformers import BertConfig, BertModel
+
+    model = tmp_path / "encoder"
+    BertModel(BertConfig(**json.loads(tiny_bert_file.read_text()))).save_pretrained(model)  # no tokenizer files
+    run = tmp_path / "run"
+    said: list[int] = []
+    for stop_after, resume in ((1, False), (None, True)):  # a job stopped at step 1 of 2, then resumed
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="tacl_scale"):
+            trainer = Trainer.build(make_config(zh_dataset, model, run, 2, checkpoint=CheckpointConfig(
+                save_every=1, resume=resume, stop_after_steps=stop_after)), join())
+            try:
+                trainer.train()
+            finally:
+                trainer.close()
+        said.append(sum(f"{model} holds no tokenizer: " in record.getMessage() for record in caplog.records))
+    assert said == [1, 0]
+    assert json.loads((run / "run.json").read_text())["history"][-1]["started_at_step"] == 1  # resumed
 
 
 def test_a_checkpoint_on_a_full_disk_names_it_and_keeps_the_older_one(zh_dataset: Path, tiny_bert_file: Path,
