@@ -347,17 +347,22 @@ def assert_interrupted(returncode: int, stderr: str) -> None:
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-2000:]
 
 
-def test_ctrl_c_is_one_line_that_says_resume(tmp_path: Path) -> None:
-    out = tmp_path / "ds"
+def started_build(out: Path) -> tuple[list[str], subprocess.Popen[str]]:
+    """A build of the made English dump into ``out`` (its command, and its process in
+    a session of its own), once it has begun to write its work units."""
     cmd = [sys.executable, "-m", "data_prep.build", "--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB),
            "--output", str(out), "--dupe-factor", "1", "--max-seq-len", "64", "--quiet"]
-    # As a terminal sends Ctrl-C: to the build's whole process group.
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list((out / "_tmp").glob("*")):
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGINT)
+    return cmd, proc
+
+
+def test_ctrl_c_is_one_line_that_says_resume(tmp_path: Path) -> None:
+    _, proc = started_build(tmp_path / "ds")
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends Ctrl-C: to the build's whole process group
     _, stderr = proc.communicate(timeout=120)
     assert_interrupted(proc.returncode, stderr)
 
@@ -367,13 +372,7 @@ def test_sigterm_ends_a_build_in_one_line_that_says_resume(tmp_path: Path) -> No
     with the shell's "Terminated" alone: nothing said that its completed work units
     stay for --resume. A resume then finishes the dataset."""
     out = tmp_path / "ds"
-    cmd = [sys.executable, "-m", "data_prep.build", "--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB),
-           "--output", str(out), "--dupe-factor", "1", "--max-seq-len", "64", "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not list((out / "_tmp").glob("*")):
-        time.sleep(0.05)
+    cmd, proc = started_build(out)
     os.killpg(proc.pid, signal.SIGTERM)  # as Slurm signals every process of the job
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, (proc.returncode, stderr[-2000:])
