@@ -436,7 +436,7 @@ def tokenizer_source(model_path: str, dataset: PretrainDataset) -> TokenizerSour
     """Where the exported model's tokenizer comes from: the model directory's own
     files, or else the dataset's tokenizer (its own copy, from format 3 on): a random
     init's by construction, and taken for a pretrained model's that came without one
-    (:func:`tacl_scale.parts.check_data_and_model` refuses it when its size is not
+    (:func:`tacl_scale.input_checks.check_data_and_model` refuses it when its size is not
     the model's ``vocab_size``, and the run warns that it takes it)."""
     model_dir = Path(model_path)
     if model_dir.is_dir() and holds_a_vocabulary(model_dir):  # settings files alone are no tokenizer

@@ -1171,7 +1171,7 @@ def test_the_models_tokenizer_is_compared_token_by_token_whatever_its_files(data
     from transformers import BertConfig, BertForPreTraining
 
     from tacl_scale.data import PretrainDataset
-    from tacl_scale.parts import check_data_and_model
+    from tacl_scale.input_checks import check_data_and_model
 
     ds = PretrainDataset(dataset)
     lines = ds.manifest.tokenizer.location(dataset).read_text(encoding="utf-8").splitlines()
@@ -1197,7 +1197,7 @@ def test_a_pretrained_model_without_a_tokenizer_takes_the_datasets_only_of_its_v
     from transformers import BertConfig, BertForPreTraining, BertModel
 
     from tacl_scale.data import PretrainDataset
-    from tacl_scale.parts import check_data_and_model
+    from tacl_scale.input_checks import check_data_and_model
 
     ds = PretrainDataset(dataset)
     tok = ds.manifest.tokenizer
@@ -1234,7 +1234,7 @@ def test_a_dataset_lowercased_otherwise_than_the_models_tokenizer_is_refused_nam
     from transformers import BertConfig, BertForPreTraining
 
     from tacl_scale.data import PretrainDataset
-    from tacl_scale.parts import check_data_and_model
+    from tacl_scale.input_checks import check_data_and_model
     from tacl_scale.vocab import has_capitals, vocabulary
 
     ds = PretrainDataset(dataset)
@@ -1318,7 +1318,7 @@ def test_two_datasets_of_different_tokenizers_are_refused_naming_both(dataset: P
     from transformers import BertConfig, BertForPreTraining
 
     from tacl_scale.data import PretrainDataset
-    from tacl_scale.parts import check_data_and_model
+    from tacl_scale.input_checks import check_data_and_model
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text(ZH_VOCAB.read_text(encoding="utf-8") + "[EXTRA]\n", encoding="utf-8")

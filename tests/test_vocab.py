@@ -1,6 +1,6 @@
 """A model directory's tokenizer files as training reads them (tacl_scale.vocab): one
 that does not parse is one line naming it, not the library's traceback; and what
-training asks of the model against its datasets (parts.check_data_and_model)."""
+training asks of the model against its datasets (input_checks.check_data_and_model)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from transformers import BertConfig
 
 from tacl_scale.errors import TrainError
-from tacl_scale.parts import check_data_and_model
+from tacl_scale.input_checks import check_data_and_model
 from tacl_scale.vocab import VocabularyError, tokenizer_files_problem, vocabulary
 
 TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
@@ -106,7 +106,7 @@ def _dataset(path: Path, kind: str) -> SimpleNamespace:
 def test_training_reads_each_tokenizer_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The model's tokenizer files were parsed to find a bad one, then its vocabulary
     parsed again to compare it with the dataset's (tokenizer.json twice)."""
-    import tacl_scale.parts
+    import tacl_scale.input_checks
     import tacl_scale.vocab
 
     read: list[Path] = []
@@ -117,7 +117,7 @@ def test_training_reads_each_tokenizer_file_once(tmp_path: Path, monkeypatch: py
             read.append(Path(location))
         return parse(location)
 
-    for module in (tacl_scale.vocab, tacl_scale.parts):
+    for module in (tacl_scale.vocab, tacl_scale.input_checks):
         monkeypatch.setattr(module, "vocabulary", counted)
     directory = model_dir(tmp_path)
     dataset = _dataset(tmp_path / "ds", "pairs")
