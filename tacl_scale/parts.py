@@ -65,6 +65,7 @@ from .flops import peak_flops
 from .input_checks import check_data_and_model, check_data_and_objectives
 from .kernels.tacl_loss import impl_unavailable
 from .locking import DirectoryLock, LockedError, holder
+from .markers import EXPORT_MARKER
 from .metrics import MetricsLogger
 from .model import PretrainingModule, default_teacher_dtype, make_teacher
 from .preemption import ignore_in_worker
@@ -570,18 +571,25 @@ def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset,
     """What an export needs, in the run directory from the first job on: the
     tokenizer files, and a random init's weights as ``RUN_DIR/initial`` (the
     reference line of analyses). Also makes ``RUN_DIR/checkpoints``. A ``new_run``
-    (nothing recorded in ``run.json``) writes them anew: those it finds are a first
-    job's that stopped before recording itself, maybe under another ``--model``
-    (its tokenizer would have been exported with this run's weights)."""
-    if new_run:
-        for leftover in (run.tokenizer, run.initial):
-            shutil.rmtree(leftover, ignore_errors=True)
+    (nothing recorded in ``run.json``) may find them from a first job that stopped
+    before recording itself, maybe under another ``--model`` (its tokenizer was
+    exported with this run's weights): its random init replaces that job's
+    ``initial`` export; a tokenizer folder is kept only where it is this run's
+    (:func:`~tacl_scale.run_dir.snapshot_tokenizer`); what no run wrote is refused."""
     run.checkpoints.mkdir(parents=True, exist_ok=True)
-    tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run)
+    tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run, new_run)
     if not holds_a_vocabulary(tokenizer_dir):  # before the first step, not at the export after the last
         raise ValueError(f"{tokenizer_dir}: {NO_VOCABULARY}, copied from the model or the dataset: the run could not "
                          "be exported; give a --model or a dataset whose tokenizer has one")
-    if Path(config.model).is_file() and not run.initial.exists():
+    random_init = Path(config.model).is_file()
+    if new_run and (run.initial.exists() or run.initial.is_symlink()):
+        if not (run.initial.is_dir() and not run.initial.is_symlink() and (run.initial / EXPORT_MARKER).is_file()):
+            if random_init:
+                raise ValueError(f"{run.initial}: not a run's initial weights (no {EXPORT_MARKER}), where this new "
+                                 "run writes its random init: move it away, or choose another --output")
+        elif not random_init:  # a first job's random init, and this run starts from --model's weights
+            shutil.rmtree(run.initial)
+    if random_init and (new_run or not run.initial.exists()):  # a first job's is replaced whole
         export_student(student, run.initial, tokenizer_dir, source=config.model, managed=True)
 
 

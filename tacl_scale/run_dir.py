@@ -89,7 +89,7 @@ STUDENT_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
 # The student's BertConfig settings that change what the same weights compute or learn
 # (not its shapes): a --model edited in place between jobs changes the run, as a flag does.
 STUDENT_BEHAVIOUR = ("hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps",
-                     "position_embedding_type", "pad_token_id")
+                     "pad_token_id")
 
 
 def missing_input(config: TrainConfig) -> str | None:
@@ -470,11 +470,15 @@ def write_tokenizer(source: TokenizerSource, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def snapshot_tokenizer(source: TokenizerSource, run: RunDir) -> Path:
+def snapshot_tokenizer(source: TokenizerSource, run: RunDir, new_run: bool = False) -> Path:
     """Copy the run's tokenizer files to ``RUN_DIR/tokenizer`` once (written to a
-    temporary folder, then renamed), so exports never depend on the original paths."""
+    temporary folder, then renamed), so exports never depend on the original paths.
+    A ``new_run`` (nothing in ``run.json`` yet) that finds the folder there already
+    (a first job stopped before recording itself, requeued) takes it only where it
+    is the same tokenizer as ``source``'s (the same ids, lower-casing the same); one
+    of another model, or a folder that is not a run's, is refused, never deleted."""
     target = run.tokenizer
-    if target.is_dir():
+    if target.is_dir() and not new_run:
         return target
     tmp = run.path / f".{TOKENIZER_DIR}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -488,8 +492,44 @@ def snapshot_tokenizer(source: TokenizerSource, run: RunDir) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if target.exists() or target.is_symlink():
+        try:
+            problem = _other_tokenizer(target, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if problem:
+            raise ValueError(f"{target}: {problem}, and no {RUN_FILE} records a run here: a first job that stopped "
+                             "before recording itself left it (under another --model?), or it is not a run's "
+                             f"folder; remove {target}, or choose another --output")
+        return target
     os.replace(tmp, target)
     return target
+
+
+def _other_tokenizer(found: Path, wanted: Path) -> str | None:
+    """How the tokenizer folder ``found`` differs from ``wanted`` (a run's copy of
+    its tokenizer), in words, or None: each vocabulary file of ``wanted`` there too
+    with the same token ids (an export ships them all), lower-casing alike."""
+    from .vocab import VocabularyError, first_difference, tokenizer_lowercase, vocabulary
+
+    if not found.is_dir() or found.is_symlink():
+        return "not a folder a run wrote"
+    for own_file in sorted(wanted.iterdir()):
+        if own_file.name not in ("tokenizer.json", "vocab.txt") and own_file.suffix != ".model":
+            continue
+        if not (found / own_file.name).is_file():
+            return f"holds no {own_file.name}, which this run's tokenizer has"
+        try:
+            held, own = vocabulary(found / own_file.name), vocabulary(own_file)
+        except (VocabularyError, OSError) as err:
+            return f"holds tokenizer files that cannot be read ({err})"
+        if (difference := first_difference(own or {}, held or {})) is not None:
+            token, in_run, in_found = difference
+            return (f"holds another tokenizer than this run's ({own_file.name}: {token!r} is id {in_found} there, "
+                    f"{in_run} in this run's)")
+    if tokenizer_lowercase(found) != tokenizer_lowercase(wanted):
+        return "holds a tokenizer that lower-cases otherwise than this run's"
+    return None
 
 
 def student_config_dict(student: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ process in a plain shell (no launcher variables) unless said otherwise.
 | `run.json` written by a newer version | refused naming the version, not taken for changed settings |
 | a `--model` whose `tokenizer.json` does not parse, or with `type_vocab_size` 1 on sentence pairs, or `intermediate_size` -5 | one line naming the file (and the key), exit 2, not even the run directory made |
 | `--resume` with a `--model` of another shape (edited in place; another one with `--allow-changes`) | refused naming each setting with both values, before the checkpoint is loaded; the run's files untouched |
-| a new run in an `--output` holding the `tokenizer/` and `initial/` of a first job stopped before recording itself (maybe under another `--model`) | written anew; they were taken as the run's, and another model's tokenizer exported beside its weights |
+| a new run in an `--output` holding the `tokenizer/` and `initial/` of a first job stopped before recording itself (maybe under another `--model`) | `initial/` replaced by this run's init (removed for a pretrained `--model`); `tokenizer/` kept only where it is this run's tokenizer, else refused naming it, as is an `initial/` no run wrote; nothing deleted that a run did not write (they were taken as the run's, and another model's tokenizer exported beside its weights) |
 | `--resume` with a `--model` whose config.json's dropout, activation, LayerNorm eps or pad id was edited in place | a change of the run's settings: refused naming each with both values, the files untouched; `--allow-changes` trains on and records it in run.json's history and student_config (it resumed silently) |
 | `--model` a model's own `config.json` (beside its weights); a folder without a tokenizer whose `vocab_size` is not the dataset's vocabulary's | one line naming the file and the fix, exit 2, not even the run directory made |
 | a sentence encoder (no MLM/NSP heads) on 2 ranks through the launcher | its new heads said once, by rank 0, grouped by head; no "checkpoint seem corrupted" from transformers |
@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -309,26 +310,66 @@ def test_a_model_that_cannot_train_on_the_data_is_refused_before_anything_is_wri
     assert not (tmp_path / "run").exists()  # nothing written: not even the run directory
 
 
-def test_a_new_run_over_a_stopped_first_jobs_files_writes_its_own_tokenizer_and_initial(
+def stopped_before_recording(run: Path) -> None:
+    """``run`` as a first job leaves it when it stops before recording itself in
+    run.json (while its engine was built): its tokenizer/ and initial/ alone."""
+    for path in run.iterdir():
+        if path.name not in ("tokenizer", "initial"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def test_a_new_run_over_a_stopped_first_jobs_files_writes_its_own_initial_and_keeps_only_its_tokenizer(
         zh_dataset: Path, tiny_bert_file: Path, tmp_path: Path, join: Callable[[], Distributed]) -> None:
-    """A first job stopped before recording itself (while its engine was built) leaves
-    tokenizer/ and initial/; a new run there under another --model took them as its
-    own, and exported another model's tokenizer beside its weights."""
+    """A first job stopped before recording itself leaves tokenizer/ and initial/; a
+    new run there under another --model took them as its own: another model's random
+    init as the analyses' reference, another model's tokenizer exported beside its
+    weights. Now its own init replaces a run's initial/; a tokenizer/ is kept where it
+    is this run's, refused (never deleted) where it is another's or no run's."""
+    settings = json.loads(tiny_bert_file.read_text())
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    first.write_text(json.dumps(settings))
+    second.write_text(json.dumps({**settings, "intermediate_size": settings["intermediate_size"] * 2}))
     run = tmp_path / "run"
-    (run / "tokenizer").mkdir(parents=True)
-    (run / "tokenizer" / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nanother\n", encoding="utf-8")
-    (run / "initial").mkdir()
-    (run / "initial" / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 768}))
-    trainer = Trainer.build(make_config(zh_dataset, tiny_bert_file, run, 1, export=True), join())
-    try:
-        trainer.train()
-    finally:
-        trainer.close()
-    dataset_vocab = (zh_dataset / "tokenizer" / "zh-wordpiece.txt").read_bytes()
-    assert (run / "tokenizer" / "vocab.txt").read_bytes() == dataset_vocab
-    assert (run / "export" / "vocab.txt").read_bytes() == dataset_vocab
+
+    def train(model: Path) -> None:
+        trainer = Trainer.build(make_config(zh_dataset, model, run, 1, export=True), join())
+        try:
+            trainer.train()
+        finally:
+            trainer.close()
+
+    train(first)
+    stopped_before_recording(run)
+    train(second)  # the same dataset: the same tokenizer, kept; the initial/ export is this run's
     initial = json.loads((run / "initial" / "config.json").read_text())
-    assert initial["hidden_size"] == json.loads(tiny_bert_file.read_text())["hidden_size"]
+    assert initial["intermediate_size"] == settings["intermediate_size"] * 2
+    assert json.loads((run / "run.json").read_text())["config"]["model"] == str(second)
+    # A pretrained --model writes no initial/: a first job's random init is removed, not left as the reference.
+    pretrained = tmp_path / "pretrained"
+    shutil.copytree(run / "export", pretrained)
+    stopped_before_recording(run)
+    train(pretrained)
+    assert not (run / "initial").exists()
+    # Another tokenizer, or files no run wrote: refused, naming the folder; nothing deleted.
+    stopped_before_recording(run)
+    vocab = run / "tokenizer" / "vocab.txt"
+    lines = vocab.read_text(encoding="utf-8").splitlines()
+    vocab.write_text("\n".join([lines[1], lines[0], *lines[2:]]) + "\n", encoding="utf-8")  # two ids swapped
+    (run / "initial").mkdir()
+    (run / "initial" / "notes.txt").write_text("mine")
+    before = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+    with pytest.raises(TrainError) as refused:
+        Trainer.build(make_config(zh_dataset, first, run, 1), join())
+    assert str(refused.value).startswith(f"{run / 'tokenizer'}: holds another tokenizer than this run's ("), refused.value
+    assert str(refused.value).endswith(f"or it is not a run's folder; remove {run / 'tokenizer'}, or choose another "
+                                       "--output"), refused.value
+    vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(TrainError) as refused:
+        Trainer.build(make_config(zh_dataset, first, run, 1), join())
+    assert str(refused.value) == (f"{run / 'initial'}: not a run's initial weights (no tacl_export.json), where this "
+                                  "new run writes its random init: move it away, or choose another --output")
+    assert (run / "initial" / "notes.txt").read_text() == "mine"
+    assert {p for p in sorted(run.rglob("*")) if p.is_file()} >= set(before) - {vocab}
 
 
 def test_a_resume_with_a_model_of_another_shape_is_refused_naming_the_setting(
