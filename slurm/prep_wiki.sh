@@ -80,11 +80,16 @@ if [[ $NODES -le 1 ]]; then
 fi
 
 # --- several nodes: a Dask cluster for the length of this job -------------------------
-# The job's own DaskRunner would follow a runner flag of the user's (the build's parser takes
-# the last --runner): refused, not silently replaced (or recorded in the manifest unused).
-for flag in --runner --dask_scheduler_file --direct_num_workers --direct_running_mode; do
+# The job's own DaskRunner and scheduler would follow a runner or cluster flag of the user's (the
+# build's parser takes the last --runner; Dask's client prefers the scheduler file to an address):
+# refused, not silently replaced (or recorded in the manifest unused). A Dask runner name, and
+# --dask_npartitions or --dask_partition_size, are the user's to give.
+for flag in --runner --dask_scheduler_file --dask_client_address --direct_num_workers --direct_running_mode; do
   GIVEN=$(flag_value "$flag" "$@")
-  if [[ -n $GIVEN && ! ( $flag == --runner && ( $GIVEN == DaskRunner || $GIVEN == dask ) ) ]]; then
+  if [[ $flag == --runner ]]; then
+    case $GIVEN in DaskRunner | dask | apache_beam.runners.dask.dask_runner.DaskRunner) GIVEN="" ;; esac
+  fi
+  if [[ -n $GIVEN ]]; then
     echo "error: $flag $GIVEN with $NODES nodes: this job runs the build on a Dask cluster of its own over" \
          "the allocation (--runner DaskRunner, its scheduler file); drop $flag, or submit with --nodes=1 to" \
          "choose the runner" >&2

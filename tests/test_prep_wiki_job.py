@@ -122,7 +122,8 @@ def test_dask_workers_memory_limit_comes_from_mem_per_cpu(tmp_path: Path) -> Non
 
 @pytest.mark.slow  # starts bash
 @pytest.mark.parametrize("given", [["--runner", "FlinkRunner"], ["--direct_num_workers=8"],
-                                   ["--dask_scheduler_file", "mine.json"]])
+                                   ["--dask_scheduler_file", "mine.json"],
+                                   ["--dask_client_address", "tcp://elsewhere:8786"]])
 def test_several_nodes_refuse_a_runner_flag_their_dask_cluster_would_override(given: list[str],
                                                                                tmp_path: Path) -> None:
     """``--runner FlinkRunner`` with --nodes=4 ran on the job's Dask cluster instead (its
@@ -139,9 +140,11 @@ def test_several_nodes_refuse_a_runner_flag_their_dask_cluster_would_override(gi
         f"allocation (--runner DaskRunner, its scheduler file); drop {flag}, or submit with --nodes=1 to choose "
         "the runner"]), done.stderr
     assert calls(tmp_path) == [] and not (tmp_path / "srun.log").exists() and not list(shared.iterdir())
-    said_dask = run_job(["--input", "x", "--output", str(shared / "out"), "--runner", "DaskRunner"], tmp_path,
-                        several_nodes_env(bin_dir, recording_venv(tmp_path), SLURM_CPUS_PER_TASK="1"), 60)
-    assert said_dask.returncode == 0, said_dask.stderr  # the runner it uses anyway: no conflict
+    for dask in ("DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"):  # the runner it uses anyway
+        said_dask = run_job(["--input", "x", "--output", str(shared / "out"), "--runner", dask,
+                             "--dask_npartitions", "64"], tmp_path,
+                            several_nodes_env(bin_dir, recording_venv(tmp_path), SLURM_CPUS_PER_TASK="1"), 60)
+        assert said_dask.returncode == 0, said_dask.stderr
 
 
 @pytest.mark.slow  # starts bash
