@@ -425,12 +425,16 @@ def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str],
     import warnings
     from unittest import mock
 
+    from transformers.utils import logging as transformers_logging
+
     from tacl_scale.preemption import SIGNALS
     from tacl_scale.train import main
 
     handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
     root = logging.getLogger()
     level, formatters = root.level, {handler: handler.formatter for handler in root.handlers}
+    library = transformers_logging.get_logger("transformers")  # main() routes its lines through the root logger
+    library_handlers, library_propagates = list(library.handlers), library.propagate
     launcher_keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
     try:
         with mock.patch.dict(os.environ, {"DS_ACCELERATOR": "cpu"}), warnings.catch_warnings():
@@ -444,6 +448,8 @@ def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str],
         root.setLevel(level)
         for log_handler, formatter in formatters.items():
             log_handler.setFormatter(formatter)
+        library.handlers[:] = library_handlers
+        library.propagate = library_propagates
     import torch.distributed
 
     assert not torch.distributed.is_initialized(), "main() left its process group behind"

@@ -512,3 +512,19 @@ def test_the_build_turns_off_tokenizers_threads_unless_the_user_chose(given: str
         monkeypatch.setenv("TOKENIZERS_PARALLELISM", given)
     build(_commands(tmp_path)["build"][1])  # refused (missing input) after the environment is set
     assert os.environ["TOKENIZERS_PARALLELISM"] == (given or "false")
+
+
+def test_main_in_this_process_puts_transformers_logging_back(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """train.main routes transformers' lines through the root logger; the helper that
+    runs it inside the test process must undo that, as it undoes the rest, or every
+    later test in the process logs transformers' lines otherwise."""
+    from conftest import main_in_this_process
+    from transformers.utils import logging as transformers_logging
+
+    library = transformers_logging.get_logger("transformers")
+    before = (list(library.handlers), library.propagate)
+    code, stderr = main_in_this_process(["--recipe", "tiny-cpu", "--data", str(tmp_path / "none"), "--model",
+                                         str(tmp_path / "bert.json"), "--output", str(tmp_path / "run")], capsys)
+    assert code == EXIT_ERROR and "none" in stderr, stderr  # refused after main() took its logging in hand
+    assert (list(library.handlers), library.propagate) == before
