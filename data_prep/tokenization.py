@@ -27,8 +27,6 @@ from tacl_scale.files import file_sha256
 from tacl_scale.markers import MODEL_CONFIG
 from tacl_scale.vocab import has_capitals, is_placeholder, vocabulary
 
-# Pieces never used as the random replacement of a masked token: [PAD], [unused7],
-# <s>, <unk>, ... — special or placeholder entries rather than text.
 # How BERT's pre-tokenizer splits printable ASCII: runs of letters and digits, and
 # every other character but the space alone (all of them are ASCII punctuation).
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+|[^ A-Za-z0-9]")

@@ -10,7 +10,9 @@ ranks act on them.
 
 Ctrl-C is not a request to checkpoint but the end of the command: :class:`CtrlC`
 makes it an :class:`Interrupted` that the data build and training turn into their
-one line and exit status 130, and :func:`ctrl_c_ends` the other commands.
+one line and exit status 130, and :func:`ctrl_c_ends` the other commands. The data
+build, which has nothing to checkpoint (its completed work units stay for
+``--resume``), takes SIGTERM the same way (``CtrlC(sigterm=True)``: exit status 143).
 :func:`uninterrupted` holds every one of these signals back for a few renames that
 must happen together.
 """
