@@ -54,7 +54,7 @@ MODULE_PREFIX = "student."  # the student's parameters inside the engine's Pretr
 # Exports from before the marker listed its files are judged by these alone.
 EXPORT_FILE_PATTERNS = ("config.json", "generation_config.json", "model.safetensors", "model-*-of-*.safetensors",
                         "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model-*-of-*.bin",
-                        "pytorch_model.bin.index.json", *TOKENIZER_FILES, "added_tokens.json", "*.model",
+                        "pytorch_model.bin.index.json", *TOKENIZER_FILES, "*.model",
                         EXPORT_MARKER)
 
 

@@ -241,3 +241,30 @@ def test_the_build_and_training_hold_a_vocabulary_to_one_casing_rule(tmp_path: P
     vocab_file.write_text("\n".join(cased) + "\n", encoding="utf-8")
     assert has_capitals({token: i for i, token in enumerate(cased)})
     assert load_tokenizer(TokenizerConfig(str(vocab_file))).lowercase is False
+
+
+def test_the_tokens_of_added_tokens_json_travel_with_the_tokenizer(tmp_path: Path) -> None:
+    """A model folder whose tokenizer keeps tokens beyond vocab.txt in added_tokens.json
+    (AutoTokenizer reads it: "[NEW]" is id 6): the dataset's copy of the tokenizer and
+    the run's (which its export ships) left that file out, so the copies made [UNK] of
+    a token the data holds as id 6."""
+    from transformers import AutoTokenizer
+
+    from data_prep.tokenization import TokenizerConfig, load_tokenizer
+    from tacl_scale.run_dir import TokenizerSource, write_tokenizer
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "vocab.txt").write_text(VOCAB, encoding="utf-8")
+    (model / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True, "tokenizer_class": "BertTokenizer"}))
+    (model / "added_tokens.json").write_text(json.dumps({"[NEW]": 6}))
+    tokenizer = load_tokenizer(TokenizerConfig(str(model)))
+    assert tokenizer.vocab_size == 7 and model / "added_tokens.json" in tokenizer.files()
+    dataset = tmp_path / "ds"
+    dataset.mkdir()
+    tokenizer.copy_into(dataset, tokenizer.sha256)
+    run_copy = tmp_path / "run-tokenizer"
+    run_copy.mkdir()
+    write_tokenizer(TokenizerSource(directory=str(model)), run_copy)
+    for copy in (dataset / "tokenizer", run_copy):
+        assert AutoTokenizer.from_pretrained(str(copy))("word [NEW]")["input_ids"] == [2, 5, 6, 3], copy

@@ -65,7 +65,10 @@ SPLITS = ("train", "validation")
 MANIFEST_NAME = "manifest.json"
 TOKENIZER_DIR = "tokenizer"  # the dataset's copy of its tokenizer files (format 3)
 # The files of a HF tokenizer directory that a dataset copies and an export carries.
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# added_tokens.json: the tokens a slow tokenizer's vocab.txt lacks, which AutoTokenizer
+# still reads (an id past vocab.txt's lines, [UNK] to a copy without it).
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "added_tokens.json")
 # What a folder without a vocabulary lacks, in the refusals that name it.
 NO_VOCABULARY = "no tokenizer vocabulary (vocab.txt, tokenizer.json or a sentencepiece .model)"
 INSTANCE_KINDS = ("pairs", "single-segment")
