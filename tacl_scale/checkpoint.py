@@ -31,9 +31,8 @@ import torch
 
 from .data.integrity import file_checksum
 from .files import atomic_write, file_sha256
-from .run_dir import CHECKPOINT_RECORD, LATEST
+from .run_dir import CHECKPOINT_RECORD, CHECKPOINT_STATE, LATEST
 
-STATE = "trainer_state.json"  # step, data position, batch and world size, readable without torch
 UNIVERSAL = ".universal"  # suffix of a checkpoint's DeepSpeed universal conversion
 READ_LOCK = ".tacl-read-lock"  # in each checkpoint: shared-locked by its readers (ReadLock)
 REMOVING = ".removing"  # suffix of a rotated checkpoint renamed away (``.stepNNNNNNNN.removing``) while deleted
@@ -326,7 +325,7 @@ def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_
     barrier()
     if engine.global_rank == 0:
         state = {**client_state, "world_size": engine.dp_world_size}
-        (root / tag / STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
+        (root / tag / CHECKPOINT_STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
         # Readers' lock file, made by the run: a reader without write access to the directory can still lock it.
         (root / tag / READ_LOCK).touch()
         record_files(root / tag)
@@ -395,7 +394,7 @@ def _remove_unless_read(root: Path, tag: str) -> bool:
 def read_trainer_state(directory: Path) -> dict[str, Any] | None:
     """A checkpoint's ``trainer_state.json`` (None where there is none: checkpoints
     before it kept their state elsewhere), or a :class:`ValueError` naming it."""
-    state = directory / STATE
+    state = directory / CHECKPOINT_STATE
     if not state.is_file():
         return None
     try:

@@ -70,7 +70,7 @@ PREEMPTED_MARKER = "PREEMPTED"
 # Inside checkpoints/ (tacl_scale.checkpoint writes them):
 LATEST = "latest"  # DeepSpeed's own pointer file name, moved by us only when a save is complete
 CHECKPOINT_RECORD = "files.json"  # in each checkpoint: every file's size and checksum
-CHECKPOINT_STATE = "trainer_state.json"  # in each checkpoint: step, data position, batch, ranks (checkpoint.STATE)
+CHECKPOINT_STATE = "trainer_state.json"  # in each checkpoint: step, data position, batch, ranks; no torch to read
 
 # run.json's layout: 1 unversioned (before the field), 2 with ``version``. A newer
 # one is refused by name, not taken for changed settings.

@@ -15,6 +15,7 @@ import torch
 from conftest import FakeSavingEngine
 
 from tacl_scale import checkpoint
+from tacl_scale.run_dir import CHECKPOINT_STATE
 
 pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scripts/test.sh --gpu-image)
 
@@ -238,7 +239,7 @@ def test_damaged_pointers_records_and_states_are_named_not_tracebacks(tmp_path: 
     unrecorded = root / "step00000006"  # saved before records were kept, and named by latest
     unrecorded.mkdir()
     torch.save({"weight": torch.arange(10.0)}, unrecorded / "mp_rank_00_model_states.pt")
-    state = unrecorded / checkpoint.STATE
+    state = unrecorded / CHECKPOINT_STATE
     state.write_text('{"step": 6, "world_si')
     latest.write_text("step00000006")
     tag, problems = checkpoint.newest_verified_tag(root)
