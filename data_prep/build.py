@@ -327,7 +327,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
             f"--max-seq-len {max_len} is larger than the {tokenizer.max_positions} positions "
             f"a model of tokenizer {config.tokenizer.path} supports{source}"
         )
-    tokenizer_sha256 = tokenizer.sha256
+    tokenizer_sha256 = tokenizer.source_sha256()
     from .dask_runner import scheduler_file_problem
 
     if problem := scheduler_file_problem(beam_args):  # after the checks that need no waiting

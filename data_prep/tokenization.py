@@ -77,8 +77,9 @@ class PretrainTokenizer:
     max_positions: int
     max_positions_from: str | None = None
 
-    @property
-    def sha256(self) -> str:
+    def source_sha256(self) -> str:
+        """The sha256 of the file that defines this tokenizer, read now: the build takes
+        it at its start and checks the dataset's copy against it at its end."""
         return file_sha256(self.source_file)
 
     def encode(

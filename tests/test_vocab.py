@@ -262,7 +262,7 @@ def test_the_tokens_of_added_tokens_json_travel_with_the_tokenizer(tmp_path: Pat
     assert tokenizer.vocab_size == 7 and model / "added_tokens.json" in tokenizer.files()
     dataset = tmp_path / "ds"
     dataset.mkdir()
-    tokenizer.copy_into(dataset, tokenizer.sha256)
+    tokenizer.copy_into(dataset, tokenizer.source_sha256())
     run_copy = tmp_path / "run-tokenizer"
     run_copy.mkdir()
     write_tokenizer(TokenizerSource(directory=str(model)), run_copy)
