@@ -43,7 +43,8 @@ from .data.manifest import MANIFEST_NAME, NO_VOCABULARY, TOKENIZER_FILES, holds_
 from .files import os_error_line, output_directory_problem, write_failed
 from .markers import EXPORT_MARKER, container_problem
 from .preemption import ctrl_c_ends, uninterrupted
-from .run_dir import CHECKPOINT_RECORD, CHECKPOINTS_DIR, LATEST, RUN_FILE, RunDir, snapshot_tokenizer
+from .run_dir import CHECKPOINT_RECORD, CHECKPOINTS_DIR, LATEST, RUN_FILE, RunDir
+from .run_tokenizer import snapshot_tokenizer
 
 log = logging.getLogger("tacl_scale.export")
 

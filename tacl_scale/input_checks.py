@@ -87,7 +87,7 @@ def check_data_and_model(datasets: list[PretrainDataset], student: BertForPreTra
 def _no_tokenizer_note(dataset: PretrainDataset, vocab_size: int, model_path: str) -> str:
     """The warning for a pretrained ``model_path`` whose folder holds no tokenizer:
     the dataset's is then taken to be the model's (the run's ``tokenizer/`` and its
-    export get it, :func:`~tacl_scale.run_dir.tokenizer_source`). Refused when its
+    export get it, :func:`~tacl_scale.run_tokenizer.tokenizer_source`). Refused when its
     vocabulary has another size than the model's embeddings: it cannot be the one the
     model was trained with (a 4000-token vocabulary against a 30522-token model's
     weights trained, and exported the 4000 lines beside ``vocab_size 30522``)."""

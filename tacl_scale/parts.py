@@ -70,21 +70,18 @@ from .metrics import MetricsLogger
 from .model import PretrainingModule, default_teacher_dtype, make_teacher
 from .preemption import ignore_in_worker
 from .pretrained import config_beside_weights_problem, load_student_and_new_weights, new_weights_line
+from .resume_checks import check_data_unchanged, check_resume_settings, check_student_config
 from .run_dir import (
     RUN_FILE,
     JobSegment,
     RunDir,
     RunRecord,
-    check_data_unchanged,
-    check_resume_settings,
-    check_student_config,
     missing_input,
     output_problem,
     record_job,
-    snapshot_tokenizer,
     student_config_dict,
-    tokenizer_source,
 )
+from .run_tokenizer import snapshot_tokenizer, tokenizer_source
 
 if TYPE_CHECKING:
     from deepspeed import DeepSpeedEngine
@@ -575,7 +572,7 @@ def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset,
     before recording itself, maybe under another ``--model`` (its tokenizer was
     exported with this run's weights): its random init replaces that job's
     ``initial`` export; a tokenizer folder is kept only where it is this run's
-    (:func:`~tacl_scale.run_dir.snapshot_tokenizer`); what no run wrote is refused."""
+    (:func:`~tacl_scale.run_tokenizer.snapshot_tokenizer`); what no run wrote is refused."""
     run.checkpoints.mkdir(parents=True, exist_ok=True)
     tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run, new_run)
     if not holds_a_vocabulary(tokenizer_dir):  # before the first step, not at the export after the last

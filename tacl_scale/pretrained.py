@@ -24,7 +24,8 @@ from transformers import BertConfig, BertForPreTraining
 from .attention import register as register_attention
 from .files import first_line, json_object
 from .markers import MODEL_CONFIG
-from .run_dir import STUDENT_SHAPE, RunDir
+from .resume_checks import STUDENT_SHAPE
+from .run_dir import RunDir
 
 log = logging.getLogger(__name__)
 

@@ -24,17 +24,15 @@ what is in it::
 
 ``run.json`` is read only through :meth:`RunRecord.from_json`, where older layouts
 get their defaults (as :class:`~tacl_scale.data.manifest.Manifest` does for
-datasets). This module also holds what a job checks against the directory before
-training (the resume-settings and data checks) and the pieces of the input snapshot
-(the tokenizer's source and copy, the student's config), which
-:func:`tacl_scale.parts.snapshot_inputs` writes.
+datasets). What a resumed job is checked against in it is
+:mod:`tacl_scale.resume_checks`; the run's copy of its tokenizer,
+:mod:`tacl_scale.run_tokenizer`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,9 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 from .data.manifest import (
     MANIFEST_NAME,
-    TOKENIZER_FILES,
-    flat_settings,
-    holds_a_vocabulary,
     missing_dataset_hint,
 )
 from .files import atomic_write, output_directory_problem
@@ -58,7 +53,6 @@ from .markers import (  # shared with data_prep through that light module
 
 if TYPE_CHECKING:
     from .config import TrainConfig
-    from .data import PretrainDataset
 
 TOKENIZER_DIR = "tokenizer"
 INITIAL_DIR = "initial"
@@ -75,23 +69,6 @@ CHECKPOINT_STATE = "trainer_state.json"  # in each checkpoint: step, data positi
 # run.json's layout: 1 unversioned (before the field), 2 with ``version``. A newer
 # one is refused by name, not taken for changed settings.
 RUN_RECORD_VERSION = 2
-# Settings a resumed job must share with the run (dotted paths of TrainConfig.to_dict()):
-# they decide the data, the objectives, the model and the optimizer and its schedule.
-RESUME_SETTINGS = ("model", "seed", "data.paths", "data.weights", "data.dynamic_masking", "objective", "optim")
-PATH_SETTINGS = ("model", "data.paths")  # compared as the directories they name
-RESUME_FREE = ("optim.micro_batch_size", "optim.max_skipped_in_a_row")  # may change with the ranks
-# Settings added since runs were first recorded, with the value a run without them had.
-ADDED_SETTINGS = {"objective.reference_compat": False}
-# The student's BertConfig settings that decide its weights' shapes and its attention:
-# a checkpoint holds weights of the run's, which no other can resume (RunRecord.student_config).
-STUDENT_SHAPE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                 "max_position_embeddings", "type_vocab_size")
-# The student's BertConfig settings that change what the same weights compute or learn
-# (not its shapes): a --model edited in place between jobs changes the run, as a flag does.
-STUDENT_BEHAVIOUR = ("hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps",
-                     "pad_token_id")
-
-
 def missing_input(config: TrainConfig) -> str | None:
     """The first ``--data`` or ``--model`` that is not there, said before the run
     directory is made; one that ``--recipe`` filled is said to be the recipe's (a
@@ -315,104 +292,6 @@ class RunRecord:
 # -- before a job trains -------------------------------------------------------------------------------
 
 
-def settings_changes(saved: dict[str, Any], config: TrainConfig) -> list[str]:
-    """What ``config`` changes of the run's recorded settings (``run.json``'s
-    ``config``) among :data:`RESUME_SETTINGS`, one ``name: old -> new`` each."""
-    old, new = flat_settings(saved), flat_settings(config.to_dict())
-    for settings in (old, new):  # one directory, however it was written (runs recorded relative paths)
-        for key in PATH_SETTINGS:
-            if isinstance(settings.get(key), str):
-                settings[key] = os.path.realpath(settings[key])
-            elif isinstance(settings.get(key), list):
-                settings[key] = [os.path.realpath(path) for path in settings[key]]
-    changes = []
-    for key in sorted(old.keys() | new.keys()):
-        if not key.startswith(RESUME_SETTINGS) or key in RESUME_FREE:
-            continue
-        before = old.get(key, ADDED_SETTINGS.get(key))
-        if before != new.get(key):
-            changes.append(f"{key}: {before!r} -> {new.get(key)!r}")
-    return changes
-
-
-def check_resume_settings(run: RunDir, record: RunRecord | None, config: TrainConfig) -> list[str]:
-    """Refuse (:class:`RunRecordError`) to resume the run ``record`` describes (None:
-    none yet) with other settings than its own that decide the data, the
-    objectives, the model or the optimizer, naming each difference;
-    ``--allow-changes`` accepts them (returned, to be recorded)."""
-    if record is None:
-        return []
-    changes = settings_changes(record.config, config)
-    if changes and not config.checkpoint.allow_changes:
-        raise RunRecordError(f"{run.path}: --resume with other settings than the run's ({RUN_FILE}): "
-                             f"{'; '.join(changes)}. Resume with the run's settings, or add --allow-changes to "
-                             "continue with these (recorded in its history)")
-    return changes
-
-
-def check_student_config(run: RunDir, record: RunRecord | None, student_config: dict[str, Any],
-                         config: TrainConfig) -> list[str]:
-    """Refuse (:class:`RunRecordError`) to resume the run ``record`` describes with a
-    student (``student_config``, the BertConfig ``--model`` gave) other than the
-    run's (``run.json``'s ``student_config``), naming each setting with both values.
-    Another shape (:data:`STUDENT_SHAPE`) is refused even with ``--allow-changes``:
-    the checkpoints hold weights of the run's shape (loading them was a page of
-    size mismatches). Another behaviour (:data:`STUDENT_BEHAVIOUR`: dropout, the
-    activation, ... of a config.json edited in place) is a change of the run's
-    settings: refused unless ``--allow-changes``, which returns them to be recorded.
-    Nothing to compare for a new run or one recorded before the config was kept."""
-    saved = record.student_config if record is not None else None
-    if not isinstance(saved, dict):
-        return []
-
-    def differing(keys: tuple[str, ...]) -> list[str]:
-        return [key for key in keys if key in saved and key in student_config and saved[key] != student_config[key]]
-
-    if shape := differing(STUDENT_SHAPE):
-        raise RunRecordError(f"{run.record_file}: --resume with --model {config.model}, a student of another shape "
-                             f"than the run's (its student_config): "
-                             f"{'; '.join(f'{k} {saved[k]!r} in the run, {student_config[k]!r} in --model' for k in shape)}. "
-                             "Its checkpoints hold weights of the run's shape, which this one cannot load, with "
-                             "--allow-changes or without: resume with the run's --model as it was, or start a new run "
-                             "in another --output")
-    changes = [f"student_config.{k}: {saved[k]!r} -> {student_config[k]!r}" for k in differing(STUDENT_BEHAVIOUR)]
-    if changes and not config.checkpoint.allow_changes:
-        raise RunRecordError(f"{run.record_file}: --resume with --model {config.model}, whose config changes the "
-                             f"run's student (its student_config): {'; '.join(changes)}. Resume with the run's "
-                             "--model as it was, or add --allow-changes to continue with these (recorded in its "
-                             "history)")
-    return changes
-
-
-def data_changes(record: RunRecord | None, config: TrainConfig, fingerprints: list[str]) -> list[str]:
-    """Each ``--data`` whose content is not what the run's ``record`` holds (a
-    dataset rebuilt in place), one ``data content: PATH: ...`` line each; none when
-    there is no record, it holds no fingerprints or the paths themselves changed
-    (a change listed as ``data.paths``)."""
-    if record is None:
-        return []
-    saved_paths = [os.path.realpath(path) for path in record.config.get("data", {}).get("paths", [])]
-    if record.data_fingerprints is None or saved_paths != [os.path.realpath(p) for p in config.data.paths]:
-        return []
-    return [f"data content: {path}: not the dataset the run trained on (rebuilt in place?): the data order "
-            "would continue in other instances"
-            for path, old, new in zip(config.data.paths, record.data_fingerprints, fingerprints, strict=False)
-            if old != new]
-
-
-def check_data_unchanged(run: RunDir, record: RunRecord | None, config: TrainConfig,
-                         fingerprints: list[str]) -> list[str]:
-    """Refuse (:class:`RunRecordError`) to resume on datasets rebuilt since the run
-    recorded them, unless ``--allow-changes`` (the changes are returned, to be
-    recorded)."""
-    changes = data_changes(record, config, fingerprints)
-    if changes and not config.checkpoint.allow_changes:
-        raise RunRecordError(f"{run.path}: --resume on other data than the run's ({RUN_FILE}): {'; '.join(changes)}. "
-                             "Resume on the run's data, or add --allow-changes to continue on this (recorded in its "
-                             "history)")
-    return changes
-
-
 def record_job(run: RunDir, record: RunRecord | None, segment: JobSegment, new_record: RunRecord,
                config: TrainConfig) -> RunRecord:
     """Write ``run.json`` with this job added: a new run (``record`` None) gets
@@ -430,106 +309,6 @@ def record_job(run: RunDir, record: RunRecord | None, segment: JobSegment, new_r
         record.history = [segment]
     run.write_record(record)
     return record
-
-
-def tokenizer_source(model_path: str, dataset: PretrainDataset) -> TokenizerSource:
-    """Where the exported model's tokenizer comes from: the model directory's own
-    files, or else the dataset's tokenizer (its own copy, from format 3 on): a random
-    init's by construction, and taken for a pretrained model's that came without one
-    (:func:`tacl_scale.input_checks.check_data_and_model` refuses it when its size is not
-    the model's ``vocab_size``, and the run warns that it takes it)."""
-    model_dir = Path(model_path)
-    if model_dir.is_dir() and holds_a_vocabulary(model_dir):  # settings files alone are no tokenizer
-        return TokenizerSource(directory=str(model_dir.resolve()))
-    tok = dataset.manifest.tokenizer
-    location = tok.location(dataset.path).resolve()
-    if tok.kind == "hf":  # a tokenizer directory (format 2 recorded the file fingerprinted in it)
-        return TokenizerSource(directory=str(location if location.is_dir() else location.parent))
-    return TokenizerSource(vocab_file=str(location), lowercase=tok.lowercase, kind=tok.kind)
-
-
-def write_tokenizer(source: TokenizerSource, out: Path) -> None:
-    """The tokenizer files of ``source`` in folder ``out``, as Hugging Face loads them."""
-    if source.directory is not None:
-        for name in TOKENIZER_FILES:
-            path = Path(source.directory) / name
-            if path.is_file():
-                shutil.copy2(path, out / name)
-        return
-    assert source.vocab_file is not None
-    if source.kind == "sentencepiece":
-        shutil.copy2(source.vocab_file, out / Path(source.vocab_file).name)
-        return
-    from transformers import BertTokenizerFast
-
-    # from_pretrained on a directory holding vocab.txt reads it the same way in
-    # every transformers version (constructor arguments changed in v5).
-    shutil.copy2(source.vocab_file, out / "vocab.txt")
-    lowercase = True if source.lowercase is None else source.lowercase
-    tokenizer = BertTokenizerFast.from_pretrained(str(out), do_lower_case=lowercase)
-    tokenizer.save_pretrained(out)
-
-
-def snapshot_tokenizer(source: TokenizerSource, run: RunDir, new_run: bool = False) -> Path:
-    """Copy the run's tokenizer files to ``RUN_DIR/tokenizer`` once (written to a
-    temporary folder, then renamed), so exports never depend on the original paths.
-    A ``new_run`` (nothing in ``run.json`` yet) that finds the folder there already
-    (a first job stopped before recording itself, requeued) takes it only where it
-    is the same tokenizer as ``source``'s (the same ids, lower-casing the same); one
-    of another model, or a folder that is not a run's, is refused, never deleted."""
-    target = run.tokenizer
-    if target.is_dir() and not new_run:
-        return target
-    tmp = run.path / f".{TOKENIZER_DIR}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        write_tokenizer(source, tmp)
-    except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)  # nothing half-copied stays in the run
-        raise ValueError(f"{target}: the run's tokenizer could not be copied into it ({err}): copy the "
-                         f"dataset's tokenizer/ files to {target}") from err
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if target.exists() or target.is_symlink():
-        try:
-            problem = _other_tokenizer(target, tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if problem:
-            raise ValueError(f"{target}: {problem}, and no {RUN_FILE} records a run here: a first job that stopped "
-                             "before recording itself left it (under another --model?), or it is not a run's "
-                             f"folder; remove {target}, or choose another --output")
-        return target
-    os.replace(tmp, target)
-    return target
-
-
-def _other_tokenizer(found: Path, wanted: Path) -> str | None:
-    """How the tokenizer folder ``found`` differs from ``wanted`` (a run's copy of
-    its tokenizer), in words, or None: each vocabulary file of ``wanted`` there too
-    with the same token ids (an export ships them all), lower-casing alike."""
-    from .vocab import VocabularyError, first_difference, tokenizer_lowercase, vocabulary
-
-    if not found.is_dir() or found.is_symlink():
-        return "not a folder a run wrote"
-    for own_file in sorted(wanted.iterdir()):
-        if own_file.name not in ("tokenizer.json", "vocab.txt") and own_file.suffix != ".model":
-            continue
-        if not (found / own_file.name).is_file():
-            return f"holds no {own_file.name}, which this run's tokenizer has"
-        try:
-            held, own = vocabulary(found / own_file.name), vocabulary(own_file)
-        except (VocabularyError, OSError) as err:
-            return f"holds tokenizer files that cannot be read ({err})"
-        if (difference := first_difference(own or {}, held or {})) is not None:
-            token, in_run, in_found = difference
-            return (f"holds another tokenizer than this run's ({own_file.name}: {token!r} is id {in_found} there, "
-                    f"{in_run} in this run's)")
-    if tokenizer_lowercase(found) != tokenizer_lowercase(wanted):
-        return "holds a tokenizer that lower-cases otherwise than this run's"
-    return None
 
 
 def student_config_dict(student: Any) -> dict[str, Any]:

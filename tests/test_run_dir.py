@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT, main_in_this_process
 
 from tacl_scale.config import CheckpointConfig, DataConfig, EngineConfig, TrainConfig
+from tacl_scale.resume_checks import check_student_config, data_changes, settings_changes
 from tacl_scale.run_dir import (
     RUN_RECORD_VERSION,
     JobSegment,
@@ -17,11 +18,8 @@ from tacl_scale.run_dir import (
     RunRecord,
     RunRecordError,
     TokenizerSource,
-    check_student_config,
-    data_changes,
     output_problem,
     record_job,
-    settings_changes,
 )
 
 # run.json as the first training code wrote it (311c4f5: no version, device, student

@@ -1055,7 +1055,7 @@ def test_a_model_folder_with_tokenizer_settings_alone_is_no_tokenizer_source(dat
     checkpoints carry) was taken as the run's tokenizer: the run trained to its last
     step and its export then had none. The dataset's tokenizer is taken instead."""
     from tacl_scale.data import PretrainDataset
-    from tacl_scale.run_dir import tokenizer_source
+    from tacl_scale.run_tokenizer import tokenizer_source
 
     model = tmp_path / "model"
     model.mkdir()

@@ -251,7 +251,8 @@ def test_the_tokens_of_added_tokens_json_travel_with_the_tokenizer(tmp_path: Pat
     from transformers import AutoTokenizer
 
     from data_prep.tokenization import TokenizerConfig, load_tokenizer
-    from tacl_scale.run_dir import TokenizerSource, write_tokenizer
+    from tacl_scale.run_dir import TokenizerSource
+    from tacl_scale.run_tokenizer import write_tokenizer
 
     model = tmp_path / "model"
     model.mkdir()

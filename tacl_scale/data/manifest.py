@@ -241,7 +241,7 @@ class _Object:
 
 def holds_a_vocabulary(directory: Path) -> bool:
     """Whether a tokenizer folder holds a vocabulary, in any of the forms a run's
-    copy takes (``tacl_scale.run_dir.write_tokenizer``): settings files alone
+    copy takes (``tacl_scale.run_tokenizer.write_tokenizer``): settings files alone
     (tokenizer_config.json) are none, and Hugging Face would then build a tokenizer
     of its special tokens alone, every word [UNK]."""
     return (any((directory / name).is_file() for name in ("vocab.txt", "tokenizer.json"))

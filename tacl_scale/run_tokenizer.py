@@ -1,0 +1,117 @@
+"""The run's own copy of its tokenizer, ``RUN_DIR/tokenizer`` (which every export
+ships): where it comes from (the model folder's files, else the dataset's copy), and
+copying it once, so that an export never depends on the original paths."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .data.manifest import TOKENIZER_DIR, TOKENIZER_FILES, holds_a_vocabulary
+from .markers import RUN_FILE
+from .run_dir import RunDir, TokenizerSource
+
+if TYPE_CHECKING:
+    from .data import PretrainDataset
+
+
+def tokenizer_source(model_path: str, dataset: PretrainDataset) -> TokenizerSource:
+    """Where the exported model's tokenizer comes from: the model directory's own
+    files, or else the dataset's tokenizer (its own copy, from format 3 on): a random
+    init's by construction, and taken for a pretrained model's that came without one
+    (:func:`tacl_scale.input_checks.check_data_and_model` refuses it when its size is not
+    the model's ``vocab_size``, and the run warns that it takes it)."""
+    model_dir = Path(model_path)
+    if model_dir.is_dir() and holds_a_vocabulary(model_dir):  # settings files alone are no tokenizer
+        return TokenizerSource(directory=str(model_dir.resolve()))
+    tok = dataset.manifest.tokenizer
+    location = tok.location(dataset.path).resolve()
+    if tok.kind == "hf":  # a tokenizer directory (format 2 recorded the file fingerprinted in it)
+        return TokenizerSource(directory=str(location if location.is_dir() else location.parent))
+    return TokenizerSource(vocab_file=str(location), lowercase=tok.lowercase, kind=tok.kind)
+
+
+def write_tokenizer(source: TokenizerSource, out: Path) -> None:
+    """The tokenizer files of ``source`` in folder ``out``, as Hugging Face loads them."""
+    if source.directory is not None:
+        for name in TOKENIZER_FILES:
+            path = Path(source.directory) / name
+            if path.is_file():
+                shutil.copy2(path, out / name)
+        return
+    assert source.vocab_file is not None
+    if source.kind == "sentencepiece":
+        shutil.copy2(source.vocab_file, out / Path(source.vocab_file).name)
+        return
+    from transformers import BertTokenizerFast
+
+    # from_pretrained on a directory holding vocab.txt reads it the same way in
+    # every transformers version (constructor arguments changed in v5).
+    shutil.copy2(source.vocab_file, out / "vocab.txt")
+    lowercase = True if source.lowercase is None else source.lowercase
+    tokenizer = BertTokenizerFast.from_pretrained(str(out), do_lower_case=lowercase)
+    tokenizer.save_pretrained(out)
+
+
+def snapshot_tokenizer(source: TokenizerSource, run: RunDir, new_run: bool = False) -> Path:
+    """Copy the run's tokenizer files to ``RUN_DIR/tokenizer`` once (written to a
+    temporary folder, then renamed), so exports never depend on the original paths.
+    A ``new_run`` (nothing in ``run.json`` yet) that finds the folder there already
+    (a first job stopped before recording itself, requeued) takes it only where it
+    is the same tokenizer as ``source``'s (the same ids, lower-casing the same); one
+    of another model, or a folder that is not a run's, is refused, never deleted."""
+    target = run.tokenizer
+    if target.is_dir() and not new_run:
+        return target
+    tmp = run.path / f".{TOKENIZER_DIR}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        write_tokenizer(source, tmp)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing half-copied stays in the run
+        raise ValueError(f"{target}: the run's tokenizer could not be copied into it ({err}): copy the "
+                         f"dataset's tokenizer/ files to {target}") from err
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if target.exists() or target.is_symlink():
+        try:
+            problem = _other_tokenizer(target, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if problem:
+            raise ValueError(f"{target}: {problem}, and no {RUN_FILE} records a run here: a first job that stopped "
+                             "before recording itself left it (under another --model?), or it is not a run's "
+                             f"folder; remove {target}, or choose another --output")
+        return target
+    os.replace(tmp, target)
+    return target
+
+
+def _other_tokenizer(found: Path, wanted: Path) -> str | None:
+    """How the tokenizer folder ``found`` differs from ``wanted`` (a run's copy of
+    its tokenizer), in words, or None: each vocabulary file of ``wanted`` there too
+    with the same token ids (an export ships them all), lower-casing alike."""
+    from .vocab import VocabularyError, first_difference, tokenizer_lowercase, vocabulary
+
+    if not found.is_dir() or found.is_symlink():
+        return "not a folder a run wrote"
+    for own_file in sorted(wanted.iterdir()):
+        if own_file.name not in ("tokenizer.json", "vocab.txt") and own_file.suffix != ".model":
+            continue
+        if not (found / own_file.name).is_file():
+            return f"holds no {own_file.name}, which this run's tokenizer has"
+        try:
+            held, own = vocabulary(found / own_file.name), vocabulary(own_file)
+        except (VocabularyError, OSError) as err:
+            return f"holds tokenizer files that cannot be read ({err})"
+        if (difference := first_difference(own or {}, held or {})) is not None:
+            token, in_run, in_found = difference
+            return (f"holds another tokenizer than this run's ({own_file.name}: {token!r} is id {in_found} there, "
+                    f"{in_run} in this run's)")
+    if tokenizer_lowercase(found) != tokenizer_lowercase(wanted):
+        return "holds a tokenizer that lower-cases otherwise than this run's"
+    return None
