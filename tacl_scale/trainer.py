@@ -38,8 +38,9 @@ from .export import engine_master_weights, export_weights
 from .files import describe_write_error
 from .flops import mfu, step_flops
 from .model import teacher_states
-from .parts import RunParts, TrainState, build_run
+from .parts import RunParts, build_run
 from .preemption import StopRequest
+from .resume import TrainState
 from .run_dir import RunDir
 
 __all__ = ["RankError", "StepResult", "Trainer", "TrainError", "TrainState"]

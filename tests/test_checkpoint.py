@@ -252,7 +252,7 @@ def test_the_train_state_reads_back_what_a_checkpoint_records_of_it() -> None:
     """``TrainState.client_state`` writes the keys and ``from_client_state`` reads
     them: one round trip, whatever the keys; a checkpoint from before the global
     data order (no ``consumed_samples``) is placed at step × batch."""
-    from tacl_scale.parts import TrainState
+    from tacl_scale.resume import TrainState
 
     state = TrainState(step=7, consumed_samples=1800, skipped=2)
     assert TrainState.from_client_state(state.client_state(256), 256) == state
