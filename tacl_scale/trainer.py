@@ -5,8 +5,9 @@ frozen teacher, the DeepSpeed engine around the student (optimizer and schedule
 included), the resume state, the data loader from the saved global data position,
 the validation batches and the metrics logger, in that order, as one
 :class:`~tacl_scale.parts.RunParts`. Running: every iteration of
-:meth:`Trainer.train` is ``train_step`` → log → maybe evaluate → maybe checkpoint →
-preemption check.
+:meth:`Trainer.train` is ``step_and_log`` (``train_step``, its metrics queued for the
+log) → maybe evaluate → maybe checkpoint → preemption check, and ``finish`` ends the
+job (the export of a complete run).
 
 The step counter counts optimizer updates actually applied: when fp16's loss scaler
 finds non-finite gradients DeepSpeed skips the update and does not advance the
