@@ -248,7 +248,7 @@ def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokeniz
     settings, inputs = determining_settings(config.to_dict()), input_stats(units)
     digest = fingerprint(config.to_dict(), units)
     if resume and workspace.exists():
-        problem = workspace.resumable(digest, inputs, tokenizer_sha256, settings,
+        problem = workspace.resume_problem(digest, inputs, tokenizer_sha256, settings,
                                       legacy_digest=fingerprint(config.to_dict(), units, legacy=True))
         if problem is not None:
             raise BuildError(f"--resume: {problem}")

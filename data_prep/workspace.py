@@ -209,7 +209,7 @@ class Workspace:
             record["settings"] = settings
         atomic_write(self.root / BUILD_RECORD, json.dumps(record))
 
-    def resumable(self, digest: str, inputs: dict[str, list[int]], tokenizer_sha256: str,
+    def resume_problem(self, digest: str, inputs: dict[str, list[int]], tokenizer_sha256: str,
                   settings: dict[str, Any] | None = None, legacy_digest: str | None = None) -> str | None:
         """``None`` when the parts here were made by a build of the same settings
         and units from the same inputs and tokenizer (unchanged since), else why

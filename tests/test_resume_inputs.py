@@ -154,8 +154,8 @@ def test_a_build_record_without_settings_resumes_by_its_fingerprint(tmp_path: Pa
     workspace.start_run(legacy, units, inputs={}, tokenizer_sha256="0" * 64)  # no settings, as those versions
     assert "settings" not in json.loads((workspace.root / "build.json").read_text(encoding="utf-8"))
     assert legacy != fingerprint(config, units)
-    assert workspace.resumable(fingerprint(config, units), {}, "0" * 64, {}, legacy_digest=legacy) is None
-    assert "other settings or inputs" in str(workspace.resumable("another", {}, "0" * 64, {}, legacy_digest="other"))
+    assert workspace.resume_problem(fingerprint(config, units), {}, "0" * 64, {}, legacy_digest=legacy) is None
+    assert "other settings or inputs" in str(workspace.resume_problem("another", {}, "0" * 64, {}, legacy_digest="other"))
 
 
 def test_the_tokenizer_is_known_by_its_bytes_not_by_how_its_path_was_spelled(

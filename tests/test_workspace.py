@@ -75,13 +75,13 @@ def test_a_damaged_build_record_is_a_reason_not_to_resume_naming_it(tmp_path: Pa
     """``: > OUTPUT/_tmp/build.json`` (a full disk, an edit) and ``--resume``: a
     JSONDecodeError's traceback, exit 1."""
     workspace, inputs = interrupted_workspace(tmp_path)
-    assert workspace.resumable("digest", inputs, "sha", {"seed": 1}) is None
+    assert workspace.resume_problem("digest", inputs, "sha", {"seed": 1}) is None
     record = workspace.root / "build.json"
     record.write_bytes(damage)
-    assert workspace.resumable("digest", inputs, "sha", {"seed": 1}) == (
+    assert workspace.resume_problem("digest", inputs, "sha", {"seed": 1}) == (
         f"{record}: unreadable ({why}): drop --resume to start over")
     record.unlink()
-    assert workspace.resumable("digest", inputs, "sha", {"seed": 1}) == (
+    assert workspace.resume_problem("digest", inputs, "sha", {"seed": 1}) == (
         f"{record}: missing (no interrupted build of this version to resume)")
 
 
