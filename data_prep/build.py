@@ -53,8 +53,14 @@ from .config import (
 from .instances import InstanceConfig
 from .sentences import SentenceConfig
 from .shards import EmptyDatasetError, FinalizeInputs, TokenizerFacts
-from .sources import FORMATS, InputError, expand_inputs, output_among_inputs, plan_work_units
-from .tokenization import TokenizerConfig, TokenizerError, load_tokenizer, no_lowercase_problem
+from .sources import FORMATS, InputError, WorkUnit, expand_inputs, output_among_inputs, plan_work_units
+from .tokenization import (
+    PretrainTokenizer,
+    TokenizerConfig,
+    TokenizerError,
+    load_tokenizer,
+    no_lowercase_problem,
+)
 from .workspace import (
     TMP_DIR_NAME,
     OutputError,
@@ -236,7 +242,7 @@ def beam_args_problem(beam_args: list[str], parser: argparse.ArgumentParser) -> 
     return f"{name}: neither an option of this command nor a Beam pipeline option{hint}"
 
 
-def _prepare_output(config: BuildConfig, units: list[Any], resume: bool, tokenizer_sha256: str) -> None:
+def _prepare_output(config: BuildConfig, units: list[WorkUnit], resume: bool, tokenizer_sha256: str) -> None:
     """Refuse to touch an existing dataset or a directory of other files unless
     ``overwrite``; an old dataset is made unreadable first (its manifest goes first).
     Leftovers of an unfinished build (no manifest) are cleared, except, with
@@ -403,14 +409,14 @@ def _build_difference(manifest: Manifest, config: BuildConfig, paths: list[str],
     return None
 
 
-def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[Any], paths: list[str],
-           tokenizer: Any, tokenizer_sha256: str) -> Path:
-    """The build of :func:`run_build` once its output directory is locked."""
-    import apache_beam as beam
+def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[WorkUnit], paths: list[str],
+           tokenizer: PretrainTokenizer, tokenizer_sha256: str) -> Path:
+    """The build of :func:`run_build` once its output directory is locked: the
+    output prepared (beside the old dataset with ``--overwrite``), the pipeline run,
+    the manifest written last, the new dataset swapped in."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from . import dask_runner
-    from .pipeline import build_pipeline
     from .shards import finalize
 
     final = Path(config.output.directory)
@@ -430,39 +436,55 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
     )
     log.info("%d input file(s), %d work unit(s) -> %s", len(paths), len(units), config.output.directory)
     try:
-        pipeline = beam.Pipeline(runner=_runner(options, len(config.output.shard_keys)), options=options)
-        build_pipeline(pipeline, units, config, facts)
-        with _driver_progress(options, Workspace(config.output.directory)):
-            result = pipeline.run()
-            client = getattr(result, "client", None)  # the DaskRunner's, which it leaves open
-            try:
-                if client is not None:
-                    advice = dask_runner.worker_advice(client.run(dask_runner.worker_settings))
-                    if advice is not None:
-                        log.warning("%s", advice)
-                result.wait_until_finish()
-            finally:
-                if client is not None:
-                    client.close()
+        _run_pipeline(config, options, units, facts)
         with writing(config.output.directory):
             manifest = finalize(config, facts, finalize_inputs, recorded_directory=str(final))
     except Exception as err:
-        # The completed work units stay for --resume; no shard file of a dataset that
-        # does not exist is left in the output.
-        directory = Path(config.output.directory)
-        remove_build_files(directory, keep=(TMP_DIR_NAME, LOCK_NAME))
-        kept = " (the old dataset is unchanged)" if replacing else ""
-        workspace = Workspace(directory)
-        done = workspace.completed_count() if workspace.exists() else None  # None: got past its units
-        if done == 0:  # nothing to resume: the output directory the build made goes with its lock
-            workspace.remove()
-        left = _resume_note(done, len(units))
-        raise BuildError(f"build failed, no dataset written{kept}: {_root_message(err)}"
-                         f"{f' ({left})' if left else ''}") from err
+        raise _failed(err, Path(config.output.directory), replacing, len(units)) from err
     if replacing:
         swap_in(manifest.parent, final)
         return final / MANIFEST_NAME
     return manifest
+
+
+def _run_pipeline(config: BuildConfig, options: Any, units: list[WorkUnit], facts: TokenizerFacts) -> None:
+    """The Beam pipeline over ``units`` on the runner ``options`` name, to its end,
+    with the build-wide progress line; on Dask, what its workers' settings lack is
+    said, and the client the DaskRunner leaves open is closed."""
+    import apache_beam as beam
+
+    from . import dask_runner
+    from .pipeline import build_pipeline
+
+    pipeline = beam.Pipeline(runner=_runner(options, len(config.output.shard_keys)), options=options)
+    build_pipeline(pipeline, units, config, facts)
+    with _driver_progress(options, Workspace(config.output.directory)):
+        result = pipeline.run()
+        client = getattr(result, "client", None)  # the DaskRunner's, which it leaves open
+        try:
+            if client is not None:
+                advice = dask_runner.worker_advice(client.run(dask_runner.worker_settings))
+                if advice is not None:
+                    log.warning("%s", advice)
+            result.wait_until_finish()
+        finally:
+            if client is not None:
+                client.close()
+
+
+def _failed(err: BaseException, directory: Path, replacing: bool, units: int) -> BuildError:
+    """The one line of a build that failed with ``err``, once its output directory
+    is cleaned up: the completed work units stay for --resume (the directory goes
+    with its lock when none completed); no shard file of a dataset that does not
+    exist is left in it."""
+    remove_build_files(directory, keep=(TMP_DIR_NAME, LOCK_NAME))
+    kept = " (the old dataset is unchanged)" if replacing else ""
+    workspace = Workspace(directory)
+    done = workspace.completed_count() if workspace.exists() else None  # None: got past its units
+    if done == 0:  # nothing to resume
+        workspace.remove()
+    left = _resume_note(done, units)
+    return BuildError(f"build failed, no dataset written{kept}: {_root_message(err)}{f' ({left})' if left else ''}")
 
 
 def staging_directory(output: Path) -> Path:
