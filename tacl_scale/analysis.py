@@ -26,6 +26,7 @@ import os
 import sys
 import tempfile
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -364,13 +365,34 @@ def encoder_layers(model_dir: Path) -> int:
         raise cannot_load(model_dir, err) from err
 
 
-def selfsim(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``selfsim`` command: every --model analysed over the sentences, the
-    report (JSON, CSV, plot, heat maps) written to --out and returned.
+@dataclass(frozen=True)
+class SelfsimConfig:
+    """What the ``selfsim`` command analyses, parsed once from its command line."""
+
+    models: tuple[str, ...]  # HF model directories, or training run/checkpoint directories
+    sentences: str  # text file, one sentence a line
+    out: str  # the report directory: new, empty, or an earlier report's (with overwrite)
+    overwrite: bool = False  # replace the report already in out, once the new one is written
+    max_sentences: int | None = None  # read at most this many (None: all)
+    batch_size: int = 64  # sentences encoded at once
+    device: str | None = None  # None: cuda if available, else cpu
+    exclude_special: bool = False  # drop [CLS]/[SEP] from the statistics
+    heatmap_sentence: str | None = None  # also draw this sentence's cosine matrix
+    heatmap_layer: int | None = None  # the heat map's layer (None: the top one)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SelfsimConfig:
+        return cls(tuple(args.model), args.sentences, args.out, args.overwrite, args.max_sentences, args.batch_size,
+                   args.device, args.exclude_special, args.heatmap_sentence, args.heatmap_layer)
+
+
+def selfsim(args: SelfsimConfig) -> dict[str, Any]:
+    """The ``selfsim`` command: every model analysed over the sentences, the report
+    (JSON, CSV, plot, heat maps) written to ``args.out`` and returned.
 
     Everything that can be refused is refused before the first model is analysed,
-    and --out is made (or its earlier report removed) only once the whole report
-    is ready: a failed analysis leaves it as it was."""
+    and the report directory is made (or its earlier report removed) only once the
+    whole report is ready: a failed analysis leaves it as it was."""
     out = Path(args.out)
     sentences = read_sentences(Path(args.sentences), args.max_sentences)
     if problem := report_directory_problem(out, args.overwrite):
@@ -381,15 +403,15 @@ def selfsim(args: argparse.Namespace) -> dict[str, Any]:
         staged = Path(tmp) / "report"
         staged.mkdir()
         # A folder each: two runs of the same name must not export to one place.
-        model_dirs = [resolve_model(path, Path(tmp) / f"model-{k}") for k, path in enumerate(args.model)]
+        model_dirs = [resolve_model(path, Path(tmp) / f"model-{k}") for k, path in enumerate(args.models)]
         tokenizers = []
-        for path, model_dir in zip(args.model, model_dirs, strict=True):  # the next model's fault, before minutes
+        for path, model_dir in zip(args.models, model_dirs, strict=True):  # the next model's fault, before minutes
             tokenizers.append(load_tokenizer(model_dir))
             layers = encoder_layers(model_dir)
             if args.heatmap_sentence and args.heatmap_layer is not None and not 0 <= args.heatmap_layer < layers:
                 raise ValueError(f"--heatmap-layer {args.heatmap_layer}: {path} has layers 0 (the embeddings) to "
                                  f"{layers - 1}")
-        for path, model_dir, tokenizer in zip(args.model, model_dirs, tokenizers, strict=True):
+        for path, model_dir, tokenizer in zip(args.models, model_dirs, tokenizers, strict=True):
             tokenizer, model = load_encoder(model_dir, device, tokenizer)
             name = _unique_name(Path(path), results)
             results[name] = analyse_model(tokenizer, model, name, sentences, args.batch_size, device,
@@ -402,21 +424,25 @@ def selfsim(args: argparse.Namespace) -> dict[str, Any]:
                 heatmap(tokenizer, model, args.heatmap_sentence, layer, device, staged / f"heatmap_{name}.png",
                         f"{name}, layer {layer}")
         report = {"settings": {"sentences": str(args.sentences), "n_sentences": len(sentences),
-                               "exclude_special": args.exclude_special, "models": list(args.model)},
+                               "exclude_special": args.exclude_special, "models": list(args.models)},
                   "models": results}
         (staged / "selfsim.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-        with open(staged / "selfsim.csv", "w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            writer.writerow(["model", "layer", "eq3_mean", "eq3_std", "n_sentences", "pair_weighted_mean", "n_pairs",
-                             "isotropy"])
-            for name, layers in results.items():
-                for r in layers:
-                    writer.writerow([name, r["layer"], f"{r['eq3_mean']:.6f}", f"{r['eq3_std']:.6f}",
-                                     r["n_sentences"], f"{r['pair_weighted_mean']:.6f}", r["n_pairs"],
-                                     f"{r['isotropy']:.6f}"])
+        write_csv(results, staged / "selfsim.csv")
         plot_by_layer(results, staged / "selfsim_by_layer.png")
         publish_report(staged, out, args.overwrite)
     return report
+
+
+def write_csv(results: dict[str, list[dict[str, float]]], path: Path) -> None:
+    """The report's table as CSV: one row per model and layer."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["model", "layer", "eq3_mean", "eq3_std", "n_sentences", "pair_weighted_mean", "n_pairs",
+                         "isotropy"])
+        for name, layers in results.items():
+            for r in layers:
+                writer.writerow([name, r["layer"], f"{r['eq3_mean']:.6f}", f"{r['eq3_std']:.6f}", r["n_sentences"],
+                                 f"{r['pair_weighted_mean']:.6f}", r["n_pairs"], f"{r['isotropy']:.6f}"])
 
 
 def publish_report(staged: Path, out: Path, overwrite: bool) -> None:
@@ -506,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
 
     transformers_logging.disable_progress_bar()  # "Loading weights" bars, one a model, in a job's log
     try:
-        report = selfsim(args)
+        report = selfsim(SelfsimConfig.from_args(args))
     except ValueError as err:
         return error_exit(str(err))
     except OSError as err:
