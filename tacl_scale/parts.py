@@ -199,17 +199,20 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
     try:
         # run.json, read once under the lock (rank 0): nothing else writes it until this job records itself.
         record = on_main(dist, lambda: run.read_record() if run.has_record() else None)
-        changes = on_main(dist, lambda: check_resume_settings(run, record, config)) if config.checkpoint.resume else []
+        changes: list[str] = []  # of the run's settings, taken with --allow-changes: recorded in its history
+
+        def resume_check(check: Callable[[], list[str]]) -> None:
+            if config.checkpoint.resume:  # rank 0 has the record; every rank raises its refusal
+                changes.extend(on_main(dist, check) or [])
+
+        resume_check(lambda: check_resume_settings(run, record, config))
         performance = resolve_performance(config, dist, precision)
         datasets = open_datasets(config, dist)
         fingerprints = [dataset.manifest.content_fingerprint() for dataset in datasets]
-        if config.checkpoint.resume:
-            changes = [*(changes or []),
-                       *(on_main(dist, lambda: check_data_unchanged(run, record, config, fingerprints)) or [])]
+        resume_check(lambda: check_data_unchanged(run, record, config, fingerprints))
         student, teacher, new_weights = build_models(config, datasets, dist, new_run=record is None)
-        if config.checkpoint.resume:  # before a checkpoint of the run's shape is loaded into it
-            changes = [*(changes or []), *(on_main(
-                dist, lambda: check_student_config(run, record, student_config_dict(student), config)) or [])]
+        # Before a checkpoint of the run's shape is loaded into it.
+        resume_check(lambda: check_student_config(run, record, student_config_dict(student), config))
         config = resolve_micro_batch(config, dist, datasets, student, teacher, precision)
         student_fast, teacher_fast = compiled_encoders(config, performance, datasets, student, teacher)
         eval_every = resolve_eval_every(config, datasets, dist.is_main)
@@ -224,7 +227,7 @@ def build_run(config: TrainConfig, dist: Distributed) -> RunParts:
             check_steps_left(run.checkpoints / resume_from, state.step, config.optim.steps, dist.is_main)
             apply_optimizer_settings(engine, config.optim, state.step)
         on_main(dist, lambda: record_this_job(run, record, config, dist, datasets[0], student, performance,
-                                              engine.ds_config, state.step, changes or [], fingerprints))
+                                              engine.ds_config, state.step, changes, fingerprints))
         batches, eval_batches = build_data(config, datasets, dist, state, performance.unpad, eval_every)
         metrics = MetricsLogger(run, dist.is_main, config.optim.steps, config.log_every, state.step,
                                 config.job_end(state.step))
