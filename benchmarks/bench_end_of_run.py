@@ -43,7 +43,8 @@ def main() -> int:
     from tacl_scale import checkpoint
     from tacl_scale.config import CheckpointConfig, DataConfig, EngineConfig, OptimConfig, TrainConfig
     from tacl_scale.distributed import Distributed, LaunchEnv
-    from tacl_scale.export import engine_master_weights, export_checkpoint, export_weights
+    from tacl_scale.export import export_checkpoint, export_weights
+    from tacl_scale.master_weights import engine_master_weights
     from tacl_scale.trainer import Trainer
 
     with tempfile.TemporaryDirectory(prefix="tacl-end-of-run-") as tmp:

@@ -35,9 +35,10 @@ from .distributed import Distributed
 from .encoder import new_micro_batch
 from .errors import RankError, TrainError
 from .evaluation import evaluate, layer_self_similarity
-from .export import engine_master_weights, export_weights
+from .export import export_weights
 from .files import describe_write_error
 from .flops import mfu, step_flops
+from .master_weights import engine_master_weights
 from .model import teacher_states
 from .parts import RunParts, build_run
 from .preemption import StopRequest
