@@ -59,7 +59,7 @@ from .distributed import Distributed
 from .encoder import CompiledEncoder, expect_cuda_graphs
 from .engine_config import batch_layout, deepspeed_config, settings_deepspeed_ignores
 from .errors import TrainError
-from .export import export_student
+from .export import export_student, not_exported
 from .flops import peak_flops
 from .input_checks import check_data_and_model, check_data_and_objectives
 from .kernels.tacl_loss import impl_unavailable
@@ -472,11 +472,14 @@ def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset,
                          "be exported; give a --model or a dataset whose tokenizer has one")
     random_init = Path(config.model).is_file()
     if new_run and (run.initial.exists() or run.initial.is_symlink()):
-        if not (run.initial.is_dir() and not run.initial.is_symlink() and (run.initial / EXPORT_MARKER).is_file()):
-            if random_init:
-                raise ValueError(f"{run.initial}: not a run's initial weights (no {EXPORT_MARKER}), where this new "
-                                 "run writes its random init: move it away, or choose another --output")
-        elif not random_init:  # a first job's random init, and this run starts from --model's weights
+        # A first job's export of its random init, holding nothing else, is replaced (or, for a
+        # pretrained --model, which has none, removed); anything else there is not this run's to delete.
+        ours = run.initial.is_dir() and not run.initial.is_symlink() and (run.initial / EXPORT_MARKER).is_file()
+        if not ours or (stray := not_exported(run.initial)):
+            held = f"holds {stray}, which no run writes" if ours else f"not a run's initial weights (no {EXPORT_MARKER})"
+            raise ValueError(f"{run.initial}: {held}, and no {RUN_FILE} records a run here: this new run's "
+                             "initial weights go there; move it away, or choose another --output")
+        if not random_init:
             shutil.rmtree(run.initial)
     if random_init and (new_run or not run.initial.exists()):  # a first job's is replaced whole
         export_student(student, run.initial, tokenizer_dir, source=config.model, managed=True)

@@ -128,8 +128,9 @@ def unrecorded_run_files(output: Path) -> list[str]:
     marker, universal-conversion log), relative to it; checked where ``run.json`` is
     missing. ``tokenizer/``, ``initial/`` and an empty ``checkpoints/`` are not
     among them: a first job writes them before its record, so one stopped while the
-    engine was built (or requeued then) leaves them, and a new run there writes them
-    anew (:func:`tacl_scale.parts.snapshot_inputs`)."""
+    engine was built (or requeued then) leaves them, and a new run there replaces
+    them where they are a run's and its own, and refuses them otherwise
+    (:func:`tacl_scale.parts.snapshot_inputs`)."""
     run = RunDir(output)
     found = []
     if run.checkpoints.is_dir():

@@ -59,9 +59,10 @@ def snapshot_tokenizer(source: TokenizerSource, run: RunDir, new_run: bool = Fal
     """Copy the run's tokenizer files to ``RUN_DIR/tokenizer`` once (written to a
     temporary folder, then renamed), so exports never depend on the original paths.
     A ``new_run`` (nothing in ``run.json`` yet) that finds the folder there already
-    (a first job stopped before recording itself, requeued) takes it only where it
-    is the same tokenizer as ``source``'s (the same ids, lower-casing the same); one
-    of another model, or a folder that is not a run's, is refused, never deleted."""
+    (a first job stopped before recording itself, requeued) replaces it with its own
+    copy only where it is the same tokenizer as ``source``'s (the same files, the
+    same ids in each vocabulary file, lower-casing the same): one of another model,
+    or a folder that is not a run's, is refused, never deleted."""
     target = run.tokenizer
     if target.is_dir() and not new_run:
         return target
@@ -80,12 +81,20 @@ def snapshot_tokenizer(source: TokenizerSource, run: RunDir, new_run: bool = Fal
     if target.exists() or target.is_symlink():
         try:
             problem = _other_tokenizer(target, tmp)
-        finally:
+        except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
+            raise
         if problem:
+            shutil.rmtree(tmp, ignore_errors=True)
             raise ValueError(f"{target}: {problem}, and no {RUN_FILE} records a run here: a first job that stopped "
                              "before recording itself left it (under another --model?), or it is not a run's "
                              f"folder; remove {target}, or choose another --output")
+        # The same tokenizer: this job's copy in its place, as this version writes it.
+        aside = run.path / f".{TOKENIZER_DIR}.replaced"
+        shutil.rmtree(aside, ignore_errors=True)
+        os.replace(target, aside)
+        os.replace(tmp, target)
+        shutil.rmtree(aside)
         return target
     os.replace(tmp, target)
     return target
@@ -93,25 +102,37 @@ def snapshot_tokenizer(source: TokenizerSource, run: RunDir, new_run: bool = Fal
 
 def _other_tokenizer(found: Path, wanted: Path) -> str | None:
     """How the tokenizer folder ``found`` differs from ``wanted`` (a run's copy of
-    its tokenizer), in words, or None: each vocabulary file of ``wanted`` there too
-    with the same token ids (an export ships them all), lower-casing alike."""
+    its tokenizer), in words, or None: the same files, the same token ids in each
+    vocabulary file (an export ships them all), lower-casing alike."""
+    from .files import json_object
     from .vocab import VocabularyError, first_difference, tokenizer_lowercase, vocabulary
 
     if not found.is_dir() or found.is_symlink():
         return "not a folder a run wrote"
+    held_names = {path.name for path in found.iterdir()}
+    own_names = {path.name for path in wanted.iterdir()}
+    if extra := sorted(held_names - own_names):
+        return f"holds {extra[0]}, which this run's tokenizer has not"
+    if missing := sorted(own_names - held_names):
+        return f"holds no {missing[0]}, which this run's tokenizer has"
     for own_file in sorted(wanted.iterdir()):
-        if own_file.name not in ("tokenizer.json", "vocab.txt") and own_file.suffix != ".model":
+        if own_file.name not in ("tokenizer.json", "vocab.txt", "added_tokens.json") and own_file.suffix != ".model":
             continue
-        if not (found / own_file.name).is_file():
-            return f"holds no {own_file.name}, which this run's tokenizer has"
         try:
-            held, own = vocabulary(found / own_file.name), vocabulary(own_file)
+            if own_file.name == "added_tokens.json":  # token → id, as the tokenizer reads it
+                held, own = (json_object(folder / own_file.name) for folder in (found, wanted))
+            else:
+                held, own = vocabulary(found / own_file.name), vocabulary(own_file)
         except (VocabularyError, OSError) as err:
             return f"holds tokenizer files that cannot be read ({err})"
         if (difference := first_difference(own or {}, held or {})) is not None:
             token, in_run, in_found = difference
             return (f"holds another tokenizer than this run's ({own_file.name}: {token!r} is id {in_found} there, "
                     f"{in_run} in this run's)")
-    if tokenizer_lowercase(found) != tokenizer_lowercase(wanted):
+    def lowercases(folder: Path) -> bool | None:  # the setting, wherever the folder says it
+        said = tokenizer_lowercase(folder)
+        return None if said is None else said[0]
+
+    if lowercases(found) != lowercases(wanted):
         return "holds a tokenizer that lower-cases otherwise than this run's"
     return None

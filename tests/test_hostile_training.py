@@ -364,10 +364,22 @@ def test_a_new_run_over_a_stopped_first_jobs_files_writes_its_own_initial_and_ke
     assert str(refused.value).endswith(f"or it is not a run's folder; remove {run / 'tokenizer'}, or choose another "
                                        "--output"), refused.value
     vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (run / "tokenizer" / "notes.txt").write_text("mine")  # the same tokenizer, and a file no run writes
     with pytest.raises(TrainError) as refused:
         Trainer.build(make_config(zh_dataset, first, run, 1), join())
-    assert str(refused.value) == (f"{run / 'initial'}: not a run's initial weights (no tacl_export.json), where this "
-                                  "new run writes its random init: move it away, or choose another --output")
+    assert str(refused.value).startswith(f"{run / 'tokenizer'}: holds notes.txt, which this run's tokenizer has "
+                                         "not, and no run.json records a run here"), refused.value
+    (run / "tokenizer" / "notes.txt").unlink()
+    refusal = ("and no run.json records a run here: this new run's initial weights go there; move it away, or choose "
+               "another --output")
+    with pytest.raises(TrainError) as refused:
+        Trainer.build(make_config(zh_dataset, first, run, 1), join())
+    assert str(refused.value) == f"{run / 'initial'}: not a run's initial weights (no tacl_export.json), {refusal}"
+    # A run's export of its init, with a file of someone's beside it: not replaced whole.
+    (run / "initial" / "tacl_export.json").write_text(json.dumps({"source": "x", "files": ["tacl_export.json"]}))
+    with pytest.raises(TrainError) as refused:
+        Trainer.build(make_config(zh_dataset, first, run, 1), join())
+    assert str(refused.value) == f"{run / 'initial'}: holds notes.txt, which no run writes, {refusal}"
     assert (run / "initial" / "notes.txt").read_text() == "mine"
     assert {p for p in sorted(run.rglob("*")) if p.is_file()} >= set(before) - {vocab}
 

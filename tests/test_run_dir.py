@@ -361,3 +361,33 @@ def test_a_resume_with_a_student_config_edited_in_place_is_a_change_of_settings(
     written = record_job(run, record, JobSegment(5, 1, "cpu", False, False, changes), new, allowed)
     assert RunDir(tmp_path).read_record().student_config == edited == written.student_config
     assert check_student_config(run, written, edited, resumed_with("/m/bert.json")) == []
+
+
+def test_a_new_runs_leftover_tokenizer_is_replaced_only_where_it_is_this_runs(tmp_path: Path) -> None:
+    """snapshot_tokenizer(new_run=True) over a first job's tokenizer/: the same
+    tokenizer (the same files and ids; lower-casing alike, wherever each says it) is
+    replaced by this job's copy; a folder with a file more or less (an added_tokens.json
+    a copy from before it travelled lacks) is refused, not kept to be exported."""
+    from tokenizers import BertWordPieceTokenizer
+
+    from tacl_scale.run_tokenizer import snapshot_tokenizer
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nword\n", encoding="utf-8")
+    BertWordPieceTokenizer(str(model / "vocab.txt"), lowercase=True).save(str(model / "tokenizer.json"))
+    (model / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    source = TokenizerSource(directory=str(model))
+    copy = snapshot_tokenizer(source, run, new_run=True)
+    (copy / "tokenizer_config.json").write_text(json.dumps({}))  # lower-cases all the same: tokenizer.json says so
+    assert snapshot_tokenizer(source, run, new_run=True) == copy
+    assert json.loads((copy / "tokenizer_config.json").read_text()) == {"do_lower_case": True}  # this job's copy
+    (model / "added_tokens.json").write_text(json.dumps({"[NEW]": 6}))
+    with pytest.raises(ValueError) as refused:
+        snapshot_tokenizer(source, run, new_run=True)
+    assert str(refused.value).startswith(f"{copy}: holds no added_tokens.json, which this run's tokenizer has, and "
+                                         "no run.json records a run here"), refused.value
+    assert sorted(p.name for p in run.path.iterdir()) == ["tokenizer"]  # no copy left beside it
+    assert snapshot_tokenizer(source, run, new_run=False) == copy  # a recorded run's is its own, as it is
