@@ -484,7 +484,8 @@ def _from_directory(directory: Path, lowercase: bool | None) -> PretrainTokenize
 
 
 # Files of a HF directory that are no tokenizer alone: --tokenizer takes the directory.
-HF_DIRECTORY_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", MODEL_CONFIG)
+HF_DIRECTORY_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                      MODEL_CONFIG)
 
 
 def _model_positions(directory: Path) -> int | None:

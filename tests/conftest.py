@@ -435,6 +435,7 @@ def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str],
     level, formatters = root.level, {handler: handler.formatter for handler in root.handlers}
     library = transformers_logging.get_logger("transformers")  # main() routes its lines through the root logger
     library_handlers, library_propagates = list(library.handlers), library.propagate
+    progress_bars = transformers_logging.is_progress_bar_enabled()  # main() turns them off
     launcher_keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
     try:
         with mock.patch.dict(os.environ, {"DS_ACCELERATOR": "cpu"}), warnings.catch_warnings():
@@ -450,6 +451,8 @@ def main_in_this_process(args: list[str], capsys: pytest.CaptureFixture[str],
             log_handler.setFormatter(formatter)
         library.handlers[:] = library_handlers
         library.propagate = library_propagates
+        if progress_bars:
+            transformers_logging.enable_progress_bar()
     import torch.distributed
 
     assert not torch.distributed.is_initialized(), "main() left its process group behind"

@@ -565,7 +565,7 @@ def test_a_file_of_a_hf_tokenizer_directory_is_refused_naming_the_directory(tmp_
 
     model = tmp_path / "bert"
     model.mkdir()
-    for name in ("tokenizer.json", "config.json"):
+    for name in ("tokenizer.json", "config.json", "added_tokens.json"):
         (model / name).write_text("{}", encoding="utf-8")
         with pytest.raises(TokenizerError) as refused:
             load_tokenizer(TokenizerConfig(str(model / name)))
