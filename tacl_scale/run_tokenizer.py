@@ -36,10 +36,11 @@ def tokenizer_source(model_path: str, dataset: PretrainDataset) -> TokenizerSour
 def write_tokenizer(source: TokenizerSource, out: Path) -> None:
     """The tokenizer files of ``source`` in folder ``out``, as Hugging Face loads them."""
     if source.directory is not None:
-        for name in TOKENIZER_FILES:
-            path = Path(source.directory) / name
+        directory = Path(source.directory)
+        # A SentencePiece model is a vocabulary too (holds_a_vocabulary): without it the copy had none.
+        for path in [*(directory / name for name in TOKENIZER_FILES), *sorted(directory.glob("*.model"))]:
             if path.is_file():
-                shutil.copy2(path, out / name)
+                shutil.copy2(path, out / path.name)
         return
     assert source.vocab_file is not None
     if source.kind == "sentencepiece":

@@ -391,3 +391,21 @@ def test_a_new_runs_leftover_tokenizer_is_replaced_only_where_it_is_this_runs(tm
                                          "no run.json records a run here"), refused.value
     assert sorted(p.name for p in run.path.iterdir()) == ["tokenizer"]  # no copy left beside it
     assert snapshot_tokenizer(source, run, new_run=False) == copy  # a recorded run's is its own, as it is
+
+
+def test_a_model_folder_whose_vocabulary_is_a_sentencepiece_model_gives_the_run_its_copy(tmp_path: Path) -> None:
+    """A model folder is taken as the run's tokenizer source when it holds a
+    vocabulary, a SentencePiece ``*.model`` among them; the copy took only the
+    Hugging Face files, so the run was refused for a copy without a vocabulary."""
+    from tacl_scale.data.manifest import holds_a_vocabulary
+    from tacl_scale.run_tokenizer import write_tokenizer
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "spm.model").write_bytes(b"a SentencePiece model's bytes")
+    (model / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+    out = tmp_path / "copy"
+    out.mkdir()
+    write_tokenizer(TokenizerSource(directory=str(model)), out)
+    assert sorted(p.name for p in out.iterdir()) == ["spm.model", "tokenizer_config.json"]
+    assert (out / "spm.model").read_bytes() == b"a SentencePiece model's bytes" and holds_a_vocabulary(out)
