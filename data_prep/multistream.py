@@ -21,7 +21,7 @@ from tacl_scale.cli import error_exit, make_parser
 from tacl_scale.files import os_error_line, output_file_problem
 from tacl_scale.preemption import ctrl_c_ends, uninterrupted
 
-from .sources import InputError, _open_binary, index_beside, read_errors
+from .sources import InputError, index_beside, open_decompressed, read_errors
 
 _PAGE_END = b"</page>"
 _TITLE = re.compile(rb"<title>(.*?)</title>", re.DOTALL)
@@ -34,7 +34,7 @@ def iter_raw_pages(path: str) -> Iterator[bytes]:
     it cannot be read or its compressed data is corrupt or cut short."""
     buffer = b""
     header_done = False
-    with read_errors(path), _open_binary(path) as f:
+    with read_errors(path), open_decompressed(path) as f:
         while True:
             data = f.read(1 << 20)
             buffer += data

@@ -247,7 +247,7 @@ def _head(path: str) -> bytes | None:
     """The first :data:`_SNIFF_BYTES` bytes of ``path``, decompressed; None when it
     cannot be read (the reader names the file and the problem)."""
     try:
-        with _open_binary(path) as f:
+        with open_decompressed(path) as f:
             return f.read(_SNIFF_BYTES)
     except (OSError, EOFError, zlib.error):
         return None
@@ -382,7 +382,7 @@ def read_errors(what: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _open_binary(path: str, progress: ReadProgress | None = None) -> Iterator[BinaryIO]:
+def open_decompressed(path: str, progress: ReadProgress | None = None) -> Iterator[BinaryIO]:
     """The decompressed bytes of a file (.bz2 with every stream of a multistream
     file, .gz, or plain)."""
     with open(path, "rb") as raw:
@@ -498,7 +498,7 @@ def _parse_pages(chunks: Iterator[bytes], source: str, fragment: bool) -> Iterat
 
 
 def _file_chunks(path: str, progress: ReadProgress | None = None) -> Iterator[bytes]:
-    with _open_binary(path, progress) as f:
+    with open_decompressed(path, progress) as f:
         while True:
             data = f.read(_CHUNK)
             if not data:
@@ -525,11 +525,11 @@ def _decoded_lines(
     a counted skip); a UTF-8 byte-order mark is dropped. :class:`InputError` for a file
     in another encoding (UTF-16, UTF-32) or none (NUL bytes in its first block)."""
     with read_errors(path):
-        with _open_binary(path) as f:
+        with open_decompressed(path) as f:
             head = f.read(_SNIFF_BYTES)
         if problem := not_utf8_text(head):
             raise InputError(f"{path}: {problem}")
-        with _open_binary(path, progress) as f:
+        with open_decompressed(path, progress) as f:
             for line_no, raw in enumerate(f, 1):
                 if line_no == 1:
                     raw = raw.removeprefix(UTF8_BOM)  # json.loads refused it; text kept it in the first sentence

@@ -268,7 +268,7 @@ def test_ctrl_c_is_one_line_and_exit_status_130_leaving_the_old_output(name: str
         time.sleep(5)  # the handler raises first
         raise AssertionError("Ctrl-C did not interrupt")
 
-    for module, function in ((sources, "_open_binary"), (data_prep.multistream, "_open_binary"),
+    for module, function in ((sources, "open_decompressed"), (data_prep.multistream, "open_decompressed"),
                              (data_prep.sample_corpus, "build_pages")):
         monkeypatch.setattr(module, function, ctrl_c)
     main, argv = _writers(tmp_path, out)[name]

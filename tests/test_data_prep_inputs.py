@@ -79,7 +79,7 @@ def test_a_multistream_of_an_unreadable_source_says_so(tmp_path: Path, monkeypat
     def unreadable(path: str) -> None:
         raise OSError(errno.EIO, os.strerror(errno.EIO), path)
 
-    monkeypatch.setattr(multistream, "_open_binary", unreadable)
+    monkeypatch.setattr(multistream, "open_decompressed", unreadable)
     target = tmp_path / "x-multistream.xml.bz2"
     assert multistream.main([str(source), str(target)]) == EXIT_ERROR
     assert capsys.readouterr().err == f"error: {source}: cannot read: {os.strerror(errno.EIO)}\n"
