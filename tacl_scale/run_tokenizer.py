@@ -130,6 +130,7 @@ def _other_tokenizer(found: Path, wanted: Path) -> str | None:
             token, in_run, in_found = difference
             return (f"holds another tokenizer than this run's ({own_file.name}: {token!r} is id {in_found} there, "
                     f"{in_run} in this run's)")
+
     def lowercases(folder: Path) -> bool | None:  # the setting, wherever the folder says it
         said = tokenizer_lowercase(folder)
         return None if said is None else said[0]
