@@ -474,10 +474,14 @@ def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset,
     if new_run and (run.initial.exists() or run.initial.is_symlink()):
         # A first job's export of its random init, holding nothing else, is replaced (or, for a
         # pretrained --model, which has none, removed); anything else there is not this run's to delete.
-        ours = run.initial.is_dir() and not run.initial.is_symlink() and (run.initial / EXPORT_MARKER).is_file()
-        if not ours or (stray := not_exported(run.initial)):
-            held = f"holds {stray}, which no run writes" if ours else f"not a run's initial weights (no {EXPORT_MARKER})"
-            raise ValueError(f"{run.initial}: {held}, and no {RUN_FILE} records a run here: this new run's "
+        if not (run.initial.is_dir() and not run.initial.is_symlink() and (run.initial / EXPORT_MARKER).is_file()):
+            problem = f"not a run's initial weights (no {EXPORT_MARKER})"
+        elif stray := not_exported(run.initial):
+            problem = f"holds {stray}, which no run writes"
+        else:
+            problem = None
+        if problem:
+            raise ValueError(f"{run.initial}: {problem}, and no {RUN_FILE} records a run here: this new run's "
                              "initial weights go there; move it away, or choose another --output")
         if not random_init:
             shutil.rmtree(run.initial)
