@@ -5,6 +5,7 @@ inspects without the tokenizer it was built from."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -83,6 +84,24 @@ def test_the_json_round_trips(dataset: Path) -> None:
     manifest = Manifest.from_json(written)
     assert manifest.to_json() == written
     assert Manifest.from_json(json.loads(json.dumps(manifest.to_json()))) == manifest
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda m: dataclasses.replace(m, validation=dataclasses.replace(m.validation, fraction=None)),
+     "validation.fraction must be a number, not null"),
+    (lambda m: dataclasses.replace(m, max_seq_len=2), "max_seq_len 2 is not in [3, 65536]"),
+])
+def test_a_manifest_that_would_not_load_is_not_written(dataset: Path, tmp_path: Path,
+                                                        change: Callable[[Manifest], Manifest], said: str) -> None:
+    """``write`` reads back what it would write: a manifest it could not load again is
+    refused naming the field, and the manifest already in place stays as it was."""
+    target = tmp_path / "ds"
+    target.mkdir()
+    shutil.copy(dataset / MANIFEST_NAME, target / MANIFEST_NAME)
+    before = (target / MANIFEST_NAME).read_bytes()
+    with pytest.raises(DatasetError, match=re.escape(f"{said} — not written")):
+        change(Manifest.load(dataset)).write(target)
+    assert (target / MANIFEST_NAME).read_bytes() == before
 
 
 def test_masking_rules_round_trip_by_field_name() -> None:

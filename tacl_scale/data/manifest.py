@@ -712,9 +712,17 @@ class Manifest:
 
     def write(self, directory: str | os.PathLike) -> Path:
         """Write ``DIR/manifest.json`` durably and atomically: a reader sees no
-        manifest or a complete one."""
-        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
-        return atomic_write(Path(directory) / MANIFEST_NAME, text, fsync=True)
+        manifest or a complete one. A manifest that :meth:`load` would refuse (a
+        validation split without its fraction, a value no build writes) is a
+        :class:`DatasetError` naming the field, and nothing is written."""
+        path = Path(directory) / MANIFEST_NAME
+        data = self.to_json()
+        try:
+            Manifest.from_json(json.loads(json.dumps(data)), path)
+        except DatasetError as err:
+            raise DatasetError(f"{err} — not written") from err
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        return atomic_write(path, text, fsync=True)
 
 
 def replaced_prefix(directory: str | os.PathLike) -> str:
