@@ -25,7 +25,7 @@ from tacl_scale.data.integrity import file_checksum
 from tacl_scale.data.manifest import TOKENIZER_DIR, TOKENIZER_FILES, SpecialIds, TokenizerRecord
 from tacl_scale.files import file_sha256
 from tacl_scale.markers import MODEL_CONFIG
-from tacl_scale.vocab import has_capitals, is_placeholder, vocabulary
+from tacl_scale.vocab import SETTINGS_FILES, has_capitals, is_placeholder, vocabulary
 
 # How BERT's pre-tokenizer splits printable ASCII: runs of letters and digits, and
 # every other character but the space alone (all of them are ASCII punctuation).
@@ -484,8 +484,7 @@ def _from_directory(directory: Path, lowercase: bool | None) -> PretrainTokenize
 
 
 # Files of a HF directory that are no tokenizer alone: --tokenizer takes the directory.
-HF_DIRECTORY_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                      MODEL_CONFIG)
+HF_DIRECTORY_FILES = ("tokenizer.json", *SETTINGS_FILES, MODEL_CONFIG)
 
 
 def _model_positions(directory: Path) -> int | None:

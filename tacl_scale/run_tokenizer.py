@@ -106,7 +106,14 @@ def _other_tokenizer(found: Path, wanted: Path) -> str | None:
     its tokenizer), in words, or None: the same files, the same token ids in each
     vocabulary file (an export ships them all), lower-casing alike."""
     from .files import json_object
-    from .vocab import VocabularyError, first_difference, tokenizer_lowercase, vocabulary
+    from .vocab import (
+        ADDED_TOKENS_FILE,
+        VOCABULARY_FILES,
+        VocabularyError,
+        first_difference,
+        tokenizer_lowercase,
+        vocabulary,
+    )
 
     if not found.is_dir() or found.is_symlink():
         return "not a folder a run wrote"
@@ -117,10 +124,10 @@ def _other_tokenizer(found: Path, wanted: Path) -> str | None:
     if missing := sorted(own_names - held_names):
         return f"holds no {missing[0]}, which this run's tokenizer has"
     for own_file in sorted(wanted.iterdir()):
-        if own_file.name not in ("tokenizer.json", "vocab.txt", "added_tokens.json") and own_file.suffix != ".model":
+        if own_file.name not in (*VOCABULARY_FILES, ADDED_TOKENS_FILE) and own_file.suffix != ".model":
             continue
         try:
-            if own_file.name == "added_tokens.json":  # token → id, as the tokenizer reads it
+            if own_file.name == ADDED_TOKENS_FILE:  # token → id, as the tokenizer reads it
                 held, own = (json_object(folder / own_file.name) for folder in (found, wanted))
             else:
                 held, own = vocabulary(found / own_file.name), vocabulary(own_file)

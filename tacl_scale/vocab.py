@@ -11,11 +11,15 @@ from pathlib import Path
 
 from .files import first_line, json_object
 
-# What a model directory may hold its tokenizer as, most specific first.
-_DIRECTORY_FILES = ("tokenizer.json", "vocab.txt")
-# A Hugging Face tokenizer's settings files beside its vocabulary: JSON objects,
-# which AutoTokenizer reads (and a run copies into its tokenizer/, an export ships).
-_SETTINGS_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+# The files of a Hugging Face tokenizer folder, named here once. Its vocabulary
+# (token → id), most specific first; a SentencePiece ``*.model`` is one too.
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt")
+# The tokens a slow tokenizer's vocab.txt lacks (token → id), which AutoTokenizer still
+# reads: an id past vocab.txt's lines, [UNK] to a copy without it.
+ADDED_TOKENS_FILE = "added_tokens.json"
+# Settings beside the vocabulary: JSON objects, which AutoTokenizer reads (and a run
+# copies into its tokenizer/, an export ships).
+SETTINGS_FILES = ("tokenizer_config.json", "special_tokens_map.json", ADDED_TOKENS_FILE)
 # A vocabulary's reserved rows, not words: BERT's [CLS], [unused0], ...; <S>, <T> of
 # bert-base-chinese, <pad> of a SentencePiece one.
 _PLACEHOLDER = re.compile(r"^(\[[^\]]*\]|<[^>]*>)$")
@@ -35,7 +39,7 @@ def vocabulary(location: str | Path) -> dict[str, int] | None:
     is the OSError of reading it)."""
     location = Path(location)
     if location.is_dir():
-        for name in _DIRECTORY_FILES:
+        for name in VOCABULARY_FILES:
             if (location / name).is_file():
                 return vocabulary(location / name)
         models = sorted(location.glob("*.model"))
@@ -87,9 +91,9 @@ def model_vocabulary(directory: str | Path) -> dict[str, int] | None:
     no file (``Exception: expected value at line 1 column 1``, a UnicodeDecodeError);
     :func:`tokenizer_files_problem` says it in one line."""
     directory = Path(directory)
-    present = [directory / name for name in _DIRECTORY_FILES if (directory / name).is_file()]
+    present = [directory / name for name in VOCABULARY_FILES if (directory / name).is_file()]
     vocabularies = [vocabulary(path) for path in present or sorted(directory.glob("*.model"))[:1]]
-    for path in (directory / name for name in _SETTINGS_FILES):
+    for path in (directory / name for name in SETTINGS_FILES):
         if path.is_file():
             try:
                 settings = json.loads(path.read_text(encoding="utf-8"))

@@ -54,6 +54,7 @@ import numpy as np
 
 from ..files import atomic_write
 from ..locking import holder
+from ..vocab import SETTINGS_FILES, VOCABULARY_FILES
 from .masking import MaskingConfig
 
 FORMAT_NAME = "tacl-scale-pretrain"
@@ -64,11 +65,9 @@ SUPPORTED_VERSIONS = (1, 2, 3, 4, 5)
 SPLITS = ("train", "validation")
 MANIFEST_NAME = "manifest.json"
 TOKENIZER_DIR = "tokenizer"  # the dataset's copy of its tokenizer files (format 3)
-# The files of a HF tokenizer directory that a dataset copies and an export carries.
-# added_tokens.json: the tokens a slow tokenizer's vocab.txt lacks, which AutoTokenizer
-# still reads (an id past vocab.txt's lines, [UNK] to a copy without it).
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                   "added_tokens.json")
+# The files of a HF tokenizer directory that a dataset copies and an export carries
+# (tacl_scale.vocab names each), in the order a dataset's manifest lists them.
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", *SETTINGS_FILES)
 # What a folder without a vocabulary lacks, in the refusals that name it.
 NO_VOCABULARY = "no tokenizer vocabulary (vocab.txt, tokenizer.json or a sentencepiece .model)"
 INSTANCE_KINDS = ("pairs", "single-segment")
@@ -244,7 +243,7 @@ def holds_a_vocabulary(directory: Path) -> bool:
     copy takes (``tacl_scale.run_tokenizer.write_tokenizer``): settings files alone
     (tokenizer_config.json) are none, and Hugging Face would then build a tokenizer
     of its special tokens alone, every word [UNK]."""
-    return (any((directory / name).is_file() for name in ("vocab.txt", "tokenizer.json"))
+    return (any((directory / name).is_file() for name in VOCABULARY_FILES)
             or any(directory.glob("*.model")))
 
 
