@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import re
+from typing import TypeVar
 
 from mwparserfromhell import parser as mw_parser
 from mwparserfromhell.nodes import (
@@ -88,21 +89,62 @@ _SPACES = re.compile(r"[\t\u00a0\u2009\u200b][ \t\u00a0\u2009\u200b]*| [ \t\u00a
 _NOT_PROSE_LINE = re.compile(r"^\s*([*#:;|!]|\{\||\|\}|=)")
 
 
-def _render_template(template: Template) -> str:
-    name = str(template.name).strip().lower().replace("_", " ")
-    if name not in _TEXT_TEMPLATES:
-        return ""
-    positional = [p for p in template.params if not p.showkey]
-    if not positional:
-        return ""
-    count = _TEXT_TEMPLATES[name]
+# -- the rules, shared by the two renderers (the node tree's and the tokens') ----------------------------------
+
+_T = TypeVar("_T")
+
+
+def _text_arguments(name: str, positional: list[_T]) -> list[_T]:
+    """The positional arguments of template ``name`` (its source text) that are running
+    text: none for a template that is not inline text (an infobox, a citation)."""
+    count = _TEXT_TEMPLATES.get(name.strip().lower().replace("_", " "), 0)
     if count == -1:  # {{lang|fr|texte}}: the text is the last positional argument
-        chosen = positional[-1:]
-    elif count == 0:
+        return positional[-1:]
+    return positional[:count]
+
+
+def _tag_text(name: str, list_marker: str | None, contents: str) -> str:
+    """What a tag leaves of its rendered ``contents``: nothing for a dropped tag, the
+    wiki list marker (``*``, ``#``, ``;``...) of a list item, so that the line is
+    recognised and dropped later, the contents on a line of their own for a block tag."""
+    tag = name.strip().lower()
+    if tag in _DROPPED_TAGS:
         return ""
-    else:
-        chosen = positional[:count]
-    return " ".join(_render(p.value.nodes).strip() for p in chosen)
+    if list_marker and tag in ("li", "dt", "dd"):
+        return list_marker
+    if tag in _LINE_BREAK_TAGS:
+        return "\n" + contents + "\n"
+    return contents
+
+
+class _Sections:
+    """Which parts of an article are in a dropped section (:data:`DROPPED_SECTIONS`),
+    fed its headings in order: a dropped section runs to the next heading of the
+    same or a higher level."""
+
+    def __init__(self) -> None:
+        self.dropping_level: int | None = None
+
+    @property
+    def dropping(self) -> bool:
+        """Whether what follows the last heading is left out."""
+        return self.dropping_level is not None
+
+    def heading(self, level: int, title: str) -> str:
+        """What a heading of ``level`` with rendered ``title`` leaves in the text: a
+        paragraph break where its section is kept, nothing where it is dropped."""
+        if self.dropping_level is not None and level <= self.dropping_level:
+            self.dropping_level = None
+        if self.dropping_level is None and title.strip().strip(":：").lower() in DROPPED_SECTIONS:
+            self.dropping_level = level
+        return "" if self.dropping else "\n\n"
+
+
+# -- the node tree's renderer -----------------------------------------------------------------------------------
+
+def _render_template(template: Template) -> str:
+    positional = [p for p in template.params if not p.showkey]
+    return " ".join(_render(p.value.nodes).strip() for p in _text_arguments(str(template.name), positional))
 
 
 def _render(nodes: list[Node]) -> str:
@@ -123,19 +165,8 @@ def _render(nodes: list[Node]) -> str:
             # Decoded once, after leftover tags are removed, so &lt;T&gt; stays text.
             parts.append(str(node))
         elif isinstance(node, Tag):
-            tag = str(node.tag).strip().lower()
-            if tag in _DROPPED_TAGS:
-                continue
-            if node.wiki_markup and tag in ("li", "dt", "dd"):
-                # Keep the list marker so the line is recognised and dropped later.
-                parts.append(str(node.wiki_markup))
-                continue
-            if tag in _LINE_BREAK_TAGS:
-                parts.append("\n")
-            if node.contents is not None:
-                parts.append(_render(node.contents.nodes))
-            if tag in _LINE_BREAK_TAGS:
-                parts.append("\n")
+            contents = "" if node.contents is None else _render(node.contents.nodes)
+            parts.append(_tag_text(str(node.tag), node.wiki_markup and str(node.wiki_markup), contents))
         elif isinstance(node, Template):
             parts.append(_render_template(node))
         elif isinstance(node, (Comment, Argument, Heading)):
@@ -148,18 +179,12 @@ def _sections(nodes: list[Node]) -> list[list[Node]]:
     """Top-level nodes minus the nodes of dropped sections (a dropped section runs
     to the next heading of the same or a higher level)."""
     kept: list[Node] = []
-    dropping_level: int | None = None
+    sections = _Sections()
     for node in nodes:
         if isinstance(node, Heading):
-            if dropping_level is not None and node.level <= dropping_level:
-                dropping_level = None
-            title = _render(node.title.nodes).strip().strip(":：").lower()
-            if dropping_level is None and title in DROPPED_SECTIONS:
-                dropping_level = node.level
-            if dropping_level is None:
-                kept.append(Text("\n\n"))  # a heading ends a paragraph
-            continue
-        if dropping_level is None:
+            if paragraph_break := sections.heading(node.level, _render(node.title.nodes)):
+                kept.append(Text(paragraph_break))
+        elif not sections.dropping:
             kept.append(node)
     return [kept]
 
@@ -332,23 +357,16 @@ class _TokenRenderer:
         """The article's rendering, dropped sections left out (:func:`_sections`)."""
         tokens = self.tokens
         kept: list[str] = []
-        dropping_level: int | None = None
+        sections = _Sections()
         while self.at < len(tokens):
             token = tokens[self.at]
             self.at += 1
             kind = type(token)
             if kind is wt.HeadingStart:
-                title = self._collect((wt.HeadingEnd,))[0].strip().strip(":：").lower()
-                level = token.level
-                if dropping_level is not None and level <= dropping_level:
-                    dropping_level = None
-                if dropping_level is None and title in DROPPED_SECTIONS:
-                    dropping_level = level
-                if dropping_level is None:
-                    kept.append("\n\n")  # a heading ends a paragraph
+                kept.append(sections.heading(token.level, self._collect((wt.HeadingEnd,))[0]))
                 continue
-            piece = token.text if kind is wt.Text else self._node(token, kind)
-            if dropping_level is None:
+            piece = token.text if kind is wt.Text else self._node(token, kind)  # consumed even where dropped
+            if not sections.dropping:
                 kept.append(piece)
         return "".join(kept)
 
@@ -366,14 +384,7 @@ class _TokenRenderer:
                 positional.append(value)
         if not name_plain:
             raise _TreeNeeded("markup in a template name")
-        name = name.strip().lower().replace("_", " ")
-        if name not in _TEXT_TEMPLATES or not positional:
-            return ""
-        count = _TEXT_TEMPLATES[name]
-        if count == 0:
-            return ""
-        chosen = positional[-1:] if count == -1 else positional[:count]
-        return " ".join(value.strip() for value in chosen)
+        return " ".join(value.strip() for value in _text_arguments(name, positional))
 
     def _argument(self, _: wt.Token) -> str:
         while type(self._collect(_ARGUMENT_STOPS)[2]) is not wt.ArgumentClose:
@@ -466,14 +477,7 @@ class _TokenRenderer:
             raise _TreeNeeded("a tag without a name")
         if not name[1]:
             raise _TreeNeeded("markup in a tag name")
-        tag = name[0].strip().lower()
-        if tag in _DROPPED_TAGS:
-            return ""
-        if opening.wiki_markup and tag in ("li", "dt", "dd"):
-            return str(opening.wiki_markup)
-        if tag in _LINE_BREAK_TAGS:
-            return "\n" + contents + "\n"
-        return contents
+        return _tag_text(name[0], opening.wiki_markup and str(opening.wiki_markup), contents)
 
 
 _TEMPLATE_NAME_STOPS = (wt.TemplateParamSeparator, wt.TemplateClose)
