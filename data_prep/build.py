@@ -427,7 +427,7 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
     _prepare_output(config, units, resume, tokenizer_sha256)
 
     options = PipelineOptions(dask_runner.with_defaults(beam_args))
-    facts = TokenizerFacts(tokenizer.vocab_size, dict(tokenizer.special_ids), tokenizer.replacement_ids())
+    facts = TokenizerFacts(tokenizer.vocab_size, tokenizer.special_ids, tokenizer.replacement_ids())
     finalize_inputs = FinalizeInputs(
         tokenizer=tokenizer,
         tokenizer_sha256=tokenizer_sha256,  # fingerprinted at the start: finalize checks its copy against it

@@ -189,7 +189,7 @@ def spill_unit(unit: WorkUnit, processor: DocumentProcessor, facts: TokenizerFac
     records = read_records(unit, count_skip, progress)
     with writing(prefix):
         spill = SpillWriter(workspace.root, facts.token_dtype, prefix)
-    unk_id = facts.special_ids["unk"]
+    unk_id = facts.special_ids.unk
     try:
         for record in records:
             if (now := time.monotonic()) - last_report > 30:

@@ -31,6 +31,7 @@ from tacl_scale.data.manifest import (
     Manifest,
     MaskingRecord,
     ShardRecord,
+    SpecialIds,
     SplitRecord,
     TokenizerRecord,
     shard_file_names,
@@ -115,7 +116,7 @@ class TokenizerFacts:
     """What shard building needs from the tokenizer (small, picklable)."""
 
     vocab_size: int
-    special_ids: dict[str, int]
+    special_ids: SpecialIds
     replacement_ids: np.ndarray
 
     @property
@@ -169,7 +170,7 @@ def document_instances(docs: ShardDocuments, doc_index: int, config: BuildConfig
         pairs += dupe_pairs
         pass_sizes.append(len(dupe_pairs))
         mask_rngs.append(mask_rng)
-    tokens, lengths = assemble_all(pairs, docs.tokens, specials["cls"], specials["sep"])
+    tokens, lengths = assemble_all(pairs, docs.tokens, specials.cls, specials.sep)
     # Word starts matter only to whole-word masking (and its word_starts file).
     word_starts = None
     if config.masking.whole_word_masking:
@@ -199,7 +200,7 @@ def _mask_passes(tokens: np.ndarray, maskable: np.ndarray, word_starts: np.ndarr
         stop = start + sum(pass_lengths)
         masked = mask_pass(tokens[start:stop], maskable[start:stop],
                            None if word_starts is None else word_starts[start:stop], pass_lengths, rng,
-                           config.masking, config.max_predictions, facts.special_ids["mask"],
+                           config.masking, config.max_predictions, facts.special_ids.mask,
                            facts.replacement_ids)
         positions.append(masked.positions)
         placed.append(masked.placed)
@@ -250,7 +251,7 @@ def build_shard(
     name = shard_name(index, split)
     docs = ShardDocuments(shard, part_prefixes, tmp_dir, word_starts=config.masking.whole_word_masking)
     is_special = np.zeros(facts.vocab_size, dtype=bool)
-    is_special[list(facts.special_ids.values())] = True
+    is_special[list(facts.special_ids.all())] = True
     if config.instances.max_seq_len > np.iinfo(np.uint16).max:
         raise ValueError("max_seq_len does not fit the uint16 masked positions")
 
@@ -274,7 +275,7 @@ def build_shard(
             if starts_out is not None:  # whole-word masking: word_starts assembled
                 starts_out.add_joined_document(instances.word_starts.astype(np.uint8), instances.lengths)
             meta.extend([(len(pair.a), pair.is_random_next) for pair in instances.pairs])
-            _count(stats, histogram, instances, facts.special_ids["mask"])
+            _count(stats, histogram, instances, facts.special_ids.mask)
         meta.save_npy(tmp_dir / shard_file_names(name)["meta"])
 
     files = _move_into_place(tmp_prefix, directory, name, whole_words)

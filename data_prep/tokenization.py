@@ -73,7 +73,7 @@ class PretrainTokenizer:
     source_file: Path
     vocab_size: int
     lowercase: bool | None
-    special_ids: dict[str, int]
+    special_ids: SpecialIds
     max_positions: int
     max_positions_from: str | None = None
 
@@ -101,7 +101,7 @@ class PretrainTokenizer:
         """Ids a masked token may be replaced by: every id that is not special, not a
         placeholder, and not the shadowed first copy of a repeated vocabulary line
         (no token: the tokenizer never produces it)."""
-        specials = set(self.special_ids.values())
+        specials = set(self.special_ids.all())
         keep = [
             i
             for i, token in enumerate(self.vocab_tokens())
@@ -138,7 +138,7 @@ class PretrainTokenizer:
         path = TOKENIZER_DIR if self.kind == "hf" else f"{TOKENIZER_DIR}/{self.source_file.name}"
         return TokenizerRecord(
             kind=self.kind, file=self.source_file.name, sha256=sha256, vocab_size=self.vocab_size,
-            lowercase=self.lowercase, special_ids=SpecialIds(**self.special_ids), path=path,
+            lowercase=self.lowercase, special_ids=self.special_ids, path=path,
             files=tuple(p.name for p in self.files()), source=str(self.source_file.resolve()),
             checksums={p.name: file_checksum(target / p.name) for p in self.files()},
         )
@@ -168,12 +168,13 @@ class _HFTokenizer(PretrainTokenizer):
         vocab = backend.get_vocab(with_added_tokens=True)
         self.vocab_size = max(vocab.values()) + 1
         self.max_positions = max_positions
-        self.special_ids = {}
+        ids: dict[str, int] = {}
         for role, token in special_tokens.items():
             token_id = backend.token_to_id(token) if token else None
             if token_id is None:
                 raise TokenizerError(f"{source_file}: no {role} token ({token!r}) in the vocabulary")
-            self.special_ids[role] = int(token_id)
+            ids[role] = int(token_id)
+        self.special_ids = SpecialIds(**ids)
         self._continues_word = _wordpiece_continuations(backend, vocab, self.vocab_size)
         self._words = _WordCache.for_backend(backend) if self._continues_word is not None else None
 
@@ -266,18 +267,19 @@ class _SentencePieceTokenizer(PretrainTokenizer):
         self.lowercase = None
         self.vocab_size = self._sp.get_piece_size()
         self.max_positions = DEFAULT_MAX_POSITIONS
-        self.special_ids = {}
+        ids: dict[str, int] = {}
         for role, candidates in self._ROLES.items():
             for piece in candidates:
                 token_id = self._sp.piece_to_id(piece)
                 if token_id != self._sp.unk_id() or role == "unk" and piece == "<unk>":
-                    self.special_ids[role] = int(token_id)
+                    ids[role] = int(token_id)
                     break
             else:
                 raise TokenizerError(
                     f"{model_file}: no {role} piece ({' or '.join(candidates)}); train the "
                     "model with --user_defined_symbols=[CLS],[SEP],[MASK] and a pad id"
                 )
+        self.special_ids = SpecialIds(**ids)
 
     def encode(
         self, sentences: list[str], word_boundaries: list[set[int]] | None = None

@@ -174,7 +174,7 @@ def test_article_sentences_and_ids(en_processor: DocumentProcessor) -> None:
     assert doc.num_chars == sum(len(s) for s in sentences)
     assert len(doc.sentences) == len(sentences)
     tokenizer = en_processor.tokenizer
-    specials = set(tokenizer.special_ids.values())
+    specials = set(tokenizer.special_ids.all())
     for encoded, sentence in zip(doc.sentences, sentences, strict=True):
         assert encoded.ids.dtype == np.int32 and encoded.word_starts.dtype == bool
         assert len(encoded.ids) == len(encoded.word_starts) > 0

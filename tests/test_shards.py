@@ -41,8 +41,8 @@ from tacl_scale.data.manifest import (
 from tacl_scale.data.masking import MaskingConfig, mask_pass, seeded_generators
 
 VOCAB = 30522
-SPECIALS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
-CLS, SEP, MASK = SPECIALS["cls"], SPECIALS["sep"], SPECIALS["mask"]
+SPECIALS = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
+CLS, SEP, MASK = SPECIALS.cls, SPECIALS.sep, SPECIALS.mask
 REPLACEMENT_IDS = np.arange(5, VOCAB, dtype=np.int32)
 FACTS = TokenizerFacts(VOCAB, SPECIALS, REPLACEMENT_IDS)
 MAX_SEQ_LEN = 48
@@ -103,7 +103,7 @@ def build(out: Path, parts: list[list[TokenizedDocument]], config: BuildConfig |
     prefixes = spill(out, parts, shard_of)
     entries = [build_shard(k, prefixes, config, FACTS) for k in range(config.output.num_shards)]
     shutil.rmtree(out / TMP_DIR_NAME)
-    tokenizer = TokenizerRecord("wordpiece", "vocab.txt", "0" * 64, VOCAB, True, SpecialIds(**SPECIALS),
+    tokenizer = TokenizerRecord("wordpiece", "vocab.txt", "0" * 64, VOCAB, True, SPECIALS,
                                 "vocab.txt")
     manifest = make_manifest(config, tokenizer, entries, {"too_short": 0}, [FileRecord("synthetic.txt", 0)],
                              {"runner": "none"}, FACTS)
@@ -309,7 +309,7 @@ def _reference_shard(shard: int, prefixes: list[str], config: BuildConfig) -> li
     order: document, dupe pass, pair): what build_shard's joined arrays must equal."""
     docs = ShardDocuments(shard, prefixes)
     is_special = np.zeros(VOCAB, dtype=bool)
-    is_special[list(SPECIALS.values())] = True
+    is_special[list(SPECIALS.all())] = True
     out = []
     for doc_index, doc_id in enumerate(docs.doc_ids):
         for dupe in range(config.dupe_factor):
@@ -364,7 +364,7 @@ def test_shard_files_equal_the_pair_by_pair_reference(tmp_path, whole_words):
         assert counts.random_next == sum(e[5] for e in expected)
         assert counts.mask_token == sum(t == MASK for t in placed_all)
         assert counts.kept_token == sum(t != MASK and t == o for t, o in zip(placed_all, original, strict=True))
-        assert counts.maskable == sum(sum(not is_sp for is_sp in np.isin(e[0], list(SPECIALS.values())))
+        assert counts.maskable == sum(sum(not is_sp for is_sp in np.isin(e[0], list(SPECIALS.all())))
                                             for e in expected)
 
 

@@ -135,7 +135,7 @@ def test_spill_unit_spills_a_units_documents_and_marks_it_done_with_its_totals(t
     config = parse_args(["--input", str(corpus), "--format", "text", "--tokenizer", str(ZH_VOCAB),
                          "--output", str(tmp_path / "out"), "--num-shards", "3"]).config
     tokenizer = load_tokenizer(config.tokenizer)
-    facts = TokenizerFacts(tokenizer.vocab_size, dict(tokenizer.special_ids), tokenizer.replacement_ids())
+    facts = TokenizerFacts(tokenizer.vocab_size, tokenizer.special_ids, tokenizer.replacement_ids())
     [unit] = plan_work_units([str(corpus)], "text", False, config.input.unit_bytes)
     workspace = Workspace(config.output.directory)
     workspace.root.mkdir(parents=True)
