@@ -26,6 +26,7 @@ from tacl_scale.data.indexed import IndexedWriter, smallest_token_dtype
 from tacl_scale.data.integrity import file_checksum
 from tacl_scale.data.manifest import (
     META_DTYPE,
+    WORD_STARTS_PART,
     Counts,
     FileRecord,
     Manifest,
@@ -34,6 +35,7 @@ from tacl_scale.data.manifest import (
     SpecialIds,
     SplitRecord,
     TokenizerRecord,
+    part_prefix,
     shard_file_names,
     shard_name,
 )
@@ -262,11 +264,13 @@ def build_shard(
     whole_words = config.masking.whole_word_masking
     with contextlib.ExitStack() as writers:  # on an error every writer removes its partial files
         meta = writers.enter_context(SpilledArray(META_DTYPE, tmp_dir))  # len_a and NSP label per instance
-        tokens_out = writers.enter_context(IndexedWriter(tmp_prefix, facts.token_dtype))
-        positions_out = writers.enter_context(IndexedWriter(tmp_dir / f"{name}.masked_positions", np.uint16))
-        placed_out = writers.enter_context(IndexedWriter(tmp_dir / f"{name}.masked_tokens", facts.token_dtype))
-        starts_out = (writers.enter_context(IndexedWriter(tmp_dir / f"{name}.word_starts", np.uint8))
-                      if whole_words else None)
+        def writer(part: str, dtype: Any) -> IndexedWriter:
+            return writers.enter_context(IndexedWriter(tmp_dir / part_prefix(name, part), dtype))
+
+        tokens_out = writer("tokens", facts.token_dtype)
+        positions_out = writer("masked_positions", np.uint16)
+        placed_out = writer("masked_tokens", facts.token_dtype)
+        starts_out = writer(WORD_STARTS_PART, np.uint8) if whole_words else None
         for doc_index in range(len(docs)):
             instances = document_instances(docs, doc_index, config, facts, is_special)
             tokens_out.add_joined_document(instances.tokens, instances.lengths)

@@ -9,7 +9,17 @@ from typing import Any
 import numpy as np
 
 from .indexed import IndexedFormatError, IndexedReader
-from .manifest import MANIFEST_NAME, META_DTYPE, DatasetError, Manifest, ShardRecord, shard_file_names
+from .manifest import (
+    INDEXED_PARTS,
+    MANIFEST_NAME,
+    META_DTYPE,
+    WORD_STARTS_PART,
+    DatasetError,
+    Manifest,
+    ShardRecord,
+    part_prefix,
+    shard_file_names,
+)
 
 # What a per-instance error adds: the bytes of a shard disagree with its own index or
 # with the manifest, which checksums catch when they are verified.
@@ -33,11 +43,10 @@ class _Shard:
                     f"{path}: {path.stat().st_size} bytes, manifest records {recorded_bytes}"
                 )
         try:
-            self.tokens = IndexedReader(directory / name)
-            self.masked_positions = IndexedReader(directory / f"{name}.masked_positions")
-            self.masked_tokens = IndexedReader(directory / f"{name}.masked_tokens")
-            self.word_starts = (IndexedReader(directory / f"{name}.word_starts")
-                                if "word_starts_bin" in expected else None)
+            self.tokens, self.masked_positions, self.masked_tokens = (
+                IndexedReader(directory / part_prefix(name, part)) for part in INDEXED_PARTS)
+            self.word_starts = (IndexedReader(directory / part_prefix(name, WORD_STARTS_PART))
+                                if entry.has_word_starts else None)
         except IndexedFormatError as err:
             raise DatasetError(str(err)) from err
         meta_path = directory / expected["meta"]
@@ -50,9 +59,9 @@ class _Shard:
                                f"{np.dtype(META_DTYPE)} per instance")
         count = entry.counts.instances
         for what, size in (
-            (f"{name}.idx", len(self.tokens)),
-            (f"{name}.masked_positions.idx", len(self.masked_positions)),
-            (f"{name}.masked_tokens.idx", len(self.masked_tokens)),
+            (expected["tokens_idx"], len(self.tokens)),
+            (expected["masked_positions_idx"], len(self.masked_positions)),
+            (expected["masked_tokens_idx"], len(self.masked_tokens)),
             (expected["meta"], len(self.meta)),
         ):
             if size != count:

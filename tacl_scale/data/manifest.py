@@ -75,24 +75,29 @@ TOKENIZER_KINDS = ("wordpiece", "hf", "sentencepiece")
 TOKEN_DTYPES = ("uint8", "uint16", "int32")  # indexed.smallest_token_dtype's choices
 MAX_SEQ_LEN_LIMIT = 65536  # masked positions are stored as uint16
 
-# Suffixes of the files of one shard, relative to its prefix.
-SHARD_FILE_SUFFIXES: dict[str, str] = {
-    "tokens_bin": ".bin",
-    "tokens_idx": ".idx",
-    "masked_positions_bin": ".masked_positions.bin",
-    "masked_positions_idx": ".masked_positions.idx",
-    "masked_tokens_bin": ".masked_tokens.bin",
-    "masked_tokens_idx": ".masked_tokens.idx",
-    "meta": ".meta.npy",
-}
-
+# The MMIDIDX arrays of one shard, each a PREFIX.bin and a PREFIX.idx
+# (tacl_scale.data.indexed): the instances' tokens at the shard's name, the others at
+# NAME.PART (:func:`part_prefix`).
+INDEXED_PARTS = ("tokens", "masked_positions", "masked_tokens")
 # Only in datasets built with whole-word masking (format 2): per instance, 1 where a
 # token starts a word, the word boundaries the static masks used, so that dynamic
 # masking can use the same ones (Chinese segmentation cannot be recomputed from ids).
-WORD_START_SUFFIXES: dict[str, str] = {
-    "word_starts_bin": ".word_starts.bin",
-    "word_starts_idx": ".word_starts.idx",
-}
+WORD_STARTS_PART = "word_starts"
+
+
+def part_prefix(name: str, part: str) -> str:
+    """The MMIDIDX prefix of array ``part`` of shard ``name`` (:data:`INDEXED_PARTS`)."""
+    return name if part == "tokens" else f"{name}.{part}"
+
+
+def _indexed_suffixes(parts: tuple[str, ...]) -> dict[str, str]:
+    return {f"{part}_{ext}": f"{part_prefix('', part)}.{ext}" for part in parts for ext in ("bin", "idx")}
+
+
+# Suffixes of the files of one shard, relative to its name, keyed as the manifest's
+# shard ``files`` map (in its order): tokens_bin ".bin", ..., meta ".meta.npy".
+SHARD_FILE_SUFFIXES: dict[str, str] = {**_indexed_suffixes(INDEXED_PARTS), "meta": ".meta.npy"}
+WORD_START_SUFFIXES: dict[str, str] = _indexed_suffixes((WORD_STARTS_PART,))
 
 META_DTYPE = [("len_a", "<u2"), ("nsp_label", "u1")]
 
