@@ -466,7 +466,8 @@ def snapshot_inputs(run: RunDir, config: TrainConfig, dataset: PretrainDataset,
     ``initial`` export; a tokenizer folder is kept only where it is this run's
     (:func:`~tacl_scale.run_tokenizer.snapshot_tokenizer`); what no run wrote is refused."""
     run.checkpoints.mkdir(parents=True, exist_ok=True)
-    tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run, new_run)
+    tokenizer_dir = snapshot_tokenizer(tokenizer_source(config.model, dataset), run, new_run,
+                                       data_ids=dataset.manifest.tokenizer.vocab_size)
     if not holds_a_vocabulary(tokenizer_dir):  # before the first step, not at the export after the last
         raise ValueError(f"{tokenizer_dir}: {NO_VOCABULARY}, copied from the model or the dataset: the run could not "
                          "be exported; give a --model or a dataset whose tokenizer has one")

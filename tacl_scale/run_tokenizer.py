@@ -56,37 +56,37 @@ def write_tokenizer(source: TokenizerSource, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def snapshot_tokenizer(source: TokenizerSource, run: RunDir, new_run: bool = False) -> Path:
+def snapshot_tokenizer(source: TokenizerSource, run: RunDir, new_run: bool = False, data_ids: int = 0) -> Path:
     """Copy the run's tokenizer files to ``RUN_DIR/tokenizer`` once (written to a
     temporary folder, then renamed), so exports never depend on the original paths.
     A ``new_run`` (nothing in ``run.json`` yet) that finds the folder there already
     (a first job stopped before recording itself, requeued) replaces it with its own
     copy only where it is the same tokenizer as ``source``'s (the same files, the
     same ids in each vocabulary file, lower-casing the same): one of another model,
-    or a folder that is not a run's, is refused, never deleted."""
+    or a folder that is not a run's, is refused, never deleted. ``data_ids``: how many
+    ids the run's data may hold (its dataset's ``vocab_size``); a tokenizer, the run's
+    copy or this job's, that gives fewer is refused (:func:`missing_ids_problem`)."""
     target = run.tokenizer
     if target.is_dir() and not new_run:
+        if problem := missing_ids_problem(target, data_ids):
+            raise ValueError(problem)
         return target
     tmp = run.path / f".{TOKENIZER_DIR}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    try:
-        write_tokenizer(source, tmp)
-    except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)  # nothing half-copied stays in the run
-        raise ValueError(f"{target}: the run's tokenizer could not be copied into it ({err}): copy the "
-                         f"dataset's tokenizer/ files to {target}") from err
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if target.exists() or target.is_symlink():
+    try:  # nothing half-copied or refused stays in the run
         try:
-            problem = _other_tokenizer(target, tmp)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        if problem:
-            shutil.rmtree(tmp, ignore_errors=True)
+            write_tokenizer(source, tmp)
+        except OSError as err:
+            raise ValueError(f"{target}: the run's tokenizer could not be copied into it ({err}): copy the "
+                             f"dataset's tokenizer/ files to {target}") from err
+        if problem := missing_ids_problem(tmp, data_ids, copied=(Path(source.directory or str(source.vocab_file)),
+                                                                 target)):
+            raise ValueError(problem)
+        if not (target.exists() or target.is_symlink()):
+            os.replace(tmp, target)
+            return target
+        if problem := _other_tokenizer(target, tmp):
             raise ValueError(f"{target}: {problem}, and no {RUN_FILE} records a run here: a first job that stopped "
                              "before recording itself left it (under another --model?), or it is not a run's "
                              f"folder; remove {target}, or choose another --output")
@@ -97,8 +97,28 @@ def snapshot_tokenizer(source: TokenizerSource, run: RunDir, new_run: bool = Fal
         os.replace(tmp, target)
         shutil.rmtree(aside)
         return target
-    os.replace(tmp, target)
-    return target
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def missing_ids_problem(folder: Path, data_ids: int, copied: tuple[Path, Path] | None = None) -> str | None:
+    """Why the tokenizer folder ``folder`` cannot be a run's whose data hold ids below
+    ``data_ids``, or None (``copied``: the source and the run's folder ``folder`` is
+    this job's copy for, which the words name instead): it gives fewer ids
+    (:func:`~tacl_scale.vocab.id_count`), so the export would read the tokens of the
+    others as [UNK]. Tokenizer copies made before added_tokens.json was copied with
+    them (a dataset's ``tokenizer/``, a run's) lack the tokens it adds to a vocab.txt."""
+    from .vocab import ADDED_TOKENS_FILE, id_count
+
+    given = id_count(folder)
+    if given >= data_ids:
+        return None
+    fix_in = folder if copied is None else copied[0]
+    named = folder if copied is None else f"{copied[0]} (the run's tokenizer, copied into {copied[1]})"
+    return (f"{named}: gives ids 0–{given - 1}, and the run's data hold ids up to {data_ids - 1} (its dataset's "
+            f"vocab_size {data_ids}): an export would read their tokens as [UNK]. A copy of a tokenizer made before "
+            f"tacl-scale copied {ADDED_TOKENS_FILE} lacks the tokens that file adds: copy it from the tokenizer the "
+            f"dataset was built from (its manifest's tokenizer.source) into {fix_in}")
 
 
 def _other_tokenizer(found: Path, wanted: Path) -> str | None:

@@ -69,6 +69,16 @@ def vocabulary(location: str | Path) -> dict[str, int] | None:
     return ids
 
 
+def id_count(directory: str | Path) -> int:
+    """How many ids the tokenizer folder ``directory`` gives (its highest id + 1):
+    its :func:`vocabulary`'s and, as AutoTokenizer adds them to a vocab.txt, those of
+    its ``added_tokens.json``; 0 without a vocabulary."""
+    ids = list((vocabulary(directory) or {}).values())
+    added = json_object(Path(directory) / ADDED_TOKENS_FILE) or {}
+    ids += [i for i in added.values() if isinstance(i, int) and not isinstance(i, bool)]
+    return max(ids) + 1 if ids else 0
+
+
 def not_utf8(path: Path) -> str:
     """Where the text file ``path`` stops being UTF-8, in words ("line 7 is not
     UTF-8 text (byte 0xe9)"); UnicodeDecodeError counts from its chunk, not the file."""

@@ -145,6 +145,48 @@ def test_a_replaced_tokenizer_copy_is_refused_before_anything_is_written(
     assert not (tmp_path / "run").exists()  # nothing written: not even the run directory
 
 
+def test_a_dataset_whose_tokenizer_copy_lacks_its_added_tokens_is_refused_naming_the_fix(
+        tiny_bert_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A dataset built from a tokenizer whose added_tokens.json adds id 21128 to its
+    vocab.txt, by a version that did not copy that file into DATASET/tokenizer: the
+    run's tokenizer (copied from there, and what its export ships) read the data's id
+    21128 as [UNK]. Refused before anything is written, naming the copy and the fix;
+    with the file copied in, it trains."""
+    tokenizer = tmp_path / "tokenizer"
+    tokenizer.mkdir()
+    shutil.copy(ZH_VOCAB, tokenizer / "vocab.txt")
+    (tokenizer / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True,
+                                                                 "tokenizer_class": "BertTokenizer"}))
+    (tokenizer / "added_tokens.json").write_text(json.dumps({"[NEW]": 21128}))
+    dataset = build_dataset(tmp_path / "ds", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+                            "--tokenizer", str(tokenizer), "--min-doc-chars", "10", "--dupe-factor", "1",
+                            "--max-seq-len", "64")
+    assert Manifest.load(dataset).tokenizer.vocab_size == 21129
+    (dataset / "tokenizer" / "added_tokens.json").unlink()  # as an older version copied it
+
+    def as_older_versions_recorded(manifest: dict) -> None:
+        manifest["tokenizer"]["files"].remove("added_tokens.json")
+        del manifest["tokenizer"]["checksums"]["added_tokens.json"]
+
+    edit_manifest(dataset, as_older_versions_recorded)
+    model = tmp_path / "bert.json"
+    model.write_text(json.dumps({**json.loads(tiny_bert_file.read_text()), "vocab_size": 21129}))
+    run = tmp_path / "run"
+    code, stderr = main_in_this_process(["--recipe", "tiny-cpu", *common(dataset, model, run, 1)], capsys)
+    assert code == 2 and len(error_lines(stderr)) == 1, stderr[-3000:]
+    assert error_lines(stderr)[0].startswith(
+        f"error: {dataset / 'tokenizer'} (the run's tokenizer, copied into {run / 'tokenizer'}): gives ids 0–21127, "
+        "and the run's data hold ids up to 21128 (its dataset's vocab_size 21129): an export would read their tokens "
+        "as [UNK]. A copy of a tokenizer made before tacl-scale copied added_tokens.json lacks the tokens that file "
+        f"adds: copy it from the tokenizer the dataset was built from (its manifest's tokenizer.source) into "
+        f"{dataset / 'tokenizer'}"), stderr[-3000:]
+    assert not (run / "tokenizer").exists() and not (run / "run.json").exists()
+    shutil.copy(tokenizer / "added_tokens.json", dataset / "tokenizer")
+    code, stderr = main_in_this_process(["--recipe", "tiny-cpu", *common(dataset, model, run, 1)], capsys)
+    assert code == 0, stderr[-3000:]
+    assert json.loads((run / "tokenizer" / "added_tokens.json").read_text()) == {"[NEW]": 21128}
+
+
 @pytest.mark.parametrize("edit, says", [
     (lambda m: m["tokenizer"].update(sha256="0" * 64), "sha256 is not the manifest's"),
     (lambda m: m["tokenizer"].update(file="vocab.txt"), "'vocab.txt' is not one of the copied files"),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -391,6 +392,32 @@ def test_a_new_runs_leftover_tokenizer_is_replaced_only_where_it_is_this_runs(tm
                                          "no run.json records a run here"), refused.value
     assert sorted(p.name for p in run.path.iterdir()) == ["tokenizer"]  # no copy left beside it
     assert snapshot_tokenizer(source, run, new_run=False) == copy  # a recorded run's is its own, as it is
+
+
+def test_a_tokenizer_that_gives_fewer_ids_than_the_data_hold_is_refused(tmp_path: Path) -> None:
+    """snapshot_tokenizer(data_ids=N): a source, or a recorded run's copy, whose files
+    give fewer than the N ids its data may hold (a vocab.txt whose added_tokens.json a
+    copy made before that file travelled lacks) is refused naming it, and nothing is
+    left in the run; added_tokens.json's ids count, as AutoTokenizer reads them."""
+    from tacl_scale.run_tokenizer import snapshot_tokenizer
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nword\n", encoding="utf-8")
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    source = TokenizerSource(directory=str(model))
+    with pytest.raises(ValueError) as refused:
+        snapshot_tokenizer(source, run, new_run=True, data_ids=7)
+    assert str(refused.value).startswith(f"{model} (the run's tokenizer, copied into {run.tokenizer}): gives ids "
+                                         "0–5, and the run's data hold ids up to 6"), refused.value
+    assert list(run.path.iterdir()) == []
+    (model / "added_tokens.json").write_text(json.dumps({"[NEW]": 6}))
+    copy = snapshot_tokenizer(source, run, new_run=True, data_ids=7)
+    (copy / "added_tokens.json").unlink()  # a run copied by an older version
+    with pytest.raises(ValueError, match=re.escape(f"{copy}: gives ids 0–5, and the run's data hold ids up to 6")):
+        snapshot_tokenizer(source, run, new_run=False, data_ids=7)
+    assert snapshot_tokenizer(source, run, new_run=False, data_ids=6) == copy
 
 
 def test_a_model_folder_whose_vocabulary_is_a_sentencepiece_model_gives_the_run_its_copy(tmp_path: Path) -> None:
