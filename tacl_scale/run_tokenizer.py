@@ -124,10 +124,14 @@ def missing_ids_problem(folder: Path, data_ids: int, copied: tuple[Path, Path] |
 def _other_tokenizer(found: Path, wanted: Path) -> str | None:
     """How the tokenizer folder ``found`` differs from ``wanted`` (a run's copy of
     its tokenizer), in words, or None: the same files, the same token ids in each
-    vocabulary file (an export ships them all), lower-casing alike."""
+    vocabulary file (an export ships them all), lower-casing alike. Settings files
+    that say no id (``tokenizer_config.json``, ``special_tokens_map.json``) may be
+    there in one and not the other: which of them ``save_pretrained`` writes for a
+    vocab.txt depends on the transformers version a requeued job runs under."""
     from .files import json_object
     from .vocab import (
         ADDED_TOKENS_FILE,
+        SETTINGS_FILES,
         VOCABULARY_FILES,
         VocabularyError,
         first_difference,
@@ -137,8 +141,9 @@ def _other_tokenizer(found: Path, wanted: Path) -> str | None:
 
     if not found.is_dir() or found.is_symlink():
         return "not a folder a run wrote"
-    held_names = {path.name for path in found.iterdir()}
-    own_names = {path.name for path in wanted.iterdir()}
+    optional = set(SETTINGS_FILES) - {ADDED_TOKENS_FILE}
+    held_names = {path.name for path in found.iterdir()} - optional
+    own_names = {path.name for path in wanted.iterdir()} - optional
     if extra := sorted(held_names - own_names):
         return f"holds {extra[0]}, which this run's tokenizer has not"
     if missing := sorted(own_names - held_names):

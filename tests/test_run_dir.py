@@ -385,6 +385,14 @@ def test_a_new_runs_leftover_tokenizer_is_replaced_only_where_it_is_this_runs(tm
     (copy / "tokenizer_config.json").write_text(json.dumps({}))  # lower-cases all the same: tokenizer.json says so
     assert snapshot_tokenizer(source, run, new_run=True) == copy
     assert json.loads((copy / "tokenizer_config.json").read_text()) == {"do_lower_case": True}  # this job's copy
+    # A settings file that says no id, written by another transformers version's save_pretrained.
+    (copy / "special_tokens_map.json").write_text(json.dumps({"unk_token": "[UNK]"}))
+    assert snapshot_tokenizer(source, run, new_run=True) == copy
+    assert not (copy / "special_tokens_map.json").exists()  # this job's copy again
+    (copy / "notes.txt").write_text("mine")  # no run's file
+    with pytest.raises(ValueError, match=re.escape(f"{copy}: holds notes.txt, which this run's tokenizer has not")):
+        snapshot_tokenizer(source, run, new_run=True)
+    (copy / "notes.txt").unlink()
     (model / "added_tokens.json").write_text(json.dumps({"[NEW]": 6}))
     with pytest.raises(ValueError) as refused:
         snapshot_tokenizer(source, run, new_run=True)
