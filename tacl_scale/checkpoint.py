@@ -85,9 +85,9 @@ def record_files(directory: Path) -> dict[str, dict[str, Any]]:
     return files
 
 
-def verify(directory: Path) -> str | None:
-    """``None`` when every file of a checkpoint matches its record, else what is
-    wrong, naming the file."""
+def record_problem(directory: Path) -> str | None:
+    """What is wrong with checkpoint ``directory`` against its record (``files.json``:
+    every file's size and checksum), naming the file; ``None`` when every file matches."""
     record = directory / CHECKPOINT_RECORD
     if not record.is_file():
         return f"{record}: missing (the save did not finish)"
@@ -114,7 +114,7 @@ def verify(directory: Path) -> str | None:
     return None
 
 
-def verify_unrecorded(directory: Path) -> str | None:
+def unrecorded_problem(directory: Path) -> str | None:
     """What can be checked of a checkpoint saved without a record (by a version
     that kept none): every torch file is a whole zip archive whose members match
     their CRC-32 (a truncated or bit-flipped file fails), and its trainer state
@@ -134,18 +134,18 @@ def verify_unrecorded(directory: Path) -> str | None:
     return None
 
 
-def _problem(directory: Path, latest: str | None) -> str | None:
+def _load_problem(directory: Path, latest: str | None) -> str | None:
     """``None`` when checkpoint ``directory`` may be loaded, else what is wrong
     (``latest``: the tag the pointer names; see :func:`newest_verified_tag`)."""
     if not (directory / CHECKPOINT_RECORD).exists():
         if directory.name == latest and not any(directory.glob(f".{CHECKPOINT_RECORD}.*")):
-            problem = verify_unrecorded(directory)
+            problem = unrecorded_problem(directory)
             if problem is None:
                 log.warning("%s has no %s (saved before checkpoints were verified): loading it unchecked",
                             directory, CHECKPOINT_RECORD)
             return problem
         return f"{directory / CHECKPOINT_RECORD}: missing (the save did not finish)"
-    return verify(directory)
+    return record_problem(directory)
 
 
 def newest_verified_tag(root: Path) -> tuple[str | None, list[str]]:
@@ -153,12 +153,12 @@ def newest_verified_tag(root: Path) -> tuple[str | None, list[str]]:
     (a lost or stale pointer must not restart a run from an older step), and the
     problems of the newer ones (each names its file). A checkpoint with no record
     at all (saved by a version that kept none) is taken unchecked only when
-    ``latest`` names it, and checked as far as it can be (:func:`verify_unrecorded`);
+    ``latest`` names it, and checked as far as it can be (:func:`unrecorded_problem`);
     otherwise it is a save that did not finish."""
     latest = latest_tag(root)
     problems = []
     for tag in reversed(tags(root)):
-        problem = _problem(root / tag, latest)
+        problem = _load_problem(root / tag, latest)
         if problem is None:
             return tag, problems
         problems.append(problem)
@@ -257,7 +257,7 @@ def lock_newest_verified(root: Path) -> tuple[ReadLock | None, list[str]]:
                 log.info("%s was removed by rotation before it could be read: taking the newest again", root / tag)
                 rejected.add(tag)  # (each tag at most once: the loop ends)
                 break
-            problem = _problem(root / tag, latest)
+            problem = _load_problem(root / tag, latest)
             if problem is None:
                 return lock, problems
             lock.release()
@@ -420,7 +420,7 @@ def universal_copy(root: Path, tag: str, log_file: Path) -> str:
     number of ranks), converting it first with DeepSpeed's ``ds_to_universal`` if
     that was not done before (call on one rank; the others wait)."""
     target = f"{tag}{UNIVERSAL}"
-    if (root / target / CHECKPOINT_RECORD).is_file() and verify(root / target) is None:
+    if (root / target / CHECKPOINT_RECORD).is_file() and record_problem(root / target) is None:
         return target
     tmp = root / f".{target}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)

@@ -35,7 +35,14 @@ from safetensors import SafetensorError
 if TYPE_CHECKING:
     from transformers import BertForPreTraining
 
-from .checkpoint import CheckpointGone, ReadLock, lock_newest_verified, tags, verify, verify_unrecorded
+from .checkpoint import (
+    CheckpointGone,
+    ReadLock,
+    lock_newest_verified,
+    record_problem,
+    tags,
+    unrecorded_problem,
+)
 from .cli import error_exit, make_parser
 from .data.manifest import MANIFEST_NAME, NO_VOCABULARY, TOKENIZER_FILES, holds_a_vocabulary
 from .files import os_error_line, output_directory_problem, write_failed
@@ -227,11 +234,11 @@ def _lock_named(ckpt: Path) -> tuple[Path, ReadLock]:
                          f"{now}") from None
     try:
         if (ckpt / CHECKPOINT_RECORD).is_file():
-            problem = verify(ckpt)
+            problem = record_problem(ckpt)
             if problem is not None:
                 raise ValueError(f"{ckpt}: does not verify, not exported: {problem}")
         else:
-            if problem := verify_unrecorded(ckpt):
+            if problem := unrecorded_problem(ckpt):
                 raise ValueError(f"{ckpt}: does not verify, not exported: {problem}")
             log.warning("%s has no %s (saved before checkpoints were verified): exported with its torch files "
                         "checked whole only", ckpt, CHECKPOINT_RECORD)

@@ -173,18 +173,18 @@ def test_a_record_holds_xxh3_checksums_and_an_earlier_sha256_record_still_verifi
     legacy = {name: {"bytes": entry["bytes"], "sha256": hashlib.sha256((directory / name).read_bytes()).hexdigest()}
               for name, entry in record.items()}
     (directory / checkpoint.CHECKPOINT_RECORD).write_text(json.dumps(legacy))
-    assert checkpoint.verify(directory) is None
+    assert checkpoint.record_problem(directory) is None
     for saved in (legacy, record):
         (directory / checkpoint.CHECKPOINT_RECORD).write_text(json.dumps(saved))
         name = next(iter(saved))
         data = bytearray((directory / name).read_bytes())
         data[len(data) // 2] ^= 1
         (directory / name).write_bytes(bytes(data))
-        assert checkpoint.verify(directory) == f"{directory / name}: contents differ from when it was saved " \
+        assert checkpoint.record_problem(directory) == f"{directory / name}: contents differ from when it was saved " \
                                                "(checksum mismatch)"
         data[len(data) // 2] ^= 1
         (directory / name).write_bytes(bytes(data))
-        assert checkpoint.verify(directory) is None
+        assert checkpoint.record_problem(directory) is None
 
 
 def test_a_checkpoint_without_a_record_is_checked_as_far_as_it_can_be(tmp_path: Path) -> None:

@@ -58,7 +58,7 @@ def test_rotation_keeps_a_checkpoint_a_reader_holds_and_removes_it_later(tmp_pat
         save(root, 4)
         assert checkpoint.tags(root) == ["step00000002", "step00000004"]  # step 3 is gone, not step 2
         assert checkpoint.latest_tag(root) == "step00000004"
-        assert checkpoint.verify(root / "step00000002") is None  # whole, still
+        assert checkpoint.record_problem(root / "step00000002") is None  # whole, still
     save(root, 5)
     assert checkpoint.tags(root) == ["step00000005"]
     assert sorted(p.name for p in root.iterdir()) == ["latest", "step00000005"]  # nothing renamed away is left

@@ -565,7 +565,7 @@ def test_resume_skips_a_checkpoint_whose_files_do_not_verify(join: Callable[[], 
     bit-flipped file is named and the newest checkpoint that verifies is used."""
     import shutil
 
-    from tacl_scale.checkpoint import CHECKPOINT_RECORD, verify
+    from tacl_scale.checkpoint import CHECKPOINT_RECORD, record_problem
 
     run = tmp_path / "run"
     config = make_config(dataset, model_file, run, steps=4, export=False,
@@ -574,7 +574,7 @@ def test_resume_skips_a_checkpoint_whose_files_do_not_verify(join: Callable[[], 
     root = run / "checkpoints"
     for tag in ("step00000002", "step00000004"):
         record = json.loads((root / tag / CHECKPOINT_RECORD).read_text())
-        assert any(name.endswith("optim_states.pt") for name in record) and verify(root / tag) is None
+        assert any(name.endswith("optim_states.pt") for name in record) and record_problem(root / tag) is None
     optim = next((root / "step00000004").glob("*optim_states.pt"))
     pristine = tmp_path / "pristine"
     shutil.copytree(run, pristine)
