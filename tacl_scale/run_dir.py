@@ -43,6 +43,7 @@ from .data.manifest import (
     missing_dataset_hint,
 )
 from .files import atomic_write, output_directory_problem
+from .json_fields import JsonObject, MalformedField
 from .markers import (  # shared with data_prep through that light module
     EXPORT_DIR,
     MODEL_CONFIG,
@@ -202,10 +203,14 @@ class TokenizerSource:
         return {"vocab_file": self.vocab_file, "lowercase": self.lowercase, "kind": self.kind}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TokenizerSource:
-        if "directory" in data:
-            return cls(directory=str(data["directory"]))
-        return cls(vocab_file=str(data["vocab_file"]), lowercase=data.get("lowercase"), kind=data.get("kind"))
+    def from_json(cls, data: Any, name: str = "tokenizer_source") -> TokenizerSource:
+        """The source recorded as ``data``; a :class:`MalformedField` names the field
+        (as ``name.FIELD``) that is missing or of another type."""
+        entry = JsonObject(data, name)
+        if "directory" in entry.data:
+            return cls(directory=entry.get("directory", "str"))
+        return cls(vocab_file=entry.get("vocab_file", "str"), lowercase=entry.get("lowercase", "bool?", None),
+                   kind=entry.get("kind", "str?", None))
 
 
 @dataclass(frozen=True)
@@ -252,26 +257,27 @@ class RunRecord:
         if not isinstance(version, int) or version > RUN_RECORD_VERSION:
             raise RunRecordError(f"{path}: run record version {version!r}, written by a newer tacl-scale (this one "
                                  f"reads up to {RUN_RECORD_VERSION}): update tacl-scale to resume this run")
+        top = JsonObject(data, whole="the run record")
         try:
             return cls(
-                config=dict(data["config"]),
-                world_size=int(data["world_size"]),
-                device=str(data.get("device", "unknown")),  # the first records did not say
-                unpad=bool(data.get("unpad", False)),
-                fused_optimizer=bool(data.get("fused_optimizer", False)),
-                tokenizer_source=TokenizerSource.from_json(data["tokenizer_source"]),
-                deepspeed_config=dict(data.get("deepspeed_config", {})),
-                student_config=data.get("student_config"),
-                data_fingerprints=[str(f) for f in data["data_fingerprints"]] if data.get("data_fingerprints") else None,
-                history=[JobSegment(int(s["started_at_step"]), int(s["world_size"]), str(s["device"]),
-                                    bool(s.get("unpad", False)), bool(s.get("compile", False)),
-                                    [str(c) for c in s.get("changes", [])])
-                         for s in data.get("history", [])],
+                config=top.get("config", "map"),
+                world_size=top.get("world_size", "int"),
+                device=top.get("device", "str", "unknown"),  # the first records did not say
+                unpad=top.get("unpad", "bool", False),
+                fused_optimizer=top.get("fused_optimizer", "bool", False),
+                tokenizer_source=TokenizerSource.from_json(top.get("tokenizer_source", "map")),
+                deepspeed_config=top.get("deepspeed_config", "map", {}),
+                student_config=top.get("student_config", "map?", None),
+                data_fingerprints=top.get("data_fingerprints", "strs?", None) or None,
+                history=[JobSegment(s.get("started_at_step", "int"), s.get("world_size", "int"), s.get("device", "str"),
+                                    s.get("unpad", "bool", False), s.get("compile", "bool", False),
+                                    s.get("changes", "strs", []))
+                         for s in top.objects("history", [])],
                 version=RUN_RECORD_VERSION,
             )
-        except (KeyError, TypeError, ValueError) as err:
-            raise RunRecordError(f"{path}: not a run record this code can read ({type(err).__name__}: {err}): "
-                                 "restore it from a backup, or start a new run in another --output") from err
+        except MalformedField as err:
+            raise RunRecordError(f"{path}: not a run record this code can read ({err}): restore it from a backup, "
+                                 "or start a new run in another --output") from err
 
     def to_json(self) -> dict[str, Any]:
         return {

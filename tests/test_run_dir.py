@@ -93,8 +93,16 @@ def test_a_newer_record_is_refused_by_name(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("text", "problem"), [
     ("{not json", "unreadable run record"),
     ("[1, 2]", "a run record is a JSON object, not list"),
-    (json.dumps({"version": 2, "config": {}}), "not a run record this code can read (KeyError"),
-    (json.dumps({**VERSION_1, "history": [{"world_size": 1}]}), "not a run record this code can read"),
+    (json.dumps({"version": 2, "config": {}}), "not a run record this code can read (world_size is missing)"),
+    (json.dumps({**VERSION_1, "history": [{"world_size": 1}]}),
+     "not a run record this code can read (history[0].started_at_step is missing)"),
+    # Each read as its type says, not coerced: bool("false") was true, int("8") was 8.
+    (json.dumps({**VERSION_1, "unpad": "false"}),
+     'not a run record this code can read (unpad must be true or false, not "false")'),
+    (json.dumps({**VERSION_1, "world_size": "8"}),
+     'not a run record this code can read (world_size must be an integer, not "8")'),
+    (json.dumps({**VERSION_1, "tokenizer_source": {"vocab_file": 5}}),
+     "not a run record this code can read (tokenizer_source.vocab_file must be a string, not 5)"),
 ])
 def test_a_broken_record_is_one_error_naming_the_file(tmp_path: Path, text: str, problem: str) -> None:
     (tmp_path / "run.json").write_text(text)

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..files import atomic_write
+from ..json_fields import JsonObject, MalformedField
 from ..locking import holder
 from ..vocab import SETTINGS_FILES, VOCABULARY_FILES
 from .masking import MaskingConfig
@@ -104,143 +105,6 @@ META_DTYPE = [("len_a", "<u2"), ("nsp_label", "u1")]
 
 class DatasetError(ValueError):
     """A dataset directory is missing, incomplete or inconsistent."""
-
-
-# -- reading the JSON a typed field at a time ------------------------------------------------------------------
-
-class MalformedField(ValueError):
-    """A manifest field that is missing or of another type than the format's, in
-    words naming it (``tokenizer.special_ids must be an object, not a list``);
-    :meth:`Manifest.from_json` says it as a malformed manifest naming the file."""
-
-
-_REQUIRED = object()
-
-
-def _what(value: Any) -> str:
-    """A JSON value as a message shows what was found: an object or list by its
-    kind, anything else as JSON (``null``, ``5``, ``"0.1"``, ``Infinity``)."""
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _wrong(name: str, expected: str, value: Any) -> MalformedField:
-    return MalformedField(f"{name} must be {expected}, not {_what(value)}")
-
-
-def _int(value: Any, name: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and value.is_integer():  # 512.0 from a hand edit (not inf, not nan)
-        return int(value)
-    raise _wrong(name, "an integer", value)
-
-
-def _number(value: Any, name: str) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            return float(value)
-        except OverflowError:  # an integer past a float's range
-            pass
-    raise _wrong(name, "a number", value)
-
-
-def _str(value: Any, name: str) -> str:
-    if isinstance(value, str):
-        return value
-    raise _wrong(name, "a string", value)
-
-
-def _bool(value: Any, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise _wrong(name, "true or false", value)
-
-
-def _list(value: Any, name: str) -> list[Any]:
-    if isinstance(value, list):
-        return value
-    raise _wrong(name, "a list", value)
-
-
-def _dict(value: Any, name: str) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    raise _wrong(name, "an object", value)
-
-
-def _ints(value: Any, name: str) -> list[int]:
-    return [_int(item, f"{name}[{i}]") for i, item in enumerate(_list(value, name))]
-
-
-def _strs(value: Any, name: str) -> list[str]:
-    return [_str(item, f"{name}[{i}]") for i, item in enumerate(_list(value, name))]
-
-
-def _int_map(value: Any, name: str) -> dict[str, int]:
-    return {key: _int(item, f"{name}.{key}") for key, item in _dict(value, name).items()}
-
-
-def _str_map(value: Any, name: str) -> dict[str, str]:
-    return {key: _str(item, f"{name}.{key}") for key, item in _dict(value, name).items()}
-
-
-def _histogram(value: Any, name: str) -> dict[int, int]:
-    """A length histogram: integer keys (as JSON's strings) to counts."""
-    out = {}
-    for key, count in _dict(value, name).items():
-        try:
-            length = int(key)
-        except ValueError:
-            raise MalformedField(f"{name} must have integer keys, not {_what(key)}") from None
-        out[length] = _int(count, f"{name}.{key}")
-    return out
-
-
-_KINDS: dict[str, Any] = {
-    "int": _int, "number": _number, "str": _str, "bool": _bool, "list": _list, "map": _dict, "ints": _ints,
-    "strs": _strs, "int-map": _int_map, "str-map": _str_map, "histogram": _histogram,
-}
-
-
-class _Object:
-    """A JSON object of a manifest read a typed field at a time: :meth:`get` gives
-    a field as its kind, and a :class:`MalformedField` naming it by its path
-    (``shards[0].files``) when it is missing or of another type."""
-
-    def __init__(self, value: Any, name: str) -> None:
-        self.data = _dict(value, name or "the manifest")
-        self.name = name
-
-    def path(self, key: str) -> str:
-        return f"{self.name}.{key}" if self.name else key
-
-    def get(self, key: str, kind: str, default: Any = _REQUIRED) -> Any:
-        """Field ``key`` as ``kind`` (a key of ``_KINDS``, or ``object``: an
-        :class:`_Object`; a trailing ``?`` lets it be null, given as None);
-        ``default`` when it is absent (without one it is required)."""
-        if key not in self.data:
-            if default is _REQUIRED:
-                raise MalformedField(f"{self.path(key)} is missing")
-            return default
-        value, name = self.data[key], self.path(key)
-        if kind.endswith("?"):
-            if value is None:
-                return None
-            kind = kind[:-1]
-        return _Object(value, name) if kind == "object" else _KINDS[kind](value, name)
-
-    def objects(self, key: str, default: Any = _REQUIRED) -> list[_Object]:
-        """Field ``key``, a list of objects, each named by its place (``shards[3]``)."""
-        items = self.get(key, "list", default)
-        return [_Object(item, f"{self.path(key)}[{i}]") for i, item in enumerate(items)]
 
 
 def holds_a_vocabulary(directory: Path) -> bool:
@@ -383,7 +247,7 @@ class Counts:
     def from_json(cls, data: dict[str, Any], prefix: str = "", name: str = "totals") -> Counts:
         """The counts of a split's ``totals`` or (``prefix`` ``num_``) of a shard's
         entry; ``name`` is where it is in the manifest, for a malformed field."""
-        entry = _Object(data, name)
+        entry = JsonObject(data, name)
         values = {f.name: entry.get((prefix if f.name in _PREFIXED_COUNTS else "") + f.name, "int")
                   for f in fields(cls) if f.name != "length_histogram"}
         return cls(**values, length_histogram=entry.get("length_histogram", "histogram"))
@@ -410,7 +274,7 @@ class FileRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], name: str = "shards[].files.*") -> FileRecord:
-        entry = _Object(data, name)
+        entry = JsonObject(data, name)
         return cls(entry.get("name", "str"), entry.get("bytes", "int"), entry.get("checksum", "str?", None))
 
 
@@ -439,7 +303,7 @@ class ShardRecord:
     def from_json(cls, data: dict[str, Any], name: str = "shards[]") -> ShardRecord:
         """A shard's entry; ``name`` is where it is in the manifest (``shards[3]``),
         for a malformed field."""
-        entry = _Object(data, name)
+        entry = JsonObject(data, name)
         files = entry.get("files", "map", {})
         return cls(name=entry.get("name", "str"), index=entry.get("index", "int"), key=entry.get("key", "int"),
                    split=entry.get("split", "str"),
@@ -630,9 +494,9 @@ class Manifest:
     @classmethod
     def _parse(cls, data: dict[str, Any], version: int) -> Manifest:
         """The manifest of JSON object ``data``: each field read as the type the
-        format gives it (:class:`_Object`), a :class:`MalformedField` naming the
+        format gives it (:class:`~tacl_scale.json_fields.JsonObject`), a :class:`MalformedField` naming the
         first that is not."""
-        top = _Object(data, "")
+        top = JsonObject(data, whole="the manifest")
         tok = top.get("tokenizer", "object")
         masking = top.get("masking", "object")
         special = tok.get("special_ids", "object")
