@@ -420,9 +420,10 @@ def stage_profile(dump: Path) -> tuple[list[tuple[str, float, float | None, str]
 
     from data_prep.build import parse_args
     from data_prep.documents import DocumentProcessor, TokenizedDocument, shard_key
+    from data_prep.inputs import plan_work_units
     from data_prep.sentences import BlingFireBreaker
     from data_prep.shards import TokenizerFacts, build_shard
-    from data_prep.sources import WikiPage, plan_work_units, read_records
+    from data_prep.sources import WikiPage, read_records
     from data_prep.spill import SpillWriter
     from data_prep.wikitext import clean_wikitext, pre_parse, render_wikitext, tokenize_wikitext
     from data_prep.workspace import TMP_DIR_NAME
@@ -680,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         work = Path(tempfile.mkdtemp(prefix="bench_data_prep-"))
     from data_prep.config import InputConfig
-    from data_prep.sources import plan_work_units
+    from data_prep.inputs import plan_work_units
 
     results: list[Result] = []
     started = time.perf_counter()

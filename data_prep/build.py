@@ -50,10 +50,10 @@ from .config import (
     auto_num_shards,
     estimated_input_bytes,
 )
+from .inputs import FORMATS, InputError, WorkUnit, expand_inputs, output_among_inputs, plan_work_units
 from .instances import InstanceConfig
 from .sentences import SentenceConfig
 from .shards import EmptyDatasetError, FinalizeInputs, TokenizerFacts
-from .sources import FORMATS, InputError, WorkUnit, expand_inputs, output_among_inputs, plan_work_units
 from .tokenization import (
     PretrainTokenizer,
     TokenizerConfig,

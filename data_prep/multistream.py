@@ -21,7 +21,7 @@ from tacl_scale.cli import error_exit, make_parser
 from tacl_scale.files import os_error_line, output_file_problem
 from tacl_scale.preemption import ctrl_c_ends, uninterrupted
 
-from .sources import InputError, index_beside, open_decompressed, read_errors
+from .inputs import InputError, index_beside, open_decompressed, read_errors
 
 _PAGE_END = b"</page>"
 _TITLE = re.compile(rb"<title>(.*?)</title>", re.DOTALL)

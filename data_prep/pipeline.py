@@ -36,8 +36,9 @@ from tacl_scale.data.manifest import shard_name
 
 from .config import BuildConfig
 from .documents import DocumentProcessor, shard_key
+from .inputs import ReadProgress, WorkUnit
 from .shards import TokenizerFacts, build_shard
-from .sources import ReadProgress, WorkUnit, read_records
+from .sources import read_records
 from .spill import SpillWriter
 from .workspace import Workspace, unit_bytes, writing
 

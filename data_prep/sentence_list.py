@@ -30,16 +30,9 @@ from tacl_scale.preemption import ctrl_c_ends
 
 from .config import CleaningConfig, InputConfig, add_cleaning_arguments, validation_fraction_problem
 from .documents import extract_sentences, is_validation
+from .inputs import FORMATS, InputError, expand_inputs, output_among_inputs, plan_work_units
 from .sentences import SentenceConfig, SentenceSplitter
-from .sources import (
-    FORMATS,
-    InputError,
-    SkipTally,
-    expand_inputs,
-    output_among_inputs,
-    plan_work_units,
-    read_records,
-)
+from .sources import SkipTally, read_records
 
 
 def corpus_sentences(inputs: list[str], input_format: str, sentences_config: SentenceConfig,

@@ -29,17 +29,9 @@ from tacl_scale.files import atomic_write, cannot_write, output_file_problem
 from tacl_scale.preemption import ctrl_c_ends
 
 from .documents import extract_sentences
+from .inputs import FORMATS, InputError, WorkUnit, expand_inputs, output_among_inputs, plan_work_units
 from .sentences import SentenceConfig, SentenceSplitter
-from .sources import (
-    FORMATS,
-    InputError,
-    SkipTally,
-    WorkUnit,
-    expand_inputs,
-    output_among_inputs,
-    plan_work_units,
-    read_records,
-)
+from .sources import SkipTally, read_records
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CONTINUATION = "##"

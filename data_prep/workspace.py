@@ -48,7 +48,7 @@ from tacl_scale.data.manifest import (
 from tacl_scale.files import atomic_write, describe_os_error
 from tacl_scale.locking import LOCK_NAME
 
-from .sources import WorkUnit
+from .inputs import WorkUnit
 
 TMP_DIR_NAME = "_tmp"
 BUILD_RECORD = "build.json"

@@ -247,8 +247,9 @@ def bert_layout(vocab: Path, size: int, fill: Iterable[str] = ()) -> None:
 def zh_documents(dump: Path) -> list[list[str]]:
     """The sentences of each article of a generated Chinese dump, as the build cleans them."""
     from data_prep.documents import extract_sentences
+    from data_prep.inputs import expand_inputs, plan_work_units
     from data_prep.sentences import SentenceConfig, SentenceSplitter
-    from data_prep.sources import expand_inputs, plan_work_units, read_records
+    from data_prep.sources import read_records
 
     splitter = SentenceSplitter(SentenceConfig("zh"))
     documents = []

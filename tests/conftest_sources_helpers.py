@@ -13,7 +13,8 @@ from pathlib import Path
 
 from conftest import DATA
 
-from data_prep.sources import WikiPage, WorkUnit, read_wiki_pages
+from data_prep.inputs import WorkUnit
+from data_prep.sources import WikiPage, read_wiki_pages
 
 DATA_DIR = DATA  # TACL_TEST_DATA (conftest)
 ENWIKI_SAMPLE = DATA_DIR / "enwiki-sample.xml.bz2"

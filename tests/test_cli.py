@@ -258,7 +258,7 @@ def test_ctrl_c_is_one_line_and_exit_status_130_leaving_the_old_output(name: str
 
     import data_prep.multistream
     import data_prep.sample_corpus
-    from data_prep import sources
+    from data_prep import inputs, sources
 
     out = tmp_path / "out-multistream.xml.bz2"
     out.write_bytes(b"the old output")
@@ -268,7 +268,8 @@ def test_ctrl_c_is_one_line_and_exit_status_130_leaving_the_old_output(name: str
         time.sleep(5)  # the handler raises first
         raise AssertionError("Ctrl-C did not interrupt")
 
-    for module, function in ((sources, "open_decompressed"), (data_prep.multistream, "open_decompressed"),
+    for module, function in ((inputs, "open_decompressed"), (sources, "open_decompressed"),
+                             (data_prep.multistream, "open_decompressed"),
                              (data_prep.sample_corpus, "build_pages")):
         monkeypatch.setattr(module, function, ctrl_c)
     main, argv = _writers(tmp_path, out)[name]
@@ -383,7 +384,7 @@ def test_a_multistream_whose_index_cannot_be_renamed_leaves_no_old_index_beside_
     from conftest import EN_DUMP
 
     from data_prep import multistream
-    from data_prep.sources import find_index
+    from data_prep.inputs import find_index
 
     target = tmp_path / "x-multistream.xml.bz2"
     assert multistream.main([str(EN_DUMP), str(target), "--pages-per-stream", "10"]) == 0

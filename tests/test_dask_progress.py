@@ -17,8 +17,8 @@ import pytest
 from conftest import ZH_TEXT, ZH_VOCAB, build_dataset
 
 from data_prep import pipeline
+from data_prep.inputs import WorkUnit
 from data_prep.pipeline import DriverProgress
-from data_prep.sources import WorkUnit
 from data_prep.workspace import Workspace
 
 

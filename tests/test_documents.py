@@ -28,9 +28,10 @@ from data_prep.documents import (
     shard_of,
     split_long_sentence,
 )
+from data_prep.inputs import WorkUnit
 from data_prep.instances import InstanceConfig
 from data_prep.sentences import SentenceConfig
-from data_prep.sources import PlainDocument, WikiPage, WorkUnit, read_text_documents
+from data_prep.sources import PlainDocument, WikiPage, read_text_documents
 from data_prep.tokenization import EncodedSentence, PretrainTokenizer, TokenizerConfig
 from tacl_scale.data.masking import MaskingConfig
 

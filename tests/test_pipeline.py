@@ -148,7 +148,7 @@ def test_the_shard_count_is_chosen_from_the_input_size_when_not_given(tmp_path: 
 def test_multistream_index_splits_one_dump_with_identical_output(tmp_path: Path, en_dataset: PretrainDataset) -> None:
     dump, _ = write_multistream(str(EN_DUMP), str(tmp_path / "enwiki-x-multistream.xml.bz2"), 10)
     config = parse_args(["--input", str(dump), "--tokenizer", "t", "--output", "o", "--unit-mb", "0.05"]).config
-    from data_prep.sources import plan_work_units
+    from data_prep.inputs import plan_work_units
 
     assert len(plan_work_units([str(dump)], "wiki-xml", True, config.input.unit_bytes)) >= 5
     out = build_dataset(tmp_path / "ms", "--input", str(dump), "--tokenizer", str(EN_VOCAB),
@@ -498,7 +498,7 @@ def test_the_progress_line_is_written_once_per_interval_and_when_the_last_unit_f
     import threading
 
     from data_prep import pipeline
-    from data_prep.sources import WorkUnit
+    from data_prep.inputs import WorkUnit
     from data_prep.workspace import Workspace
 
     units = [WorkUnit("dump.xml.bz2", "wiki-xml", start, start + 100) for start in range(0, 500, 100)]
@@ -531,7 +531,7 @@ def test_reused_units_write_no_progress_line_but_the_last_and_it_is_written_once
     import threading
 
     from data_prep import pipeline
-    from data_prep.sources import WorkUnit
+    from data_prep.inputs import WorkUnit
     from data_prep.workspace import Workspace
 
     units = [WorkUnit("dump.xml.bz2", "wiki-xml", start, start + 100) for start in range(0, 400, 100)]

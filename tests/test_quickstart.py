@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import EN_DUMP, ROOT, free_port
 
+from data_prep.inputs import plan_work_units
 from data_prep.multistream import main as multistream_main
-from data_prep.sources import plan_work_units, read_wiki_pages
+from data_prep.sources import read_wiki_pages
 from data_prep.train_vocab import main as train_vocab_main
 from tacl_scale.data import PretrainDataset
 
@@ -148,7 +149,7 @@ def test_multistream_cli_round_trips_pages(tmp_path: Path) -> None:
     assert (tmp_path / "x-multistream-index.txt.bz2").exists()
     units = plan_work_units([str(target)], "wiki-xml", True, unit_bytes=100_000)
     assert len(units) > 3
-    from data_prep.sources import WorkUnit
+    from data_prep.inputs import WorkUnit
 
     whole = [(p.doc_id, p.text) for p in read_wiki_pages(WorkUnit(str(EN_DUMP), "wiki-xml"))]
     split = [(p.doc_id, p.text) for u in units for p in read_wiki_pages(u)]

@@ -144,7 +144,7 @@ def test_a_build_record_without_settings_resumes_by_its_fingerprint(tmp_path: Pa
     """An interrupted build of a version that recorded no settings in build.json (its
     fingerprint took the inputs' spelling in) still resumes with the same command,
     and is refused, as then, with another."""
-    from data_prep.sources import WorkUnit
+    from data_prep.inputs import WorkUnit
     from data_prep.workspace import Workspace, fingerprint
 
     config = parse_args(["--input", "corpus/*.txt", "--output", str(tmp_path / "ds"), *ARGS]).config.to_dict()

@@ -29,21 +29,23 @@ from conftest_sources_helpers import (
     write_multistream,
 )
 
-from data_prep.sources import (
+from data_prep.inputs import (
     InputError,
-    PlainDocument,
-    WikiPage,
     WorkUnit,
     expand_inputs,
     find_index,
     plan_work_units,
-    read_line_documents,
     read_multistream_index,
+    sniff_format,
+)
+from data_prep.sources import (
+    PlainDocument,
+    WikiPage,
+    read_line_documents,
     read_records,
     read_text_documents,
     read_wiki_pages,
     read_wikiextractor_documents,
-    sniff_format,
 )
 
 
@@ -80,7 +82,7 @@ def test_a_path_with_brackets_naming_a_file_or_directory_is_taken_literally(
     file was refused with "no input file matches", or another file read in its
     place. What names an existing file, or a glob's leading directories that exist,
     is read literally; the rest stays a glob."""
-    from data_prep.sources import output_among_inputs
+    from data_prep.inputs import output_among_inputs
 
     corpus = tmp_path / "q[1]" / "corpus"
     corpus.mkdir(parents=True)
@@ -109,7 +111,7 @@ def test_glob_matches_says_what_glob_lists(tmp_path: Path) -> None:
     would take a command's --output for a corpus file."""
     import glob
 
-    from data_prep.sources import glob_matches
+    from data_prep.inputs import glob_matches
 
     files = ["a.txt", "b.xml.bz2", "d/c.txt", "d/e/f.txt", "d/e/g.xml", "x1/h.txt", "x22/h.txt", ".hidden.txt",
              ".h/i.txt", "d/.j.txt"]
@@ -469,13 +471,13 @@ def _read_as(fmt: str, path: Path) -> None:
 @pytest.mark.parametrize("fmt", ["wiki-xml", "text", "wikiextractor-json"])
 def test_every_reader_tells_damaged_data_from_a_file_it_cannot_read(tmp_path: Path, fmt: str,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """One mapping (``sources.read_errors``) for every reader and ``tacl-multistream``:
+    """One mapping (``inputs.read_errors``) for every reader and ``tacl-multistream``:
     a cut-short .gz or a .bz2 that is not bz2 is corrupt data; an I/O error is not
     (the XML reader called an EIO corrupt data, the text readers called both
     "unreadable or corrupt")."""
     import errno
 
-    from data_prep import sources
+    from data_prep import inputs, sources
 
     body = single_xml(synthetic_pages(20)) if fmt == "wiki-xml" else b"".join(b"Line %d of the text.\n" % i for i in range(400))
     if fmt == "wikiextractor-json":
@@ -516,8 +518,9 @@ def test_every_reader_tells_damaged_data_from_a_file_it_cannot_read(tmp_path: Pa
         def __iter__(self):
             raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(sources, "open", lambda path, mode="r", *a, **k: FailingRead(real_open(path, mode, *a, **k))
-                        if str(path) == str(readable) else real_open(path, mode, *a, **k), raising=False)
+    for module in (inputs, sources):  # the readers open files there, and through inputs.open_decompressed
+        monkeypatch.setattr(module, "open", lambda path, mode="r", *a, **k: FailingRead(real_open(path, mode, *a, **k))
+                            if str(path) == str(readable) else real_open(path, mode, *a, **k), raising=False)
     with pytest.raises(InputError, match=f"^{re.escape(str(readable))}: cannot read: {os.strerror(errno.EIO)}$"):
         _read_as(fmt, readable)
 
@@ -824,8 +827,8 @@ def test_wikiextractor_title_only_document(tmp_path: Path) -> None:
 def test_read_progress_tracks_stored_bytes(tmp_path: Path) -> None:
     """The progress (for ETA logs) rises monotonically to 1 for a whole file and for
     a byte range of a multistream dump."""
+    from data_prep.inputs import ReadProgress
     from data_prep.multistream import write_multistream as recompress
-    from data_prep.sources import ReadProgress
 
     dump, _ = recompress(str(ENWIKI_SAMPLE), str(tmp_path / "p-multistream.xml.bz2"), 20)
     units = [WorkUnit(str(ENWIKI_SAMPLE), "wiki-xml"), *plan_work_units([str(dump)], "wiki-xml", unit_bytes=400_000)]

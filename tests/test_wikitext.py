@@ -466,8 +466,9 @@ def sample_pages(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The wikitext of every article of the real English sample and of a generated dump."""
     from conftest import REAL_EN_DUMP
 
+    from data_prep.inputs import plan_work_units
     from data_prep.sample_corpus import write_sample_dump
-    from data_prep.sources import plan_work_units, read_records
+    from data_prep.sources import read_records
 
     generated = tmp_path_factory.mktemp("wikitext") / "enwiki-generated.xml.bz2"
     write_sample_dump(str(generated), num_articles=120)

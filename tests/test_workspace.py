@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.sources import WorkUnit
+from data_prep.inputs import WorkUnit
 from data_prep.workspace import TMP_DIR_NAME, Workspace, WorkspaceError, remove_build_files
 from tacl_scale.data.manifest import TOKENIZER_DIR
 from tacl_scale.locking import LOCK_NAME
@@ -125,9 +125,9 @@ def test_spill_unit_spills_a_units_documents_and_marks_it_done_with_its_totals(t
 
     from data_prep.build import parse_args
     from data_prep.documents import DocumentProcessor
+    from data_prep.inputs import plan_work_units
     from data_prep.pipeline import spill_unit
     from data_prep.shards import TokenizerFacts
-    from data_prep.sources import plan_work_units
     from data_prep.tokenization import load_tokenizer
 
     corpus = tmp_path / "corpus.txt"
