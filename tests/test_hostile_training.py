@@ -150,8 +150,8 @@ def test_a_dataset_whose_tokenizer_copy_lacks_its_added_tokens_is_refused_naming
     """A dataset built from a tokenizer whose added_tokens.json adds id 21128 to its
     vocab.txt, by a version that did not copy that file into DATASET/tokenizer: the
     run's tokenizer (copied from there, and what its export ships) read the data's id
-    21128 as [UNK]. Refused before anything is written, naming the copy and the fix;
-    with the file copied in, it trains."""
+    21128 as [UNK]. Refused before anything is written, naming the copy and the file
+    to copy in (and so does ``--verify``); with the file copied in, it trains."""
     tokenizer = tmp_path / "tokenizer"
     tokenizer.mkdir()
     shutil.copy(ZH_VOCAB, tokenizer / "vocab.txt")
@@ -174,13 +174,14 @@ def test_a_dataset_whose_tokenizer_copy_lacks_its_added_tokens_is_refused_naming
     run = tmp_path / "run"
     code, stderr = main_in_this_process(["--recipe", "tiny-cpu", *common(dataset, model, run, 1)], capsys)
     assert code == 2 and len(error_lines(stderr)) == 1, stderr[-3000:]
-    assert error_lines(stderr)[0].startswith(
-        f"error: {dataset / 'tokenizer'} (the run's tokenizer, copied into {run / 'tokenizer'}): gives ids 0–21127, "
-        "and the run's data hold ids up to 21128 (its dataset's vocab_size 21129): an export would read their tokens "
-        "as [UNK]. A copy of a tokenizer made before tacl-scale copied added_tokens.json lacks the tokens that file "
-        f"adds: copy it from the tokenizer the dataset was built from (its manifest's tokenizer.source) into "
-        f"{dataset / 'tokenizer'}"), stderr[-3000:]
-    assert not (run / "tokenizer").exists() and not (run / "run.json").exists()
+    said = (f"{dataset / 'tokenizer'}: gives ids 0–21127, and the dataset's vocab_size is 21129: the copy lacks the "
+            "tokens added_tokens.json added (tacl-scale did not copy that file before), which a run's export would "
+            f"read as [UNK]; copy {tokenizer / 'added_tokens.json'} into {dataset / 'tokenizer'}")
+    assert error_lines(stderr)[0].startswith(f"error: {said}"), stderr[-3000:]
+    assert not run.exists()
+    capsys.readouterr()
+    assert inspect_main([str(dataset), "--verify"]) == 2
+    assert error_lines(capsys.readouterr().err) == [f"error: {said}"]
     shutil.copy(tokenizer / "added_tokens.json", dataset / "tokenizer")
     code, stderr = main_in_this_process(["--recipe", "tiny-cpu", *common(dataset, model, run, 1)], capsys)
     assert code == 0, stderr[-3000:]

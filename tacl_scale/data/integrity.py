@@ -6,7 +6,8 @@ checks a dataset against them. Two levels, for two costs:
 
 - :func:`verify_tokenizer` — the tokenizer copy (kilobytes to a few MB): its
   files exist, the fingerprinted file has the manifest's ``sha256`` and, for a
-  ``vocab.txt``, the manifest's ``vocab_size`` lines; training does it always.
+  ``vocab.txt``, the manifest's ``vocab_size`` lines, for a tokenizer folder ids up
+  to its ``vocab_size``; training does it always.
 - :func:`verify_shards` — every byte of the shard files against their checksums
   (xxh3-128, about 10 GB/s on one core, so the disk sets the pace);
   ``tacl-inspect-dataset DIR --verify`` and training's ``--verify-data`` (on by
@@ -117,7 +118,28 @@ def verify_tokenizer(directory: str | os.PathLike, manifest: Manifest) -> list[s
         elif tok.kind == "wordpiece" and (lines := _line_count(fingerprinted)) != tok.vocab_size:
             problems.append(f"{directory / 'manifest.json'}: tokenizer vocab_size {tok.vocab_size}, but "
                             f"{fingerprinted} has {lines} tokens: the manifest was edited")
+        elif tok.kind == "hf" and (problem := _missing_added_tokens(copy_dir, tok.vocab_size, tok.source)):
+            problems.append(problem)
     return problems
+
+
+def _missing_added_tokens(copy_dir: Path, vocab_size: int, source: str | None) -> str | None:
+    """Why a Hugging Face tokenizer copy gives fewer ids than the dataset's
+    ``vocab_size``, or None: a copy made before added_tokens.json was copied with
+    the rest lacks the tokens that file adds to a vocab.txt, which an export of a
+    run on the dataset would then read as [UNK]."""
+    from ..vocab import ADDED_TOKENS_FILE, VocabularyError, id_count
+
+    try:
+        given = id_count(copy_dir)
+    except (VocabularyError, OSError):  # its sha256 matched: what the build read, and parsed
+        return None
+    if given >= vocab_size:
+        return None
+    origin = Path(source).parent / ADDED_TOKENS_FILE if source else f"the {ADDED_TOKENS_FILE} of the tokenizer it was built with"
+    return (f"{copy_dir}: gives ids 0–{given - 1}, and the dataset's vocab_size is {vocab_size}: the copy lacks the "
+            f"tokens {ADDED_TOKENS_FILE} added (tacl-scale did not copy that file before), which a run's export would "
+            f"read as [UNK]; copy {origin} into {copy_dir}")
 
 
 def _line_count(path: Path) -> int:
