@@ -147,6 +147,10 @@ class BuildConfig:
     def __post_init__(self) -> None:
         if self.dupe_factor < 1:
             raise ValueError(f"--dupe-factor must be >= 1, got {self.dupe_factor}")
+        if self.max_predictions > self.instances.max_seq_len:  # the manifest's reader refuses it
+            raise ValueError(f"--max-predictions-per-seq must be at most --max-seq-len "
+                             f"{self.instances.max_seq_len} (an instance has no more tokens to mask), got "
+                             f"{self.max_predictions}")
 
     @property
     def max_predictions(self) -> int:

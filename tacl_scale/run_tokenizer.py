@@ -80,8 +80,9 @@ def snapshot_tokenizer(source: TokenizerSource, run: RunDir, new_run: bool = Fal
         except OSError as err:
             raise ValueError(f"{target}: the run's tokenizer could not be copied into it ({err}): copy the "
                              f"dataset's tokenizer/ files to {target}") from err
-        if problem := missing_ids_problem(tmp, data_ids, copied=(Path(source.directory or str(source.vocab_file)),
-                                                                 target)):
+        # A copy of one vocabulary file is what the dataset was built from; a folder's may lack some of it.
+        if source.directory is not None and (
+                problem := missing_ids_problem(tmp, data_ids, copied=(Path(source.directory), target))):
             raise ValueError(problem)
         if not (target.exists() or target.is_symlink()):
             os.replace(tmp, target)
@@ -110,8 +111,10 @@ def missing_ids_problem(folder: Path, data_ids: int, copied: tuple[Path, Path] |
     them (a dataset's ``tokenizer/``, a run's) lack the tokens it adds to a vocab.txt."""
     from .vocab import ADDED_TOKENS_FILE, id_count
 
+    if data_ids <= 0:
+        return None
     given = id_count(folder)
-    if given >= data_ids:
+    if not given or given >= data_ids:  # None: not loadable, 0: no vocabulary; each refused where it is read
         return None
     fix_in = folder if copied is None else copied[0]
     named = folder if copied is None else f"{copied[0]} (the run's tokenizer, copied into {copied[1]})"

@@ -69,13 +69,25 @@ def vocabulary(location: str | Path) -> dict[str, int] | None:
     return ids
 
 
-def id_count(directory: str | Path) -> int:
-    """How many ids the tokenizer folder ``directory`` gives (its highest id + 1):
-    its :func:`vocabulary`'s and, as AutoTokenizer adds them to a vocab.txt, those of
-    its ``added_tokens.json``; 0 without a vocabulary."""
-    ids = list((vocabulary(directory) or {}).values())
-    added = json_object(Path(directory) / ADDED_TOKENS_FILE) or {}
-    ids += [i for i in added.values() if isinstance(i, int) and not isinstance(i, bool)]
+def id_count(directory: str | Path) -> int | None:
+    """How many ids the tokenizer folder ``directory`` gives (its highest id + 1), read
+    as a dataset build reads such a folder: a folder with a ``tokenizer.json`` or a
+    ``tokenizer_config.json`` through AutoTokenizer, which adds the tokens of
+    ``added_tokens.json`` and any special token of its settings the vocabulary lacks;
+    else its :func:`vocabulary` (a bare vocab.txt, a SentencePiece model). 0 without a
+    vocabulary; None where AutoTokenizer cannot load it (what is wrong is said where
+    the folder is loaded)."""
+    directory = Path(directory)
+    if any((directory / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        from transformers import AutoTokenizer
+
+        try:
+            backend = AutoTokenizer.from_pretrained(str(directory), local_files_only=True).backend_tokenizer
+            ids = backend.get_vocab(with_added_tokens=True).values()
+        except Exception:  # noqa: BLE001 - the library raises bare Exceptions, OSError, ValueError, AttributeError
+            return None
+    else:
+        ids = (vocabulary(directory) or {}).values()
     return max(ids) + 1 if ids else 0
 
 

@@ -98,6 +98,9 @@ def test_ranks_but_the_first_log_their_warnings_only_naming_their_rank(rank: int
     (["--min-doc-chars", "-1"], "--min-doc-chars must be >= 0, got -1"),  # was accepted
     (["--validation-fraction", "1"], "--validation-fraction must be in [0, 1), got 1.0"),
     (["--masked-lm-prob", "0"], "--masked-lm-prob 0.0 must be in (0, 1)"),
+    # built to its end, to fail at writing a manifest that no reader takes
+    (["--max-seq-len", "64", "--max-predictions-per-seq", "100"],
+     "--max-predictions-per-seq must be at most --max-seq-len 64 (an instance has no more tokens to mask), got 100"),
 ])
 def test_build_refuses_a_number_out_of_range_naming_its_flag(flags: list[str], said: str,
                                                              capsys: pytest.CaptureFixture[str]) -> None:

@@ -414,12 +414,15 @@ def test_a_tokenizer_that_gives_fewer_ids_than_the_data_hold_is_refused(tmp_path
     """snapshot_tokenizer(data_ids=N): a source, or a recorded run's copy, whose files
     give fewer than the N ids its data may hold (a vocab.txt whose added_tokens.json a
     copy made before that file travelled lacks) is refused naming it, and nothing is
-    left in the run; added_tokens.json's ids count, as AutoTokenizer reads them."""
+    left in the run. The ids are counted as the build counts them, through
+    AutoTokenizer: added_tokens.json's, and a special token its settings add."""
     from tacl_scale.run_tokenizer import snapshot_tokenizer
 
     model = tmp_path / "model"
     model.mkdir()
     (model / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nword\n", encoding="utf-8")
+    (model / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer",
+                                                             "do_lower_case": True}))
     run = RunDir(tmp_path / "run")
     run.path.mkdir()
     source = TokenizerSource(directory=str(model))
@@ -434,6 +437,13 @@ def test_a_tokenizer_that_gives_fewer_ids_than_the_data_hold_is_refused(tmp_path
     with pytest.raises(ValueError, match=re.escape(f"{copy}: gives ids 0–5, and the run's data hold ids up to 6")):
         snapshot_tokenizer(source, run, new_run=False, data_ids=7)
     assert snapshot_tokenizer(source, run, new_run=False, data_ids=6) == copy
+    # A special token the settings add (id 6, as the build counted it): the ids are all there.
+    (copy / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True,
+                                                            "additional_special_tokens": ["[E1]"]}))
+    assert snapshot_tokenizer(source, run, new_run=False, data_ids=7) == copy
+    for name in ("tokenizer_config.json", "vocab.txt"):  # no vocabulary: refused where the run checks for one
+        (copy / name).unlink()
+    assert snapshot_tokenizer(source, run, new_run=False, data_ids=7) == copy
 
 
 def test_a_model_folder_whose_vocabulary_is_a_sentencepiece_model_gives_the_run_its_copy(tmp_path: Path) -> None:

@@ -134,7 +134,7 @@ def _missing_added_tokens(copy_dir: Path, vocab_size: int, source: str | None) -
         given = id_count(copy_dir)
     except (VocabularyError, OSError):  # its sha256 matched: what the build read, and parsed
         return None
-    if given >= vocab_size:
+    if not given or given >= vocab_size:  # None: AutoTokenizer cannot load it; training says so where it does
         return None
     origin = Path(source).parent / ADDED_TOKENS_FILE if source else f"the {ADDED_TOKENS_FILE} of the tokenizer it was built with"
     return (f"{copy_dir}: gives ids 0–{given - 1}, and the dataset's vocab_size is {vocab_size}: the copy lacks the "
