@@ -428,7 +428,7 @@ def test_swap_in_puts_the_old_dataset_back_when_the_new_one_cannot_take_its_plac
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The old dataset was renamed aside, the new one's rename failed, and the
     output path held nothing, the user's files hidden in ``.ds.replaced-PID``."""
-    from data_prep.build import swap_in
+    from data_prep.replace import swap_in
 
     output, staging = old_and_new_dataset(tmp_path)
     rename = os.rename
@@ -452,7 +452,7 @@ def test_a_ctrl_c_held_through_the_swap_leaves_no_old_copy_hidden(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The held Ctrl-C ended the build after the renames, before the old dataset set
     aside in ``.ds.replaced-PID`` was removed: a hidden copy as large as the dataset."""
-    from data_prep.build import swap_in
+    from data_prep.replace import swap_in
 
     output, staging = old_and_new_dataset(tmp_path)
     rename = os.rename
@@ -508,7 +508,7 @@ sys.exit(build.main({args!r}))
 
 def test_recover_swap_puts_the_old_dataset_back_without_a_new_one_and_leaves_a_live_swap_alone(
         tmp_path: Path) -> None:
-    from data_prep.build import recover_swap
+    from data_prep.replace import recover_swap
 
     output, old = tmp_path / "ds", tmp_path / ".ds.replaced-123"
     old.mkdir()
