@@ -123,7 +123,7 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     io.add_argument("--no-multistream-index", action="store_true",
                     help="read a multistream dump as one unit even if its -index.txt.bz2 is beside it")
     io.add_argument("--unit-mb", type=float, default=InputConfig.unit_bytes / (1 << 20),
-                    help="compressed MB of a multistream dump per unit of parallel work")
+                    help="compressed MiB of a multistream dump per unit of parallel work")
     text = p.add_argument_group("text")
     text.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language,
                       help="the text's language: sentence splitting, and Chinese word boundaries")
@@ -268,21 +268,27 @@ def _prepare_output(config: BuildConfig, units: list[WorkUnit], resume: bool, to
         return
     if resume:
         log.info("--resume: %s holds no interrupted build; starting from the beginning", directory)
-    if manifest.exists():
-        if not config.output.overwrite:
-            raise BuildError(f"{directory}: already holds a dataset; pass --overwrite to replace it")
-        manifest.unlink()
-    elif directory.exists():
-        foreign = [p.name for p in directory.iterdir() if not is_build_file(p)]
-        if foreign and not config.output.overwrite:
-            raise BuildError(
-                f"{directory}: exists, is not empty and is not a dataset (holds {foreign[0]!r}); "
-                "choose another --output or pass --overwrite (only the build's own files are removed)"
-            )
+    if problem := occupied_output_problem(directory, config.output.overwrite):
+        raise BuildError(problem)
+    manifest.unlink(missing_ok=True)
     if directory.exists():
         remove_build_files(directory, keep=(LOCK_NAME,))  # the lock is this build's, held
     directory.mkdir(parents=True, exist_ok=True)
     workspace.start_run(digest, units, inputs, tokenizer_sha256, settings)
+
+
+def occupied_output_problem(directory: Path, overwrite: bool) -> str | None:
+    """Why a build may not write into ``directory`` without ``overwrite``, in words,
+    or None: it holds a dataset, or files that are not a build's own."""
+    if overwrite:
+        return None
+    if (directory / MANIFEST_NAME).exists():
+        return f"{directory}: already holds a dataset; pass --overwrite to replace it"
+    foreign = [p.name for p in directory.iterdir() if not is_build_file(p)] if directory.is_dir() else []
+    if foreign:
+        return (f"{directory}: exists, is not empty and is not a dataset (holds {foreign[0]!r}); choose another "
+                "--output or pass --overwrite (only the build's own files are removed)")
+    return None
 
 
 def model_folder_problem(output: Path) -> str | None:
@@ -308,7 +314,10 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     beam_args = list(beam_args or [])
     if problem := (output_directory_problem(config.output.directory, "a dataset directory")
                    or output_among_inputs(config.output.directory, list(config.input.patterns), directory=True)
-                   or model_folder_problem(Path(config.output.directory))):
+                   or model_folder_problem(Path(config.output.directory))
+                   # Said again under the lock (_prepare_output); here before Beam is imported and logs.
+                   or (None if resume else occupied_output_problem(Path(config.output.directory),
+                                                                   config.output.overwrite))):
         raise BuildError(problem)
     try:
         paths = expand_inputs(list(config.input.patterns))
@@ -318,13 +327,6 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
         tokenizer = load_tokenizer(config.tokenizer)
     except (InputError, TokenizerError) as err:
         raise BuildError(str(err)) from err
-    if config.output.auto_shards:  # the same input gives the same shards, whatever the runner
-        shards = auto_num_shards(estimated_input_bytes(paths))
-        config = replace(config, output=replace(config.output, num_shards=shards))
-        log.info("%d shard(s) for about %.0f MB of input (one per %.0f MB; --num-shards to choose)", shards,
-                 estimated_input_bytes(paths) / 1e6, SHARD_INPUT_BYTES / 1e6)
-    if problem := no_lowercase_problem(tokenizer, config.tokenizer.lowercase):
-        log.warning("%s", problem)
     max_len = config.instances.max_seq_len
     if max_len > tokenizer.max_positions:
         source = f" ({tokenizer.max_positions_from})" if tokenizer.max_positions_from else ""
@@ -332,6 +334,13 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
             f"--max-seq-len {max_len} is larger than the {tokenizer.max_positions} positions "
             f"a model of tokenizer {config.tokenizer.path} supports{source}"
         )
+    if config.output.auto_shards:  # the same input gives the same shards, whatever the runner
+        shards = auto_num_shards(estimated_input_bytes(paths))
+        config = replace(config, output=replace(config.output, num_shards=shards))
+        log.info("%d shard(s) for about %.0f MB of input (one per %.0f MB; --num-shards to choose)", shards,
+                 estimated_input_bytes(paths) / 1e6, SHARD_INPUT_BYTES / 1e6)
+    if problem := no_lowercase_problem(tokenizer, config.tokenizer.lowercase):
+        log.warning("%s", problem)
     tokenizer_sha256 = tokenizer.source_sha256()
     from .dask_runner import scheduler_file_problem
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,11 +38,11 @@ def _lines_and_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 yield line, record
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The records of a ``metrics.jsonl`` in the order they were logged: one per
     applied step (``"step"``) and the events (``"event"``: skipped updates,
     held-out evaluations); a line cut by a kill (or otherwise damaged) is left out."""
-    return [record for _, record in _lines_and_records(path)]
+    return [record for _, record in _lines_and_records(Path(path))]
 
 
 def step_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

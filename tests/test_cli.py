@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import Corpus
 
 from tacl_scale import EXIT_ERROR
 
@@ -46,6 +47,27 @@ def test_a_refusal_is_one_error_line_and_exit_status_2(name: str, tmp_path: Path
     # made the output's directory
     assert sorted(tmp_path.rglob("*")) == before
     assert "runner log" not in errors[0]
+
+
+def test_a_build_refused_for_its_output_or_its_length_leaves_no_runner_log(
+        made_en: Corpus, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A build refused before it starts (an output that holds someone's files, a
+    --max-seq-len past the tokenizer's positions) left OUTPUT.build.log beside the
+    output, with the shard count and Beam's import warnings, and named it."""
+    from data_prep.build import main as build
+
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    for output, flags, said in ((taken, [], "exists, is not empty and is not a dataset (holds 'notes.txt')"),
+                                (tmp_path / "long", ["--max-seq-len", "1024"], "--max-seq-len 1024 is larger than "
+                                                                                 "the 512 positions")):
+        before = sorted(tmp_path.rglob("*"))
+        assert build(["--input", str(made_en.dump), "--tokenizer", str(made_en.vocab), "--output", str(output),
+                      *flags]) == 2
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and said in errors[0] and "runner log" not in errors[0], errors
+        assert sorted(tmp_path.rglob("*")) == before
 
 
 @pytest.mark.parametrize(("flags", "said"), [

@@ -29,6 +29,7 @@ def test_bytes_that_are_not_utf8_are_left_out_like_a_cut_line(tmp_path: Path, wh
     data = lines(LOGGED) + GARBAGE if where == "at the end" else lines(LOGGED[:3]) + GARBAGE + b"\n" + lines(LOGGED[3:])
     path.write_bytes(data)
     assert read_records(path) == LOGGED
+    assert read_records(str(path)) == LOGGED  # as training.md shows it: a path given as a string
     assert [r["step"] for r in step_records(read_records(path))] == [1, 2, 3, 4]
     drop_after(path, 3)  # a job resumed from step 3's checkpoint
     assert path.read_bytes() == lines(LOGGED[:5])
