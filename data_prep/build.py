@@ -33,7 +33,7 @@ from tacl_scale.data.manifest import (
 )
 from tacl_scale.data.masking import MaskingConfig
 from tacl_scale.files import output_directory_problem
-from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError
+from tacl_scale.locking import LOCK_NAME, DirectoryLock, LockedError, holder
 from tacl_scale.markers import EXPORT_MARKER, MODEL_CONFIG, RUN_FILE, container_problem, marked_as
 from tacl_scale.preemption import CtrlC
 
@@ -314,10 +314,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     beam_args = list(beam_args or [])
     if problem := (output_directory_problem(config.output.directory, "a dataset directory")
                    or output_among_inputs(config.output.directory, list(config.input.patterns), directory=True)
-                   or model_folder_problem(Path(config.output.directory))
-                   # Said again under the lock (_prepare_output); here before Beam is imported and logs.
-                   or (None if resume else occupied_output_problem(Path(config.output.directory),
-                                                                   config.output.overwrite))):
+                   or model_folder_problem(Path(config.output.directory))):
         raise BuildError(problem)
     try:
         paths = expand_inputs(list(config.input.patterns))
@@ -335,22 +332,27 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
             f"a model of tokenizer {config.tokenizer.path} supports{source}"
         )
     if config.output.auto_shards:  # the same input gives the same shards, whatever the runner
-        shards = auto_num_shards(estimated_input_bytes(paths))
-        config = replace(config, output=replace(config.output, num_shards=shards))
-        log.info("%d shard(s) for about %.0f MB of input (one per %.0f MB; --num-shards to choose)", shards,
-                 estimated_input_bytes(paths) / 1e6, SHARD_INPUT_BYTES / 1e6)
+        config = replace(config, output=replace(config.output,
+                                                num_shards=auto_num_shards(estimated_input_bytes(paths))))
     if problem := no_lowercase_problem(tokenizer, config.tokenizer.lowercase):
         log.warning("%s", problem)
     tokenizer_sha256 = tokenizer.source_sha256()
+    output = Path(config.output.directory)
+    try:
+        recover_swap(output)
+    except OSError as err:
+        raise BuildError(f"{output}: cannot finish the replacement a killed build began: "
+                         f"{describe_os_error(err)}") from err
+    # What _prepare_output refuses under the lock, said before Beam is imported (its import
+    # warnings made a runner log beside the output, which the refusal then named). A live
+    # build's output is left to the lock, which names it.
+    if not resume and holder(output) is None and (problem := occupied_output_problem(output,
+                                                                                      config.output.overwrite)):
+        raise BuildError(problem)
     from .dask_runner import scheduler_file_problem
 
     if problem := scheduler_file_problem(beam_args):  # after the checks that need no waiting
         raise BuildError(problem)
-    try:
-        recover_swap(Path(config.output.directory))
-    except OSError as err:
-        raise BuildError(f"{config.output.directory}: cannot finish the replacement a killed build began: "
-                         f"{describe_os_error(err)}") from err
     lock = DirectoryLock(config.output.directory, "data_prep.build")
     try:
         lock.acquire()
@@ -442,6 +444,9 @@ def _build(config: BuildConfig, beam_args: list[str], resume: bool, units: list[
         sources=[FileRecord(p, os.path.getsize(p)) for p in paths],
         pipeline_options=options.get_all_options(drop_default=True, retain_unknown_options=True),
     )
+    if config.output.auto_shards:
+        log.info("%d shard(s) for about %.0f MB of input (one per %.0f MB; --num-shards to choose)",
+                 config.output.num_shards, estimated_input_bytes(paths) / 1e6, SHARD_INPUT_BYTES / 1e6)
     log.info("%d input file(s), %d work unit(s) -> %s", len(paths), len(units), config.output.directory)
     try:
         _run_pipeline(config, options, units, facts)
