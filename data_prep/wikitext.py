@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from typing import TypeVar
 
 from mwparserfromhell import parser as mw_parser
@@ -103,18 +104,19 @@ def _text_arguments(name: str, positional: list[_T]) -> list[_T]:
     return positional[:count]
 
 
-def _tag_text(name: str, list_marker: str | None, contents: str) -> str:
-    """What a tag leaves of its rendered ``contents``: nothing for a dropped tag, the
-    wiki list marker (``*``, ``#``, ``;``...) of a list item, so that the line is
-    recognised and dropped later, the contents on a line of their own for a block tag."""
+def _tag_text(name: str, list_marker: str | None, contents: Callable[[], str]) -> str:
+    """What a tag leaves of its ``contents`` (rendered when needed): nothing for a
+    dropped tag, the wiki list marker (``*``, ``#``, ``;``...) of a list item, so that
+    the line is recognised and dropped later, the contents on a line of their own for a
+    block tag."""
     tag = name.strip().lower()
     if tag in _DROPPED_TAGS:
         return ""
     if list_marker and tag in ("li", "dt", "dd"):
         return list_marker
     if tag in _LINE_BREAK_TAGS:
-        return "\n" + contents + "\n"
-    return contents
+        return "\n" + contents() + "\n"
+    return contents()
 
 
 class _Sections:
@@ -165,8 +167,8 @@ def _render(nodes: list[Node]) -> str:
             # Decoded once, after leftover tags are removed, so &lt;T&gt; stays text.
             parts.append(str(node))
         elif isinstance(node, Tag):
-            contents = "" if node.contents is None else _render(node.contents.nodes)
-            parts.append(_tag_text(str(node.tag), node.wiki_markup and str(node.wiki_markup), contents))
+            parts.append(_tag_text(str(node.tag), node.wiki_markup and str(node.wiki_markup),
+                                   lambda inside=node.contents: "" if inside is None else _render(inside.nodes)))
         elif isinstance(node, Template):
             parts.append(_render_template(node))
         elif isinstance(node, (Comment, Argument, Heading)):
@@ -477,7 +479,7 @@ class _TokenRenderer:
             raise _TreeNeeded("a tag without a name")
         if not name[1]:
             raise _TreeNeeded("markup in a tag name")
-        return _tag_text(name[0], opening.wiki_markup and str(opening.wiki_markup), contents)
+        return _tag_text(name[0], opening.wiki_markup and str(opening.wiki_markup), lambda: contents)
 
 
 _TEMPLATE_NAME_STOPS = (wt.TemplateParamSeparator, wt.TemplateClose)
