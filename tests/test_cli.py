@@ -68,6 +68,14 @@ def test_a_build_refused_for_its_output_or_its_length_leaves_no_runner_log(
         errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
         assert len(errors) == 1 and said in errors[0] and "runner log" not in errors[0], errors
         assert sorted(tmp_path.rglob("*")) == before
+    # An output a live build holds is said to be in use by it (not "already holds a dataset;
+    # pass --overwrite", which would then be refused as in use).
+    from tacl_scale.locking import DirectoryLock
+
+    (taken / "manifest.json").write_text("{}")
+    with DirectoryLock(taken, "data_prep.build"):
+        assert build(["--input", str(made_en.dump), "--tokenizer", str(made_en.vocab), "--output", str(taken)]) == 2
+    assert f"error: {taken}: in use by data_prep.build pid {os.getpid()}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("flags", "said"), [
