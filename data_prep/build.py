@@ -344,10 +344,12 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
         raise BuildError(f"{output}: cannot finish the replacement a killed build began: "
                          f"{describe_os_error(err)}") from err
     # What _prepare_output refuses under the lock, said before Beam is imported (its import
-    # warnings made a runner log beside the output, which the refusal then named). A live
-    # build's output is left to the lock, which names it.
-    if not resume and holder(output) is None and (problem := occupied_output_problem(output,
-                                                                                      config.output.overwrite)):
+    # warnings made a runner log beside the output, which the refusal then named). Left to
+    # the checks under the lock: a live build's output (the lock names its holder), and one
+    # that --resume may continue (its _tmp) or find finished (its manifest).
+    resumable = resume and (Workspace(output).exists() or (output / MANIFEST_NAME).exists())
+    if not resumable and holder(output) is None and (problem := occupied_output_problem(output,
+                                                                                         config.output.overwrite)):
         raise BuildError(problem)
     from .dask_runner import scheduler_file_problem
 

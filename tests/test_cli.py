@@ -60,6 +60,7 @@ def test_a_build_refused_for_its_output_or_its_length_leaves_no_runner_log(
     taken.mkdir()
     (taken / "notes.txt").write_text("mine")
     for output, flags, said in ((taken, [], "exists, is not empty and is not a dataset (holds 'notes.txt')"),
+                                (taken, ["--resume"], "exists, is not empty and is not a dataset"),  # nothing to resume
                                 (tmp_path / "long", ["--max-seq-len", "1024"], "--max-seq-len 1024 is larger than "
                                                                                  "the 512 positions")):
         before = sorted(tmp_path.rglob("*"))
