@@ -291,6 +291,16 @@ def occupied_output_problem(directory: Path, overwrite: bool) -> str | None:
     return None
 
 
+def _held(output: Path) -> bool:
+    """Whether a live build holds ``output``'s lock; a lock file this process cannot
+    probe (unreadable, a file system without flock) counts as held, which leaves the
+    verdict to taking the lock."""
+    try:
+        return holder(output) is not None
+    except OSError:
+        return True
+
+
 def model_folder_problem(output: Path) -> str | None:
     """Why ``output`` may not hold a dataset, or None: it is (or is inside) a model's,
     an export's or a training run's folder. ``--overwrite`` removes only the build's
@@ -348,8 +358,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     # the checks under the lock: a live build's output (the lock names its holder), and one
     # that --resume may continue (its _tmp) or find finished (its manifest).
     resumable = resume and (Workspace(output).exists() or (output / MANIFEST_NAME).exists())
-    if not resumable and holder(output) is None and (problem := occupied_output_problem(output,
-                                                                                         config.output.overwrite)):
+    if not resumable and (problem := occupied_output_problem(output, config.output.overwrite)) and not _held(output):
         raise BuildError(problem)
     from .dask_runner import scheduler_file_problem
 

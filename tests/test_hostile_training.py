@@ -162,9 +162,12 @@ def test_a_dataset_whose_tokenizer_copy_lacks_its_added_tokens_is_refused_naming
                             "--tokenizer", str(tokenizer), "--min-doc-chars", "10", "--dupe-factor", "1",
                             "--max-seq-len", "64")
     assert Manifest.load(dataset).tokenizer.vocab_size == 21129
-    (dataset / "tokenizer" / "added_tokens.json").unlink()  # as an older version copied it
+    (dataset / "tokenizer" / "added_tokens.json").unlink()
+    # Listed by the manifest, as this version's copies are: a file missing, said once.
+    assert verify_tokenizer(dataset, Manifest.load(dataset)) == [
+        f"{dataset / 'tokenizer' / 'added_tokens.json'}: missing from the dataset's tokenizer copy"]
 
-    def as_older_versions_recorded(manifest: dict) -> None:
+    def as_older_versions_recorded(manifest: dict) -> None:  # which copied no added_tokens.json
         manifest["tokenizer"]["files"].remove("added_tokens.json")
         del manifest["tokenizer"]["checksums"]["added_tokens.json"]
 

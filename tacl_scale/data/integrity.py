@@ -118,19 +118,22 @@ def verify_tokenizer(directory: str | os.PathLike, manifest: Manifest) -> list[s
         elif tok.kind == "wordpiece" and (lines := _line_count(fingerprinted)) != tok.vocab_size:
             problems.append(f"{directory / 'manifest.json'}: tokenizer vocab_size {tok.vocab_size}, but "
                             f"{fingerprinted} has {lines} tokens: the manifest was edited")
-        elif tok.kind == "hf" and (problem := _missing_added_tokens(copy_dir, tok.vocab_size, tok.source)):
+        elif tok.kind == "hf" and (problem := _missing_added_tokens(copy_dir, tok.vocab_size, tok.source, tok.files)):
             problems.append(problem)
     return problems
 
 
-def _missing_added_tokens(copy_dir: Path, vocab_size: int, source: str | None) -> str | None:
+def _missing_added_tokens(copy_dir: Path, vocab_size: int, source: str | None, listed: tuple[str, ...]) -> str | None:
     """Why a Hugging Face tokenizer copy without an added_tokens.json gives fewer ids
     than the dataset's ``vocab_size``, or None: a copy made before added_tokens.json
-    was copied with the rest lacks the tokens that file adds to a vocab.txt, which
-    an export of a run on the dataset would then read as [UNK]."""
+    was copied with the rest (its manifest's ``listed`` files lack it) lacks the
+    tokens that file adds to a vocab.txt, which an export of a run on the dataset
+    would then read as [UNK]."""
     from ..vocab import ADDED_TOKENS_FILE, VocabularyError, id_count
 
     if (copy_dir / ADDED_TOKENS_FILE).is_file():  # whole: a count that differs is another transformers version's
+        return None
+    if ADDED_TOKENS_FILE in listed:  # this version's copy, the file lost since: said as missing
         return None
     try:
         given = id_count(copy_dir)
