@@ -25,7 +25,7 @@ from tacl_scale.data.integrity import file_checksum
 from tacl_scale.data.manifest import TOKENIZER_DIR, TOKENIZER_FILES, SpecialIds, TokenizerRecord
 from tacl_scale.files import file_sha256
 from tacl_scale.markers import MODEL_CONFIG
-from tacl_scale.vocab import SETTINGS_FILES, has_capitals, is_placeholder, vocabulary
+from tacl_scale.vocab import AUTO_TOKENIZER_FILES, SETTINGS_FILES, has_capitals, is_placeholder, vocabulary
 
 # How BERT's pre-tokenizer splits printable ASCII: runs of letters and digits, and
 # every other character but the space alone (all of them are ASCII punctuation).
@@ -441,7 +441,7 @@ def _from_vocab_file(vocab_file: Path, lowercase: bool | None) -> PretrainTokeni
 
 
 def _from_directory(directory: Path, lowercase: bool | None) -> PretrainTokenizer:
-    for name in ("tokenizer.json", "tokenizer_config.json"):
+    for name in AUTO_TOKENIZER_FILES:
         if (directory / name).is_file():
             break
     else:

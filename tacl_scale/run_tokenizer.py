@@ -105,18 +105,12 @@ def snapshot_tokenizer(source: TokenizerSource, run: RunDir, new_run: bool = Fal
 def missing_ids_problem(folder: Path, data_ids: int, copied: tuple[Path, Path] | None = None) -> str | None:
     """Why the tokenizer folder ``folder`` cannot be a run's whose data hold ids below
     ``data_ids``, or None (``copied``: the source and the run's folder ``folder`` is
-    this job's copy for, which the words name instead): it has no added_tokens.json
-    and gives fewer ids (:func:`~tacl_scale.vocab.id_count`), so the export would read
-    the tokens of the others as [UNK]. Tokenizer copies made before added_tokens.json
-    was copied with them (a dataset's ``tokenizer/``, a run's) lack the tokens it adds
-    to a vocab.txt; a folder that has one is taken as whole (a count that differs
-    there is another transformers version's, not a missing file)."""
-    from .vocab import ADDED_TOKENS_FILE, id_count
+    this job's copy for, which the words name instead): a copy without its
+    added_tokens.json gives fewer ids (:func:`~tacl_scale.vocab.ids_short_of`), so the
+    export would read the tokens of the others as [UNK]."""
+    from .vocab import ADDED_TOKENS_FILE, ids_short_of
 
-    if data_ids <= 0 or (folder / ADDED_TOKENS_FILE).exists():
-        return None
-    given = id_count(folder)
-    if not given or given >= data_ids:  # None: not loadable, 0: no vocabulary; each refused where it is read
+    if (given := ids_short_of(folder, data_ids)) is None:
         return None
     fix_in = folder if copied is None else copied[0]
     named = folder if copied is None else f"{copied[0]} (the run's tokenizer, copied into {copied[1]})"

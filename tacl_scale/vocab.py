@@ -20,6 +20,9 @@ ADDED_TOKENS_FILE = "added_tokens.json"
 # Settings beside the vocabulary: JSON objects, which AutoTokenizer reads (and a run
 # copies into its tokenizer/, an export ships).
 SETTINGS_FILES = ("tokenizer_config.json", "special_tokens_map.json", ADDED_TOKENS_FILE)
+# A folder holding one of these is a tokenizer AutoTokenizer loads (a dataset build
+# reads it so); without, its vocab.txt or SentencePiece model alone.
+AUTO_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 # A vocabulary's reserved rows, not words: BERT's [CLS], [unused0], ...; <S>, <T> of
 # bert-base-chinese, <pad> of a SentencePiece one.
 _PLACEHOLDER = re.compile(r"^(\[[^\]]*\]|<[^>]*>)$")
@@ -78,7 +81,7 @@ def id_count(directory: str | Path) -> int | None:
     vocabulary; None where AutoTokenizer cannot load it (what is wrong is said where
     the folder is loaded)."""
     directory = Path(directory)
-    if any((directory / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+    if any((directory / name).is_file() for name in AUTO_TOKENIZER_FILES):
         from transformers import AutoTokenizer
 
         try:
@@ -89,6 +92,19 @@ def id_count(directory: str | Path) -> int | None:
     else:
         ids = (vocabulary(directory) or {}).values()
     return max(ids) + 1 if ids else 0
+
+
+def ids_short_of(folder: str | Path, vocab_size: int) -> int | None:
+    """How many ids the tokenizer folder ``folder`` gives (:func:`id_count`) where that
+    is fewer than ``vocab_size`` and it has no ``added_tokens.json``: a copy made
+    before that file travelled with the rest, which lacks the tokens it adds to a
+    vocab.txt. None otherwise: a folder with the file is whole (a count that differs
+    there is another transformers version's), and one AutoTokenizer cannot load or
+    without a vocabulary is refused where it is read."""
+    if vocab_size <= 0 or (Path(folder) / ADDED_TOKENS_FILE).is_file():
+        return None
+    given = id_count(folder)
+    return given if given and given < vocab_size else None
 
 
 def not_utf8(path: Path) -> str:

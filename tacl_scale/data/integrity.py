@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..files import file_sha256
+from ..vocab import ADDED_TOKENS_FILE, VocabularyError, ids_short_of
 from .manifest import Manifest, ShardRecord
 
 CHECKSUM_ALGORITHM = "xxh3_128"
@@ -124,22 +125,18 @@ def verify_tokenizer(directory: str | os.PathLike, manifest: Manifest) -> list[s
 
 
 def _missing_added_tokens(copy_dir: Path, vocab_size: int, source: str | None, listed: tuple[str, ...]) -> str | None:
-    """Why a Hugging Face tokenizer copy without an added_tokens.json gives fewer ids
-    than the dataset's ``vocab_size``, or None: a copy made before added_tokens.json
-    was copied with the rest (its manifest's ``listed`` files lack it) lacks the
-    tokens that file adds to a vocab.txt, which an export of a run on the dataset
-    would then read as [UNK]."""
-    from ..vocab import ADDED_TOKENS_FILE, VocabularyError, id_count
-
-    if (copy_dir / ADDED_TOKENS_FILE).is_file():  # whole: a count that differs is another transformers version's
-        return None
+    """Why a Hugging Face tokenizer copy gives fewer ids than the dataset's
+    ``vocab_size`` (:func:`~tacl_scale.vocab.ids_short_of`), or None: a copy made
+    before added_tokens.json was copied with the rest (its manifest's ``listed`` files
+    lack it) lacks the tokens that file adds to a vocab.txt, which an export of a run
+    on the dataset would then read as [UNK]."""
     if ADDED_TOKENS_FILE in listed:  # this version's copy, the file lost since: said as missing
         return None
     try:
-        given = id_count(copy_dir)
+        given = ids_short_of(copy_dir, vocab_size)
     except (VocabularyError, OSError):  # its sha256 matched: what the build read, and parsed
         return None
-    if not given or given >= vocab_size:  # None: AutoTokenizer cannot load it; training says so where it does
+    if given is None:
         return None
     origin = Path(source).parent / ADDED_TOKENS_FILE if source else f"the {ADDED_TOKENS_FILE} of the tokenizer it was built with"
     return (f"{copy_dir}: gives ids 0–{given - 1}, and the dataset's vocab_size is {vocab_size}: the copy lacks the "
