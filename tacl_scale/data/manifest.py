@@ -584,12 +584,11 @@ class Manifest:
         validation split without its fraction, a value no build writes) is a
         :class:`DatasetError` naming the field, and nothing is written."""
         path = Path(directory) / MANIFEST_NAME
-        data = self.to_json()
+        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
         try:
-            Manifest.from_json(json.loads(json.dumps(data)), path)
+            Manifest.from_json(json.loads(text), path)  # what a reader will parse
         except DatasetError as err:
             raise DatasetError(f"{err} — not written") from err
-        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
         return atomic_write(path, text, fsync=True)
 
 
