@@ -367,7 +367,8 @@ class ResolvedPerformance(NamedTuple):
     unpad: bool
     fused_optimizer: bool
     # Why a setting asked for (or the default) is not used on this device: unpadded
-    # batches without FlashAttention-2, or --compile on packed fp32 batches.
+    # batches without FlashAttention-2, --compile on packed fp32 batches, or packed
+    # batches for a compiled fp32 teacher.
     warning: str | None = None
     compile: bool = False  # student and teacher encoders through torch.compile (tacl_scale.encoder)
 
@@ -397,8 +398,10 @@ class PerformanceConfig:
                  f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision}")
 
     def resolve(self, device_type: str, pad_to_max_length: bool = False,
-                varlen_unsupported: str | None = None, precision: str = "bf16") -> ResolvedPerformance:
-        """The settings on a device of type ``device_type`` training in ``precision``.
+                varlen_unsupported: str | None = None, precision: str = "bf16",
+                teacher_dtype: str | None = None) -> ResolvedPerformance:
+        """The settings on a device of type ``device_type`` training in ``precision``
+        with a teacher in ``teacher_dtype`` (``None``: no teacher).
         ``varlen_unsupported`` (from :func:`tacl_scale.attention.varlen_unsupported`)
         says why this CUDA device cannot run FlashAttention-2's varlen kernel:
         unpadded batches then fall back to padded ones (SDPA), with a warning to log
@@ -417,6 +420,13 @@ class PerformanceConfig:
             # attention is a dense mask, O(tokens²) memory: fine on a CPU test, not here.
             return ResolvedPerformance(unpad, fused, "the compiled encoder runs packed fp32 batches only on the CPU: "
                                        "training without --compile (use a bf16/fp16 config to have both)", False)
+        if compiled and unpad and on_cuda and teacher_dtype == "fp32":
+            # The same dense mask, for the teacher alone: padded batches need none and keep
+            # both encoders compiled (packing saved 8% of a step at micro 256, benchmarks.md).
+            return ResolvedPerformance(False, fused, "--teacher-dtype fp32: FlashAttention takes fp16/bf16 only, and "
+                                       "the compiled teacher's other packed attention is a dense mask over the "
+                                       "micro-batch's tokens: training on padded batches (SDPA) instead "
+                                       "(--teacher-dtype fp16 or bf16 trains packed)", compiled)
         return ResolvedPerformance(unpad, fused, compile=compiled)
 
 

@@ -256,15 +256,23 @@ def on_main(dist: Distributed, step: Callable[[], T]) -> T | None:
     return result
 
 
+def resolve_teacher_dtype(config: TrainConfig, device: torch.device) -> str | None:
+    """The teacher's precision on ``device``: ``--teacher-dtype``, else fp16 on CUDA
+    and fp32 on the CPU; ``None`` without the tacl objective (no teacher)."""
+    if "tacl" not in config.objective.objectives:
+        return None
+    return config.performance.teacher_dtype or default_teacher_dtype(device)
+
+
 def resolve_performance(config: TrainConfig, dist: Distributed, precision: str) -> ResolvedPerformance:
     """Unpadded batches, the compiled encoder and the fused optimizer on this device
-    training in ``precision`` (unpadded needs FlashAttention-2 on CUDA: without it,
-    padded, said once)."""
+    training in ``precision`` (unpadded needs FlashAttention-2 on CUDA, and its half
+    precision for a compiled encoder: otherwise padded, said once)."""
     device = dist.device
     try:
         resolved = config.performance.resolve(device.type, config.data.pad_to_max_length,
                                               varlen_unsupported(device) if device.type == "cuda" else None,
-                                              precision)
+                                              precision, resolve_teacher_dtype(config, device))
     except ConfigError as err:
         raise TrainError(str(err)) from err
     if resolved.warning and dist.is_main:
@@ -343,10 +351,8 @@ def build_models(config: TrainConfig, datasets: list[PretrainDataset], dist: Dis
     for note in check_data_and_model(datasets, student, config.model):
         if dist.is_main and new_run:  # every rank checks (each refuses alike); one says it
             log.warning("%s", note)
-    if "tacl" not in config.objective.objectives:
-        return student, None, new_weights
-    dtype = config.performance.teacher_dtype or default_teacher_dtype(dist.device)
-    return student, make_teacher(student, dtype, dist.device), new_weights
+    dtype = resolve_teacher_dtype(config, dist.device)
+    return student, None if dtype is None else make_teacher(student, dtype, dist.device), new_weights
 
 
 def say_new_weights(model: str, new_weights: list[str], resumed_from: str | None, is_main: bool) -> None:
@@ -418,9 +424,12 @@ def build_engine(config: TrainConfig, student: BertForPreTraining, dist: Distrib
         source = "--precision" if config.performance.precision else config.engine.path
         log.warning("%s asks for %s, which the %s accelerator cannot do: training in %s instead",
                     source, asked, device.type.upper(), precision)
-    if performance.unpad and device.type == "cuda" and precision == "fp32" and dist.is_main:
-        log.warning("unpadded batches in fp32 run attention sequence by sequence (FlashAttention needs "
-                    "fp16/bf16): use a bf16/fp16 config or --no-unpad")
+    in_fp32 = {who: fix for who, dtype, fix in (("the student", precision, "a bf16/fp16 config"),
+                                                 ("the teacher", resolve_teacher_dtype(config, device),
+                                                  "--teacher-dtype fp16 or bf16")) if dtype == "fp32"}
+    if performance.unpad and device.type == "cuda" and in_fp32 and dist.is_main:
+        log.warning("unpadded batches in fp32 (%s) run attention sequence by sequence (FlashAttention needs "
+                    "fp16/bf16): use %s, or --no-unpad", " and ".join(in_fp32), " and ".join(in_fp32.values()))
     import deepspeed
 
     try:

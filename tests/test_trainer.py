@@ -489,6 +489,44 @@ def test_performance_defaults_follow_the_device() -> None:
         PerformanceConfig(unpad=True).resolve("cpu", pad_to_max_length=True)
 
 
+def test_a_compiled_fp32_teacher_on_cuda_trains_on_padded_batches() -> None:
+    """FlashAttention takes fp16/bf16 only: a compiled fp32 teacher's packed attention
+    was a dense mask over the micro-batch's tokens (about 4 GB of booleans at micro
+    256, length 256, per layer), so such a run trains padded, compiled, said once."""
+    for asked in (PerformanceConfig(), PerformanceConfig(unpad=True)):
+        unpad, fused, warning, compiled = asked.resolve("cuda", teacher_dtype="fp32")
+        assert (unpad, fused, compiled) == (False, True, True)
+        assert warning is not None and "--teacher-dtype fp32" in warning and "padded batches" in warning
+    for dtype in (None, "fp16", "bf16"):  # no teacher, or a half-precision one: packed
+        assert PerformanceConfig().resolve("cuda", teacher_dtype=dtype) == (True, True, None, True)
+    # Uncompiled, the teacher attends sequence by sequence (said by build_engine); the CPU has no FlashAttention.
+    assert PerformanceConfig(compile=False).resolve("cuda", teacher_dtype="fp32") == (True, True, None, False)
+    assert PerformanceConfig(unpad=True, compile=True).resolve("cpu", teacher_dtype="fp32") == (
+        True, False, None, True)
+
+
+@pytest.mark.parametrize(("objectives", "teacher_dtype", "packed"), [
+    (("tacl", "mlm", "nsp"), "fp32", False), (("tacl", "mlm", "nsp"), None, True), (("mlm", "nsp"), "fp32", True)])
+def test_the_run_resolves_its_layout_with_its_teachers_dtype(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path,
+        objectives: tuple[str, ...], teacher_dtype: str | None, packed: bool) -> None:
+    """What the run settles on an sm_90 GPU: the default teacher (fp16 on CUDA) packs,
+    --teacher-dtype fp32 pads, and without the tacl objective there is no teacher."""
+    from types import SimpleNamespace
+
+    from tacl_scale import parts
+
+    monkeypatch.setattr(parts, "varlen_unsupported", lambda device: None)  # an H100: FlashAttention-2 there
+    config = make_config(tmp_path / "data", tmp_path / "model.json", tmp_path / "run")
+    config = replace(config, objective=replace(config.objective, objectives=objectives),
+                     performance=replace(config.performance, teacher_dtype=teacher_dtype))
+    dist = SimpleNamespace(device=torch.device("cuda", 0), is_main=True)
+    with caplog.at_level("WARNING", logger="tacl_scale.trainer"):
+        resolved = parts.resolve_performance(config, dist, "bf16")
+    assert (resolved.unpad, resolved.compile) == (packed, True)
+    assert ("--teacher-dtype fp32" in caplog.text) == (not packed)
+
+
 def test_without_flash_attention_cuda_falls_back_to_padded_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """A V100 (sm_70) or T4 (sm_75) has no FlashAttention-2: the default (and an
     explicit --unpad) train padded there, with one warning that says why."""
