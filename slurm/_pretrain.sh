@@ -128,8 +128,10 @@ if [[ ${LAUNCHER:-srun} == deepspeed ]]; then
   deepspeed --hostfile "$HOSTFILE" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" \
     tacl_scale/train.py "${ARGS[@]}" || status=$?
 else
-  # One task per GPU/rank; rank, world size and local rank come from Slurm.
-  srun --kill-on-bad-exit=1 bash -c \
+  # One task per GPU/rank; rank, world size and local rank come from Slurm. The job's
+  # --cpus-per-task is passed on: from Slurm 22.05 a step no longer inherits it, and each rank
+  # (its DataLoader workers, OMP_NUM_THREADS threads) would get one CPU.
+  srun --kill-on-bad-exit=1 ${SLURM_CPUS_PER_TASK:+"--cpus-per-task=$SLURM_CPUS_PER_TASK"} bash -c \
     'export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID; exec python tacl_scale/train.py "$@"' \
     train "${ARGS[@]}" || status=$?
 fi

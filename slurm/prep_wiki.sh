@@ -150,7 +150,9 @@ srun --overlap --nodes=1 --ntasks=1 --nodelist="$HEAD" \
 PIDS+=($!)
 for _ in $(seq 1 600); do [[ -s $SCHEDULER_FILE ]] && break; sleep 0.1; done
 [[ -s $SCHEDULER_FILE ]] || { echo "error: the Dask scheduler did not start; see $SHARED/dask-$JOB-scheduler.log" >&2; exit 1; }
-srun --overlap --ntasks-per-node=1 --ntasks="$NODES" \
+# --cpus-per-task again: from Slurm 22.05 a step no longer inherits the job's, and the workers'
+# step would get one CPU of each node's $WORKERS (all of them on one core where cgroups bind).
+srun --overlap --ntasks-per-node=1 --ntasks="$NODES" --cpus-per-task="$WORKERS" \
   dask worker --scheduler-file "$SCHEDULER_FILE" --nworkers "$WORKERS" --nthreads 1 \
   --memory-limit "$MEMORY" --dashboard-address :0 > "$SHARED/dask-$JOB-workers.log" 2>&1 &
 WORKERS_SRUN=$!

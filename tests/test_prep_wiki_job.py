@@ -118,6 +118,10 @@ def test_dask_workers_memory_limit_comes_from_mem_per_cpu(tmp_path: Path) -> Non
     worker = (tmp_path / "dask-worker.args").read_text(encoding="utf-8").split()
     assert worker[worker.index("--memory-limit") + 1] == "1024MiB"
     assert worker[worker.index("--nworkers") + 1] == "4"
+    # From Slurm 22.05 a step no longer inherits the job's --cpus-per-task: the workers had one CPU a node.
+    workers_srun = [line for line in (tmp_path / "srun.log").read_text(encoding="utf-8").splitlines()
+                    if "dask worker" in line]
+    assert len(workers_srun) == 1 and "--cpus-per-task=4" in workers_srun[0].split()
 
 
 @pytest.mark.slow  # starts bash

@@ -197,6 +197,36 @@ def test_the_slurm_job_requeues_a_run_whose_path_holds_a_space(tmp_path: Path) -
     assert sorted(p.name for p in (tmp_path / "my runs").iterdir()) == ["r1"] and not (tmp_path / "my").exists()
 
 
+@pytest.mark.parametrize(("cpus", "flags"), [("6", ["--cpus-per-task=6"]), (None, [])])
+def test_the_slurm_job_gives_each_rank_the_jobs_cpus(tmp_path: Path, cpus: str | None, flags: list[str]) -> None:
+    """From Slurm 22.05 an srun step no longer inherits the job's --cpus-per-task: each
+    rank (its DataLoader workers and OMP threads) got one CPU unless srun is told."""
+    import os
+    import subprocess
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f'#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "{tmp_path}/srun.args"\n')
+    (bin_dir / "scontrol").write_text("#!/usr/bin/env bash\n[[ $1 == show ]] && echo localhost\nexit 0\n")
+    for tool in ("srun", "scontrol"):
+        (bin_dir / tool).chmod(0o755)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "model").mkdir()
+    env = dict(os.environ, TACL_HOME=str(ROOT), VENV=str(Path(sys.executable).parent.parent), SLURM_JOB_ID="42",
+               SLURM_JOB_NODELIST="localhost", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    env.pop("SLURM_NTASKS", None)
+    env.pop("SLURM_CPUS_PER_TASK", None)
+    if cpus is not None:
+        env["SLURM_CPUS_PER_TASK"] = cpus
+    done = subprocess.run(["bash", str(ROOT / "slurm" / "pretrain_base.sh"), "--data", str(tmp_path / "data"),
+                           "--model", str(tmp_path / "model"), "--output", str(tmp_path / "run")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    srun = (tmp_path / "srun.args").read_text().splitlines()
+    assert srun[:srun.index("bash")] == ["--kill-on-bad-exit=1", *flags]
+
+
 def test_a_recipes_missing_paths_are_said_to_be_its_and_nothing_is_made(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """``sbatch slurm/pretrain_base.sh`` from a directory without the recipe's data
