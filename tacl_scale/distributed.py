@@ -2,7 +2,8 @@
 
 Launchers (``deepspeed``, ``torchrun``, ``slurm/_pretrain.sh``) show every task all
 GPUs of its node and tell it its ``LOCAL_RANK``; :meth:`Distributed.setup` makes
-``cuda:LOCAL_RANK`` the current device before any tensor or module exists, then
+``cuda:LOCAL_RANK`` the current device before any tensor or module exists (``cuda:0``
+where the task sees one GPU alone: Slurm's ``--gpus-per-task``), then
 joins the process group (NCCL on CUDA, gloo on CPU). Everything that places a
 tensor or runs a collective asks this object: batches, the teacher, held-out data
 and the per-step metric reductions all live on ``device``, so NCCL (which only
@@ -14,10 +15,12 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -27,6 +30,7 @@ log = logging.getLogger("tacl_scale.distributed")
 # A standalone process (no launcher) picks its rendezvous port, and picks again if
 # another process bound it first: a kernel-chosen free port is free only until then.
 STANDALONE_PORT_TRIES = 5
+T = TypeVar("T")
 
 
 class DistributedError(RuntimeError):
@@ -85,6 +89,10 @@ def deepspeed_shm_buffer(env: LaunchEnv, rank: int) -> Path:
 class Distributed:
     """This rank's device and its view of the process group."""
 
+    # How often ranks waiting for rank 0's long work meet in a collective (wait_for_main):
+    # far inside any process-group timeout.
+    wait_poll_s: float = 5.0
+
     def __init__(self, rank: int, local_rank: int, world_size: int, device: torch.device) -> None:
         self.rank = rank
         self.local_rank = local_rank
@@ -98,9 +106,14 @@ class Distributed:
 
         kind = get_accelerator().device_name()
         if kind == "cuda":
-            if env.local_rank >= torch.cuda.device_count():
-                raise DistributedError(f"LOCAL_RANK {env.local_rank}, but this node shows "
-                                       f"{torch.cuda.device_count()} GPU(s)")
+            visible = torch.cuda.device_count()
+            if visible == 1 and env.local_rank > 0:
+                # Slurm's --gpus-per-task (or --gpu-bind) shows each task its own GPU alone, as
+                # cuda:0; DeepSpeed places its engine on cuda:LOCAL_RANK, so it is told 0 too.
+                env = replace(env, local_rank=0)
+                os.environ["LOCAL_RANK"] = "0"
+            if env.local_rank >= visible:
+                raise DistributedError(f"LOCAL_RANK {env.local_rank}, but this node shows {visible} GPU(s)")
             torch.cuda.set_device(env.local_rank)  # before anything is placed
             device, backend = torch.device("cuda", env.local_rank), "nccl"
         elif kind == "cpu":
@@ -196,6 +209,25 @@ class Distributed:
         from torch.distributed.nn.functional import all_gather
 
         return torch.cat(all_gather(rows.contiguous())), self.rank * rows.shape[0]
+
+    def wait_for_main(self, work: Callable[[], T]) -> T | None:
+        """``work()`` on rank 0 (its result there, ``None`` elsewhere), every other rank
+        waiting for it in one small collective every :attr:`wait_poll_s` seconds rather than in
+        one collective for all of it: minutes of rank-0 work (a checkpoint's checksums
+        and its universal conversion at resume) would pass the process group's timeout
+        (DeepSpeed's default: 10 minutes), and NCCL would abort the waiting ranks. An
+        exception of ``work`` is raised on rank 0 once every rank knows it ended."""
+        if self.world_size == 1:
+            return work()
+        if not self.is_main:
+            while not self.any(False):
+                pass
+            return None
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rank0-work") as pool:
+            future = pool.submit(work)
+            while not self.any(bool(wait_for([future], timeout=self.wait_poll_s).done)):
+                pass
+            return future.result()
 
     def broadcast_object(self, value: Any) -> Any:
         """Rank 0's ``value`` on every rank (a picklable object)."""

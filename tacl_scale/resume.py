@@ -54,25 +54,25 @@ def checkpoint_to_resume(run: RunDir, dist: Distributed) -> str | None:
     newer ones that do not); when it was saved at another number of ranks, its
     DeepSpeed universal conversion (made here once). Every rank gets the tag."""
     ckpt_root = run.checkpoints
-    choice: tuple[str | None, list[str], str | None] = (None, [], None)
-    if dist.is_main:
+
+    def choose() -> tuple[str | None, list[str], str | None]:  # minutes for a large model: the others wait
         tag, problems = checkpoint.newest_verified_tag(ckpt_root)
-        error = None
-        if tag is not None:
+        if tag is None:
+            return tag, problems, None
+        try:
+            saved = checkpoint.saved_world_size(ckpt_root / tag)
+        except ValueError as err:  # refused on every rank below, never rank 0's traceback alone
+            return tag, problems, f"--resume: {err}"
+        if saved != dist.world_size:
+            log.info("%s was saved by %d rank(s), this job has %d: converting it to a DeepSpeed "
+                     "universal checkpoint", ckpt_root / tag, saved, dist.world_size)
             try:
-                saved = checkpoint.saved_world_size(ckpt_root / tag)
-            except ValueError as err:  # refused on every rank below, never rank 0's traceback alone
-                error = f"--resume: {err}"
-            else:
-                if saved != dist.world_size:
-                    log.info("%s was saved by %d rank(s), this job has %d: converting it to a DeepSpeed "
-                             "universal checkpoint", ckpt_root / tag, saved, dist.world_size)
-                    try:
-                        tag = checkpoint.universal_copy(ckpt_root, tag, run.universal_log)
-                    except RuntimeError as err:
-                        error = str(err)
-        choice = (tag, problems, error)
-    tag, problems, error = dist.broadcast_object(choice)
+                tag = checkpoint.universal_copy(ckpt_root, tag, run.universal_log)
+            except RuntimeError as err:
+                return tag, problems, str(err)
+        return tag, problems, None
+
+    tag, problems, error = dist.broadcast_object(dist.wait_for_main(choose))
     if error is not None:
         raise TrainError(error)
     for problem in problems if dist.is_main else []:

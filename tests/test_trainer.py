@@ -560,12 +560,82 @@ def test_launch_environment_is_checked() -> None:
         LaunchEnv.from_environ({"RANK": "x"})
 
 
+@pytest.mark.parametrize(("visible", "local_rank", "device"), [(8, 3, 3), (1, 3, 0), (1, 0, 0), (2, 3, None)])
+def test_a_task_bound_to_its_own_gpu_trains_on_it(monkeypatch: pytest.MonkeyPatch, visible: int, local_rank: int,
+                                                  device: int | None) -> None:
+    """Under Slurm's --gpus-per-task each task sees its own GPU alone, as cuda:0, while
+    LOCAL_RANK goes up to 7: ranks 1-7 were refused. Such a task now takes cuda:0, and
+    DeepSpeed (which places its engine on cuda:LOCAL_RANK) is told LOCAL_RANK 0; a node
+    showing too few GPUs for its tasks is still refused."""
+    import deepspeed.accelerator
+    import torch.distributed
+
+    placed: list[int] = []
+    monkeypatch.setattr(deepspeed.accelerator, "get_accelerator", lambda: type("A", (), {"device_name": lambda self: "cuda"})())
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
+    monkeypatch.setattr(torch.cuda, "set_device", placed.append)
+    monkeypatch.setattr(Distributed, "_join", staticmethod(lambda env, backend: env))
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: 11)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 16)
+    monkeypatch.setenv("LOCAL_RANK", str(local_rank))
+    env = LaunchEnv(11, local_rank, 16, "127.0.0.1", "29500")
+    if device is None:
+        with pytest.raises(DistributedError, match=f"LOCAL_RANK {local_rank}, but this node shows {visible} GPU"):
+            Distributed.setup(env)
+        return
+    rank = Distributed.setup(env)
+    assert placed == [device] and rank.device == torch.device("cuda", device) and rank.local_rank == device
+    assert os.environ["LOCAL_RANK"] == str(device)
+
+
 def test_one_owner_places_batches_and_reduces_on_its_device(join: Callable[[], Distributed]) -> None:
     one_rank = join()
     batch = one_rank.move({"ids": torch.ones(2, dtype=torch.long), "max_seqlen": 5})
     assert batch["ids"].device == one_rank.device and batch["max_seqlen"] == 5
     assert one_rank.sum(torch.tensor([1.0, 2.0])).tolist() == [1.0, 2.0]
     assert one_rank.any(True) and not one_rank.any(False)
+
+
+def _rank_resuming_slowly(rank: int, port: int, run: str, out: str) -> None:
+    """One of two gloo ranks whose collectives time out after 2 s, resuming a run whose
+    checkpoint rank 0 converts in 4 s (a large model's universal conversion can take
+    longer than DeepSpeed's default timeout of 10 minutes)."""
+    import datetime
+    import time
+
+    import torch.distributed as dist
+
+    from tacl_scale import checkpoint
+    from tacl_scale.resume import checkpoint_to_resume
+
+    def slow_copy(root: Path, tag: str, log_file: Path) -> str:
+        time.sleep(4)
+        return tag + checkpoint.UNIVERSAL
+
+    checkpoint.newest_verified_tag = lambda root: ("step4", [])
+    checkpoint.saved_world_size = lambda directory: 1  # saved by one rank: converted for two
+    checkpoint.universal_copy = slow_copy
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=2))
+    try:
+        ranks = Distributed(rank, rank, 2, torch.device("cpu"))
+        ranks.wait_poll_s = 0.5
+        Path(f"{out}.{rank}").write_text(str(checkpoint_to_resume(RunDir(run), ranks)))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_wait_for_rank_0s_conversion_longer_than_the_collective_timeout(tmp_path: Path) -> None:
+    """The other ranks waited for rank 0's checksums and universal conversion in one
+    broadcast, which NCCL aborts at the process group's timeout: they now meet in a
+    short collective every few seconds until it is done, and all get its tag."""
+    import torch.multiprocessing as mp
+    from conftest import free_port
+
+    out = tmp_path / "tag"
+    mp.start_processes(_rank_resuming_slowly, args=(free_port(), str(tmp_path / "run"), str(out)), nprocs=2,
+                       start_method="spawn")
+    assert [Path(f"{out}.{rank}").read_text() for rank in (0, 1)] == ["step4.universal"] * 2
 
 
 def test_resume_without_a_checkpoint_says_it_starts_at_step_0(join: Callable[[], Distributed], dataset: Path,
