@@ -320,6 +320,13 @@ def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_
     """Save a checkpoint of ``engine`` at ``step`` (call on every rank; ``barrier``
     waits for all of them)."""
     tag = tag_for(step)
+    if engine.global_rank == 0 and (root / tag).exists():
+        # A save killed midway (a node lost, SIGKILL at the time limit) left this step's files: a
+        # job on another number of ranks would add its own beside them, and DeepSpeed's universal
+        # conversion would count both jobs' ZeRO partitions. Its universal copy is of those files too.
+        log.info("%s: an earlier job's, unfinished or passed over at resume: removed before this save", root / tag)
+        _remove(root, tag)
+    barrier()  # no rank writes into the directory before it is gone
     engine.save_checkpoint(str(root), tag=tag, client_state=client_state, save_latest=False)
     torch.save(rng_states(), root / tag / f"rng_rank{engine.global_rank:05d}.pt")
     barrier()
@@ -340,7 +347,9 @@ def rotate(root: Path, keep_last: int, written: str) -> list[str]:
     (0: none), never ``written`` (the one just saved), nor one a reader holds
     (:class:`ReadLock`): that one stays, and a later rotation removes it. Never
     waits. Returns the tags kept for their readers."""
-    for leftover in root.glob(f".step*{REMOVING}"):  # a rotation killed while it deleted
+    # A rotation killed while it deleted; a universal conversion killed while it wrote (resume makes
+    # them before the first step, so none is being written now).
+    for leftover in [*root.glob(f".step*{REMOVING}"), *root.glob(f".step*{UNIVERSAL}.tmp")]:
         shutil.rmtree(leftover, ignore_errors=True)
     if keep_last <= 0:
         return []
@@ -377,18 +386,32 @@ def _remove_unless_read(root: Path, tag: str) -> bool:
                 return False
             except OSError as err:  # a filesystem without flock: removed as before read locks existed
                 log.warning("%s: cannot lock it (%s): removed without checking for readers", directory, err)
-        trash = root / f".{tag}{REMOVING}"
-        shutil.rmtree(trash, ignore_errors=True)
-        try:
-            os.rename(directory, trash)
-        except OSError:  # gone already, or a filesystem that refuses: removed in place
-            trash = directory
+        trash = _rename_away(root, tag)
     finally:
         if fd is not None:
             os.close(fd)  # before the removal: an open file would keep NFS from removing its directory
     shutil.rmtree(trash, ignore_errors=True)
     shutil.rmtree(root / f"{tag}{UNIVERSAL}", ignore_errors=True)
     return True
+
+
+def _rename_away(root: Path, tag: str) -> Path:
+    """Rename checkpoint ``tag`` to ``.tag.removing`` (which a killed removal leaves
+    for :func:`rotate` to finish) and return where it now is."""
+    trash = root / f".{tag}{REMOVING}"
+    shutil.rmtree(trash, ignore_errors=True)
+    try:
+        os.rename(root / tag, trash)
+    except OSError:  # gone already, or a filesystem that refuses: removed in place
+        return root / tag
+    return trash
+
+
+def _remove(root: Path, tag: str) -> None:
+    """Remove checkpoint ``tag`` and its universal copy, readers or not (a save that
+    did not finish has no record, so no reader verifies it)."""
+    shutil.rmtree(_rename_away(root, tag), ignore_errors=True)
+    shutil.rmtree(root / f"{tag}{UNIVERSAL}", ignore_errors=True)
 
 
 def read_trainer_state(directory: Path) -> dict[str, Any] | None:

@@ -137,6 +137,32 @@ def test_rotation_keeps_the_newest_steps_and_always_the_one_just_written(tmp_pat
     assert checkpoint.latest_tag(root) == "step00000003"
 
 
+def test_a_step_saved_again_holds_only_this_saves_files(tmp_path: Path) -> None:
+    """A save killed midway leaves its step's directory; the requeued job, on another
+    number of ranks, saved that step again into it: the dead job's ZeRO partitions
+    stayed, were recorded, and a universal conversion counted both jobs' ranks. Rank 0
+    now removes the leftover (and its universal copy) before any rank writes."""
+    root = tmp_path / "checkpoints"
+    leftover = root / "step00000006"
+    leftover.mkdir(parents=True)
+    (leftover / "zero_pp_rank_3_mp_rank_00_optim_states.pt").write_bytes(b"a dead job's partition")
+    (root / f"step00000006{checkpoint.UNIVERSAL}" / "zero").mkdir(parents=True)
+    events: list[str] = []
+
+    class Engine(FakeSavingEngine):
+        def save_checkpoint(self, root: str, tag: str, client_state: dict, save_latest: bool) -> None:
+            events.append("save, leftover " + ("present" if (leftover / "zero_pp_rank_3_mp_rank_00_optim_states.pt").exists()
+                                               else "gone"))
+            super().save_checkpoint(root, tag, client_state, save_latest)
+
+    checkpoint.save(Engine(), root, 6, {"step": 6}, keep_last=0, barrier=lambda: events.append("barrier"))
+    assert events[:2] == ["barrier", "save, leftover gone"]
+    assert sorted(json.loads((leftover / checkpoint.CHECKPOINT_RECORD).read_text())) == [
+        "mp_rank_00_model_states.pt", "rng_rank00000.pt", checkpoint.CHECKPOINT_STATE]
+    assert checkpoint.record_problem(leftover) is None and not (root / f"step00000006{checkpoint.UNIVERSAL}").exists()
+    assert sorted(p.name for p in root.iterdir()) == ["latest", "step00000006"]
+
+
 def test_the_newest_verified_checkpoint_is_found_whatever_latest_says(tmp_path: Path) -> None:
     """A lost, empty or stale ``latest`` must not restart a run from an older step."""
     root = tmp_path / "checkpoints"

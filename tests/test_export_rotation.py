@@ -102,10 +102,13 @@ def test_a_reader_that_dies_frees_its_checkpoint(tmp_path: Path) -> None:
     assert checkpoint.tags(root) == ["step00000004"]
 
 
-def test_a_rotation_killed_while_it_deleted_leaves_nothing_after_the_next(tmp_path: Path) -> None:
+def test_a_rotation_or_conversion_killed_midway_leaves_nothing_after_the_next_save(tmp_path: Path) -> None:
+    """What a killed rotation and a killed universal conversion leave (a BERT-large
+    conversion's is about 4 GB) goes at the next rotation."""
     root = tmp_path / "checkpoints"
     save(root, 2)
     (root / f".step00000001{checkpoint.REMOVING}" / "zero").mkdir(parents=True)
+    (root / f".step00000002{checkpoint.UNIVERSAL}.tmp" / "zero").mkdir(parents=True)
     save(root, 3)
     assert sorted(p.name for p in root.iterdir()) == ["latest", "step00000003"]
 
