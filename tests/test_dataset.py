@@ -87,6 +87,26 @@ def test_masked_positions_past_the_sequence_name_the_file_and_the_instance(pairs
                                    f"60000 is past the sequence of {length} tokens{SAID}")
 
 
+def test_fewer_placed_tokens_than_masked_positions_name_the_file_and_the_instance(pairs: Path,
+                                                                                  tmp_path: Path) -> None:
+    """One placed token for several masked positions went to all of them (numpy
+    broadcasts it). Opening compared every instance's two lengths, two int32s per
+    instance on every rank at every start; each instance is now checked as it is read."""
+    ds = PretrainDataset(pairs)
+    index = next(i for i in range(len(ds) - 1) if len(ds[i]["masked_positions"]) >= 2)
+    masked = len(ds[index]["masked_positions"])
+
+    def one_placed(directory: Path) -> None:
+        _, lengths, _ = idx_entries(directory, "shard-00000.masked_tokens")
+        lengths[index] = 1
+        lengths.flush()
+
+    bad = damaged(pairs, tmp_path / "ds", one_placed)
+    assert refused(bad, index) == (f"{bad / 'shard-00000.masked_tokens.bin'}, instance {index}: 1 placed token(s) "
+                                   f"for {masked} masked position(s){SAID}")
+    assert PretrainDataset(bad)[index + 1]["input_ids"] is not None  # the other instances read as before
+
+
 @pytest.mark.parametrize(("field", "value", "said"), [
     ("len_a", 65535, "len_a 65535, but a pair of segments of {n} tokens has at most {a} in segment A"),
     ("nsp_label", 7, "nsp_label 7, not 0 or 1"),
