@@ -13,6 +13,7 @@ waiting and keeps, for a later rotation, any checkpoint a reader holds."""
 from __future__ import annotations
 
 import fcntl
+import heapq
 import json
 import logging
 import os
@@ -22,9 +23,8 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -71,18 +71,59 @@ def latest_tag(root: Path) -> str | None:
     return tag if (root / tag).is_dir() else None
 
 
-def record_files(directory: Path) -> dict[str, dict[str, Any]]:
-    """Write ``directory/files.json``: every file below it (the record itself
-    excluded) with its size and checksum (``xxh3_128:<hex>``: it is read whole at
-    the end of every save and again to resume, and sha256 took four times as long,
-    a second of BERT-base's last save); returns the record."""
-    files = {
-        str(path.relative_to(directory)): {"bytes": path.stat().st_size, "checksum": file_checksum(path)}
-        for path in sorted(directory.rglob("*"))
-        if path.is_file() and path.name not in (CHECKPOINT_RECORD, READ_LOCK) and not path.name.startswith(f".{CHECKPOINT_RECORD}.")
-    }
+class SaveGroup(Protocol):
+    """What a save needs of the process group (:class:`tacl_scale.distributed.Distributed`)."""
+
+    rank: int
+    world_size: int
+
+    def barrier(self) -> None: ...
+
+    def broadcast_object(self, value: Any) -> Any: ...
+
+    def gather_objects(self, value: Any) -> list[Any]: ...
+
+
+def recorded_files(directory: Path) -> dict[str, int]:
+    """The files of checkpoint ``directory`` its record lists (every file below it but
+    the record and the readers' lock), by path relative to it, with their sizes."""
+    return {str(path.relative_to(directory)): path.stat().st_size for path in sorted(directory.rglob("*"))
+            if path.is_file() and path.name not in (CHECKPOINT_RECORD, READ_LOCK)
+            and not path.name.startswith(f".{CHECKPOINT_RECORD}.")}
+
+
+def share_out(sizes: dict[str, int], ranks: int) -> list[list[str]]:
+    """The files of ``sizes`` (name → bytes) dealt out to ``ranks`` ranks to checksum:
+    each, the largest first, to the rank with the fewest bytes so far (ties: the lower
+    rank), so every rank reads about as much whatever the files' sizes."""
+    shares: list[list[str]] = [[] for _ in range(ranks)]
+    loads = [(0, rank) for rank in range(ranks)]  # a heap of (bytes so far, rank)
+    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+        load, rank = heapq.heappop(loads)
+        shares[rank].append(name)
+        heapq.heappush(loads, (load + sizes[name], rank))
+    return shares
+
+
+def checksum_files(directory: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The record's entries of the files ``names`` of ``directory``: each one's size
+    and checksum (``xxh3_128:<hex>``: every file is read whole at every save and again
+    to resume, and sha256 took four times as long, a second of BERT-base's last save)."""
+    return {name: {"bytes": (directory / name).stat().st_size, "checksum": file_checksum(directory / name)}
+            for name in names}
+
+
+def write_record(directory: Path, entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Write ``directory/files.json`` from ``entries`` (:func:`checksum_files`), by name; returns it."""
+    files = dict(sorted(entries.items()))
     atomic_write(directory / CHECKPOINT_RECORD, json.dumps(files, indent=1))
     return files
+
+
+def record_files(directory: Path) -> dict[str, dict[str, Any]]:
+    """Write ``directory/files.json``: every file below it (:func:`recorded_files`)
+    with its size and checksum, all read here; returns the record."""
+    return write_record(directory, checksum_files(directory, list(recorded_files(directory))))
 
 
 def record_problem(directory: Path) -> str | None:
@@ -316,29 +357,36 @@ def place_optimizer_state(optimizer: torch.optim.Optimizer) -> int:
 
 
 def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_last: int,
-         barrier: Callable[[], None]) -> str:
-    """Save a checkpoint of ``engine`` at ``step`` (call on every rank; ``barrier``
-    waits for all of them)."""
+         group: SaveGroup) -> str:
+    """Save a checkpoint of ``engine`` at ``step`` (call on every rank of ``group``).
+    Its files are checksummed for the record by all ranks, each a share
+    (:func:`share_out`): rank 0 alone read the whole checkpoint (4.7 GB for BERT-large
+    on many ranks) while every GPU waited."""
     tag = tag_for(step)
-    if engine.global_rank == 0 and (root / tag).exists():
+    if group.rank == 0 and (root / tag).exists():
         # A save killed midway (a node lost, SIGKILL at the time limit) left this step's files: a
         # job on another number of ranks would add its own beside them, and DeepSpeed's universal
         # conversion would count both jobs' ZeRO partitions. Its universal copy is of those files too.
         log.info("%s: an earlier job's, unfinished or passed over at resume: removed before this save", root / tag)
         _remove(root, tag)
-    barrier()  # no rank writes into the directory before it is gone
+    group.barrier()  # no rank writes into the directory before it is gone
     engine.save_checkpoint(str(root), tag=tag, client_state=client_state, save_latest=False)
     torch.save(rng_states(), root / tag / f"rng_rank{engine.global_rank:05d}.pt")
-    barrier()
-    if engine.global_rank == 0:
+    group.barrier()
+    shares = None
+    if group.rank == 0:
         state = {**client_state, "world_size": engine.dp_world_size}
         (root / tag / CHECKPOINT_STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
         # Readers' lock file, made by the run: a reader without write access to the directory can still lock it.
         (root / tag / READ_LOCK).touch()
-        record_files(root / tag)
+        shares = share_out(recorded_files(root / tag), group.world_size)
+    mine = group.broadcast_object(shares)[group.rank]
+    entries = group.gather_objects(checksum_files(root / tag, mine))  # every rank's, after every rank's reads
+    if group.rank == 0:
+        write_record(root / tag, {name: entry for share in entries for name, entry in share.items()})
         atomic_write(root / LATEST, tag)
         rotate(root, keep_last, tag)
-    barrier()
+    group.barrier()
     return tag
 
 

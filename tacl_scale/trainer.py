@@ -335,7 +335,7 @@ class Trainer:
             client = self.state.client_state(self.config.optim.batch_size)
             try:
                 checkpoint.save(self.engine, self.run.checkpoints, step, client, self.config.checkpoint.keep_last,
-                                self.dist.barrier)
+                                self.dist)
             except (OSError, RuntimeError) as err:
                 raise RankError(self._save_failed(step, err)) from err
             self.saved_step = step

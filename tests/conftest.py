@@ -332,6 +332,27 @@ class FakeSavingEngine:
         Path(root, tag, "mp_rank_00_model_states.pt").write_bytes(tag.encode())
 
 
+class OneRank:
+    """A process group of one rank as ``checkpoint.save`` uses it (what
+    :class:`tacl_scale.distributed.Distributed` does with one rank), for tests
+    without one; ``on_barrier`` is called at each barrier."""
+
+    rank, world_size = 0, 1
+
+    def __init__(self, on_barrier: Any = None) -> None:
+        self.on_barrier = on_barrier
+
+    def barrier(self) -> None:
+        if self.on_barrier is not None:
+            self.on_barrier()
+
+    def broadcast_object(self, value: Any) -> Any:
+        return value
+
+    def gather_objects(self, value: Any) -> list[Any]:
+        return [value]
+
+
 LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 

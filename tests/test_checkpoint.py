@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import FakeSavingEngine
+from conftest import FakeSavingEngine, OneRank
 
 from tacl_scale import checkpoint
 from tacl_scale.run_dir import CHECKPOINT_STATE
@@ -129,10 +129,10 @@ def test_load_puts_the_optimizer_step_on_the_parameters_device(tmp_path: Path) -
 def test_rotation_keeps_the_newest_steps_and_always_the_one_just_written(tmp_path: Path) -> None:
     root = tmp_path / "checkpoints"
     for step in (2, 4, 6):
-        checkpoint.save(FakeSavingEngine(), root, step, {"step": step}, keep_last=2, barrier=lambda: None)
+        checkpoint.save(FakeSavingEngine(), root, step, {"step": step}, keep_last=2, group=OneRank())
     assert checkpoint.tags(root) == ["step00000004", "step00000006"]
     # A save below newer steps (from another job in this directory) is kept, not rotated away at once.
-    checkpoint.save(FakeSavingEngine(), root, 3, {"step": 3}, keep_last=1, barrier=lambda: None)
+    checkpoint.save(FakeSavingEngine(), root, 3, {"step": 3}, keep_last=1, group=OneRank())
     assert checkpoint.tags(root) == ["step00000003", "step00000006"]
     assert checkpoint.latest_tag(root) == "step00000003"
 
@@ -155,7 +155,7 @@ def test_a_step_saved_again_holds_only_this_saves_files(tmp_path: Path) -> None:
                                                else "gone"))
             super().save_checkpoint(root, tag, client_state, save_latest)
 
-    checkpoint.save(Engine(), root, 6, {"step": 6}, keep_last=0, barrier=lambda: events.append("barrier"))
+    checkpoint.save(Engine(), root, 6, {"step": 6}, keep_last=0, group=OneRank(lambda: events.append("barrier")))
     assert events[:2] == ["barrier", "save, leftover gone"]
     assert sorted(json.loads((leftover / checkpoint.CHECKPOINT_RECORD).read_text())) == [
         "mp_rank_00_model_states.pt", "rng_rank00000.pt", checkpoint.CHECKPOINT_STATE]
@@ -163,11 +163,72 @@ def test_a_step_saved_again_holds_only_this_saves_files(tmp_path: Path) -> None:
     assert sorted(p.name for p in root.iterdir()) == ["latest", "step00000006"]
 
 
+def test_files_are_shared_out_for_checksums_by_size() -> None:
+    """Largest first, each to the rank with the fewest bytes so far: every file once,
+    and no rank reads much more than the largest file above an even share."""
+    sizes = {"model_states": 700, **{f"zero_{r}": 130 for r in range(32)}, **{f"rng_{r}": 1 for r in range(32)},
+             "trainer_state.json": 1}
+    shares = checkpoint.share_out(sizes, 8)
+    assert sorted(name for share in shares for name in share) == sorted(sizes)
+    loads = [sum(sizes[name] for name in share) for share in shares]
+    assert max(loads) <= sum(sizes.values()) / 8 + max(sizes.values()) and shares[0][0] == "model_states"
+    assert checkpoint.share_out(sizes, 8) == shares  # every rank computes the same
+    assert checkpoint.share_out({"a": 5}, 3) == [["a"], [], []]
+
+
+class _RankSavingEngine(FakeSavingEngine):
+    """A rank of a 2-rank engine: rank 0 writes the model states, each rank its partition."""
+
+    dp_world_size = 2
+
+    def __init__(self, rank: int) -> None:
+        self.global_rank = rank
+
+    def save_checkpoint(self, root: str, tag: str, client_state: dict, save_latest: bool) -> None:
+        Path(root, tag).mkdir(parents=True, exist_ok=True)
+        if self.global_rank == 0:
+            Path(root, tag, "mp_rank_00_model_states.pt").write_bytes(b"m" * 1_000_000)
+        Path(root, tag, f"zero_pp_rank_{self.global_rank}_mp_rank_00_optim_states.pt").write_bytes(b"o" * 600_000)
+
+
+def _rank_saving(rank: int, port: int, root: str, out: str) -> None:
+    import torch.distributed as dist
+
+    from tacl_scale import checkpoint
+    from tacl_scale.distributed import Distributed
+
+    read: list[str] = []
+    checksum = checkpoint.file_checksum
+    checkpoint.file_checksum = lambda path: read.append(Path(path).name) or checksum(path)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        checkpoint.save(_RankSavingEngine(rank), Path(root), 8, {"step": 8}, keep_last=0,
+                        group=Distributed(rank, rank, 2, torch.device("cpu")))
+        Path(f"{out}.{rank}").write_text(json.dumps(read))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_every_rank_checksums_a_share_of_the_checkpoint(tmp_path: Path) -> None:
+    """Rank 0 read every file of every save alone while all GPUs waited (4.7 GB for
+    BERT-large); the ranks now share the reading and rank 0 writes the record."""
+    import torch.multiprocessing as mp
+    from conftest import free_port
+
+    root, out = tmp_path / "checkpoints", tmp_path / "read"
+    mp.start_processes(_rank_saving, args=(free_port(), str(root), str(out)), nprocs=2, start_method="spawn")
+    read = [json.loads(Path(f"{out}.{rank}").read_text()) for rank in (0, 1)]
+    recorded = json.loads((root / "step00000008" / checkpoint.CHECKPOINT_RECORD).read_text())
+    assert sorted(read[0] + read[1]) == sorted(recorded) and read[0] and read[1]
+    assert "mp_rank_00_model_states.pt" in read[0] and "zero_pp_rank_0_mp_rank_00_optim_states.pt" in read[1]
+    assert checkpoint.record_problem(root / "step00000008") is None and checkpoint.latest_tag(root) == "step00000008"
+
+
 def test_the_newest_verified_checkpoint_is_found_whatever_latest_says(tmp_path: Path) -> None:
     """A lost, empty or stale ``latest`` must not restart a run from an older step."""
     root = tmp_path / "checkpoints"
     for step in (2, 4):
-        checkpoint.save(FakeSavingEngine(), root, step, {"step": step}, keep_last=3, barrier=lambda: None)
+        checkpoint.save(FakeSavingEngine(), root, step, {"step": step}, keep_last=3, group=OneRank())
     assert checkpoint.newest_verified_tag(root) == ("step00000004", [])
     for pointer in ("", "step00000002", None):
         if pointer is None:
@@ -190,7 +251,7 @@ def test_a_record_holds_xxh3_checksums_and_an_earlier_sha256_record_still_verifi
     from tacl_scale.data.integrity import file_checksum
 
     root = tmp_path / "checkpoints"
-    checkpoint.save(FakeSavingEngine(), root, 2, {"step": 2}, keep_last=3, barrier=lambda: None)
+    checkpoint.save(FakeSavingEngine(), root, 2, {"step": 2}, keep_last=3, group=OneRank())
     directory = root / "step00000002"
     record = json.loads((directory / checkpoint.CHECKPOINT_RECORD).read_text())
     assert record and all(entry["checksum"] == file_checksum(directory / name) and "sha256" not in entry
@@ -218,7 +279,7 @@ def test_a_checkpoint_without_a_record_is_checked_as_far_as_it_can_be(tmp_path: 
     ``latest`` loads unchecked only while its torch files are whole: a truncated or
     bit-flipped one falls back to the older verified checkpoint, naming the file."""
     root = tmp_path / "checkpoints"
-    checkpoint.save(FakeSavingEngine(), root, 2, {"step": 2}, keep_last=3, barrier=lambda: None)
+    checkpoint.save(FakeSavingEngine(), root, 2, {"step": 2}, keep_last=3, group=OneRank())
     legacy = root / "step00000004"
     legacy.mkdir()
     torch.save({"weight": torch.arange(1000.0)}, legacy / "mp_rank_00_model_states.pt")
@@ -245,7 +306,7 @@ def test_damaged_pointers_records_and_states_are_named_not_tracebacks(tmp_path: 
     root = tmp_path / "checkpoints"
     for step in (2, 4):
         checkpoint.save(FakeSavingEngine(), root, step, {"step": step, "world_size": 1}, keep_last=3,
-                        barrier=lambda: None)
+                        group=OneRank())
     latest = root / checkpoint.LATEST
     latest.write_bytes(bytes(range(256)) * 4)  # not UTF-8
     with caplog.at_level(logging.WARNING, logger="tacl_scale.checkpoint"):

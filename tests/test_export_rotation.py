@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeSavingEngine
+from conftest import FakeSavingEngine, OneRank
 
 from tacl_scale import checkpoint, export
 from tacl_scale.run_dir import CHECKPOINTS_DIR, RUN_FILE
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.framework  # also run on the GPU image's versions (scri
 
 
 def save(root: Path, step: int, keep_last: int = 1) -> None:
-    checkpoint.save(FakeSavingEngine(), root, step, {"step": step}, keep_last=keep_last, barrier=lambda: None)
+    checkpoint.save(FakeSavingEngine(), root, step, {"step": step}, keep_last=keep_last, group=OneRank())
 
 
 def held_until_released(root: Path, lock: checkpoint.ReadLock, held: int, then: int) -> None:
