@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from .data.integrity import file_checksum
-from .files import atomic_write, file_sha256
+from .files import atomic_write, describe_os_error, file_sha256
 from .run_dir import CHECKPOINT_RECORD, CHECKPOINT_STATE, LATEST
 
 UNIVERSAL = ".universal"  # suffix of a checkpoint's DeepSpeed universal conversion
@@ -363,7 +363,7 @@ def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_
     (:func:`share_out`): rank 0 alone read the whole checkpoint (4.7 GB for BERT-large
     on many ranks) while every GPU waited."""
     tag = tag_for(step)
-    if group.rank == 0 and (root / tag).exists():
+    if group.rank == 0 and ((root / tag).exists() or (root / f"{tag}{UNIVERSAL}").exists()):
         # A save killed midway (a node lost, SIGKILL at the time limit) left this step's files: a
         # job on another number of ranks would add its own beside them, and DeepSpeed's universal
         # conversion would count both jobs' ZeRO partitions. Its universal copy is of those files too.
@@ -381,9 +381,15 @@ def save(engine: Any, root: Path, step: int, client_state: dict[str, Any], keep_
         (root / tag / READ_LOCK).touch()
         shares = share_out(recorded_files(root / tag), group.world_size)
     mine = group.broadcast_object(shares)[group.rank]
-    entries = group.gather_objects(checksum_files(root / tag, mine))  # every rank's, after every rank's reads
+    try:
+        entries, problem = checksum_files(root / tag, mine), None
+    except OSError as err:  # said by every rank below, none left waiting for this one
+        entries, problem = {}, f"{err.filename or root / tag}: {describe_os_error(err)}"
+    gathered = group.gather_objects((entries, problem))  # every rank's, after every rank's reads
+    if problems := [problem for _, problem in gathered if problem is not None]:
+        raise RuntimeError(f"a file of the checkpoint could not be read back for its record: {problems[0]}")
     if group.rank == 0:
-        write_record(root / tag, {name: entry for share in entries for name, entry in share.items()})
+        write_record(root / tag, {name: entry for share, _ in gathered for name, entry in share.items()})
         atomic_write(root / LATEST, tag)
         rotate(root, keep_last, tag)
     group.barrier()
@@ -456,8 +462,9 @@ def _rename_away(root: Path, tag: str) -> Path:
 
 
 def _remove(root: Path, tag: str) -> None:
-    """Remove checkpoint ``tag`` and its universal copy, readers or not (a save that
-    did not finish has no record, so no reader verifies it)."""
+    """Remove checkpoint ``tag`` and its universal copy, readers or not: it is being
+    saved again, so it is one that did not finish or that resume passed over, which an
+    export does not read either."""
     shutil.rmtree(_rename_away(root, tag), ignore_errors=True)
     shutil.rmtree(root / f"{tag}{UNIVERSAL}", ignore_errors=True)
 

@@ -2,8 +2,7 @@
 
 Launchers (``deepspeed``, ``torchrun``, ``slurm/_pretrain.sh``) show every task all
 GPUs of its node and tell it its ``LOCAL_RANK``; :meth:`Distributed.setup` makes
-``cuda:LOCAL_RANK`` the current device before any tensor or module exists (``cuda:0``
-where the task sees one GPU alone: Slurm's ``--gpus-per-task``), then
+``cuda:LOCAL_RANK`` the current device before any tensor or module exists, then
 joins the process group (NCCL on CUDA, gloo on CPU). Everything that places a
 tensor or runs a collective asks this object: batches, the teacher, held-out data
 and the per-step metric reductions all live on ``device``, so NCCL (which only
@@ -15,9 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -107,13 +105,12 @@ class Distributed:
         kind = get_accelerator().device_name()
         if kind == "cuda":
             visible = torch.cuda.device_count()
-            if visible == 1 and env.local_rank > 0:
-                # Slurm's --gpus-per-task (or --gpu-bind) shows each task its own GPU alone, as
-                # cuda:0; DeepSpeed places its engine on cuda:LOCAL_RANK, so it is told 0 too.
-                env = replace(env, local_rank=0)
-                os.environ["LOCAL_RANK"] = "0"
             if env.local_rank >= visible:
-                raise DistributedError(f"LOCAL_RANK {env.local_rank}, but this node shows {visible} GPU(s)")
+                # Which of several tasks to a GPU, or a task bound to its own GPU, cannot be told
+                # apart here; either way DeepSpeed would place its engine on cuda:LOCAL_RANK.
+                raise DistributedError(
+                    f"LOCAL_RANK {env.local_rank}, but this task sees {visible} GPU(s): run one task per GPU, each "
+                    "seeing every GPU of its node (Slurm: --gpus-per-node, not --gpus-per-task or --gpu-bind)")
             torch.cuda.set_device(env.local_rank)  # before anything is placed
             device, backend = torch.device("cuda", env.local_rank), "nccl"
         elif kind == "cpu":
@@ -210,24 +207,44 @@ class Distributed:
 
         return torch.cat(all_gather(rows.contiguous())), self.rank * rows.shape[0]
 
-    def wait_for_main(self, work: Callable[[], T]) -> T | None:
-        """``work()`` on rank 0 (its result there, ``None`` elsewhere), every other rank
-        waiting for it in one small collective every :attr:`wait_poll_s` seconds rather than in
+    def wait_for_main(self, work: Callable[[], T]) -> T:
+        """``work()`` on rank 0 and its result on every rank, the other ranks waiting
+        for it in one small collective every :attr:`wait_poll_s` seconds rather than in
         one collective for all of it: minutes of rank-0 work (a checkpoint's checksums
         and its universal conversion at resume) would pass the process group's timeout
-        (DeepSpeed's default: 10 minutes), and NCCL would abort the waiting ranks. An
-        exception of ``work`` is raised on rank 0 once every rank knows it ended."""
+        (DeepSpeed's default: 10 minutes), and NCCL would abort the waiting ranks. If
+        ``work`` raises, rank 0 raises it and every other rank a :class:`DistributedError`
+        saying so, instead of waiting on. Ctrl-C stops rank 0 at once (the work runs in
+        a daemon thread, abandoned)."""
         if self.world_size == 1:
             return work()
         if not self.is_main:
             while not self.any(False):
                 pass
-            return None
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rank0-work") as pool:
-            future = pool.submit(work)
-            while not self.any(bool(wait_for([future], timeout=self.wait_poll_s).done)):
-                pass
-            return future.result()
+            finished, value = self.broadcast_object(None)
+            if not finished:
+                raise DistributedError(f"rank 0 failed while this rank waited for it ({value}); its own error "
+                                       "line says more")
+            return value
+        outcome: list[tuple[bool, Any]] = []
+
+        def run() -> None:
+            try:
+                outcome.append((True, work()))
+            except BaseException as err:  # raised again below, on this rank's main thread
+                outcome.append((False, err))
+
+        thread = threading.Thread(target=run, name="rank0-work", daemon=True)
+        thread.start()
+        while True:
+            thread.join(self.wait_poll_s)
+            if self.any(not thread.is_alive()):
+                break
+        finished, value = outcome[0]
+        self.broadcast_object((finished, value if finished else f"{type(value).__name__}: {value}"))
+        if not finished:
+            raise value
+        return value
 
     def broadcast_object(self, value: Any) -> Any:
         """Rank 0's ``value`` on every rank (a picklable object)."""

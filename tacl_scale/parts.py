@@ -266,8 +266,9 @@ def resolve_teacher_dtype(config: TrainConfig, device: torch.device) -> str | No
 
 def resolve_performance(config: TrainConfig, dist: Distributed, precision: str) -> ResolvedPerformance:
     """Unpadded batches, the compiled encoder and the fused optimizer on this device
-    training in ``precision`` (unpadded needs FlashAttention-2 on CUDA, and its half
-    precision for a compiled encoder: otherwise padded, said once)."""
+    training in ``precision`` (:meth:`PerformanceConfig.resolve`: unpadded needs
+    FlashAttention-2 on CUDA, and a compiled encoder its half precision; what is not
+    used is said once)."""
     device = dist.device
     try:
         resolved = config.performance.resolve(device.type, config.data.pad_to_max_length,

@@ -72,7 +72,7 @@ def checkpoint_to_resume(run: RunDir, dist: Distributed) -> str | None:
                 return tag, problems, str(err)
         return tag, problems, None
 
-    tag, problems, error = dist.broadcast_object(dist.wait_for_main(choose))
+    tag, problems, error = dist.wait_for_main(choose)
     if error is not None:
         raise TrainError(error)
     for problem in problems if dist.is_main else []:

@@ -155,12 +155,20 @@ def test_a_step_saved_again_holds_only_this_saves_files(tmp_path: Path) -> None:
                                                else "gone"))
             super().save_checkpoint(root, tag, client_state, save_latest)
 
-    checkpoint.save(Engine(), root, 6, {"step": 6}, keep_last=0, group=OneRank(lambda: events.append("barrier")))
-    assert events[:2] == ["barrier", "save, leftover gone"]
+    def barrier() -> None:
+        events.append("barrier, leftover " + ("present" if (leftover / "zero_pp_rank_3_mp_rank_00_optim_states.pt").exists()
+                                              else "gone"))
+
+    checkpoint.save(Engine(), root, 6, {"step": 6}, keep_last=0, group=OneRank(barrier))
+    assert events[:2] == ["barrier, leftover gone", "save, leftover gone"]
     assert sorted(json.loads((leftover / checkpoint.CHECKPOINT_RECORD).read_text())) == [
         "mp_rank_00_model_states.pt", "rng_rank00000.pt", checkpoint.CHECKPOINT_STATE]
     assert checkpoint.record_problem(leftover) is None and not (root / f"step00000006{checkpoint.UNIVERSAL}").exists()
     assert sorted(p.name for p in root.iterdir()) == ["latest", "step00000006"]
+    # A universal copy whose step is gone (a rotation killed between its removals) goes too.
+    (root / f"step00000008{checkpoint.UNIVERSAL}" / "zero").mkdir(parents=True)
+    checkpoint.save(FakeSavingEngine(), root, 8, {"step": 8}, keep_last=0, group=OneRank())
+    assert sorted(p.name for p in root.iterdir()) == ["latest", "step00000006", "step00000008"]
 
 
 def test_files_are_shared_out_for_checksums_by_size() -> None:
@@ -207,6 +215,43 @@ def _rank_saving(rank: int, port: int, root: str, out: str) -> None:
         Path(f"{out}.{rank}").write_text(json.dumps(read))
     finally:
         dist.destroy_process_group()
+
+
+def _rank_failing_to_read_back(rank: int, port: int, root: str, out: str) -> None:
+    import torch.distributed as dist
+
+    from tacl_scale import checkpoint
+    from tacl_scale.distributed import Distributed
+
+    def unreadable(path: Path) -> str:
+        raise OSError(5, "Input/output error", str(path))
+
+    if rank == 1:
+        checkpoint.file_checksum = unreadable
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        checkpoint.save(_RankSavingEngine(rank), Path(root), 8, {"step": 8}, keep_last=0,
+                        group=Distributed(rank, rank, 2, torch.device("cpu")))
+    except RuntimeError as err:
+        Path(f"{out}.{rank}").write_text(str(err))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_file_one_rank_cannot_read_back_fails_the_save_on_every_rank(tmp_path: Path) -> None:
+    """Each rank reads its share: one that fails says so to all, instead of leaving
+    rank 0 waiting for its checksums."""
+    import torch.multiprocessing as mp
+    from conftest import free_port
+
+    root, out = tmp_path / "checkpoints", tmp_path / "error"
+    mp.start_processes(_rank_failing_to_read_back, args=(free_port(), str(root), str(out)), nprocs=2,
+                       start_method="spawn")
+    errors = [Path(f"{out}.{rank}").read_text() for rank in (0, 1)]
+    assert errors[0] == errors[1] and errors[0].startswith(
+        f"a file of the checkpoint could not be read back for its record: {root / 'step00000008'}/")
+    assert "Input/output error" in errors[0]
+    assert not (root / "step00000008" / checkpoint.CHECKPOINT_RECORD).exists() and checkpoint.latest_tag(root) is None
 
 
 def test_every_rank_checksums_a_share_of_the_checkpoint(tmp_path: Path) -> None:

@@ -560,13 +560,12 @@ def test_launch_environment_is_checked() -> None:
         LaunchEnv.from_environ({"RANK": "x"})
 
 
-@pytest.mark.parametrize(("visible", "local_rank", "device"), [(8, 3, 3), (1, 3, 0), (1, 0, 0), (2, 3, None)])
-def test_a_task_bound_to_its_own_gpu_trains_on_it(monkeypatch: pytest.MonkeyPatch, visible: int, local_rank: int,
-                                                  device: int | None) -> None:
-    """Under Slurm's --gpus-per-task each task sees its own GPU alone, as cuda:0, while
-    LOCAL_RANK goes up to 7: ranks 1-7 were refused. Such a task now takes cuda:0, and
-    DeepSpeed (which places its engine on cuda:LOCAL_RANK) is told LOCAL_RANK 0; a node
-    showing too few GPUs for its tasks is still refused."""
+@pytest.mark.parametrize(("visible", "local_rank", "device"), [(8, 3, 3), (1, 0, 0), (1, 3, None), (2, 3, None)])
+def test_a_task_takes_the_gpu_of_its_local_rank_or_is_refused_saying_how_to_launch(
+        monkeypatch: pytest.MonkeyPatch, visible: int, local_rank: int, device: int | None) -> None:
+    """A task that sees fewer GPUs than its LOCAL_RANK (several tasks to one GPU, or
+    Slurm's --gpus-per-task binding each task to its own: not told apart here) is
+    refused in one line saying how to launch, before anything is placed."""
     import deepspeed.accelerator
     import torch.distributed
 
@@ -577,15 +576,102 @@ def test_a_task_bound_to_its_own_gpu_trains_on_it(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(Distributed, "_join", staticmethod(lambda env, backend: env))
     monkeypatch.setattr(torch.distributed, "get_rank", lambda: 11)
     monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 16)
-    monkeypatch.setenv("LOCAL_RANK", str(local_rank))
     env = LaunchEnv(11, local_rank, 16, "127.0.0.1", "29500")
     if device is None:
-        with pytest.raises(DistributedError, match=f"LOCAL_RANK {local_rank}, but this node shows {visible} GPU"):
+        with pytest.raises(DistributedError, match=f"LOCAL_RANK {local_rank}, but this task sees {visible} GPU.*"
+                                                   "--gpus-per-node, not --gpus-per-task"):
             Distributed.setup(env)
+        assert placed == []
         return
     rank = Distributed.setup(env)
-    assert placed == [device] and rank.device == torch.device("cuda", device) and rank.local_rank == device
-    assert os.environ["LOCAL_RANK"] == str(device)
+    assert placed == [device] and rank.device == torch.device("cuda", device)
+
+
+def _rank_whose_main_fails(rank: int, port: int, out: str) -> None:
+    import datetime
+
+    import torch.distributed as dist
+
+    from tacl_scale.distributed import DistributedError
+
+    def work() -> None:
+        raise OSError(28, "No space left on device")
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=30))
+    try:
+        ranks = Distributed(rank, rank, 2, torch.device("cpu"))
+        ranks.wait_poll_s = 0.2
+        try:
+            ranks.wait_for_main(work)
+        except (OSError, DistributedError) as err:
+            Path(f"{out}.{rank}").write_text(f"{type(err).__name__}: {err}")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_failure_of_rank_0s_work_stops_every_rank_at_once(tmp_path: Path) -> None:
+    """The other ranks waited in a broadcast rank 0 never reached when its work raised
+    something other than what it caught (up to the process group's timeout)."""
+    import torch.multiprocessing as mp
+    from conftest import free_port
+
+    out = tmp_path / "error"
+    started = time_module.monotonic()
+    mp.start_processes(_rank_whose_main_fails, args=(free_port(), str(out)), nprocs=2, start_method="spawn")
+    assert time_module.monotonic() - started < 25  # not the 30 s timeout
+    assert Path(f"{out}.0").read_text() == "OSError: [Errno 28] No space left on device"
+    assert Path(f"{out}.1").read_text() == ("DistributedError: rank 0 failed while this rank waited for it (OSError: "
+                                             "[Errno 28] No space left on device); its own error line says more")
+
+
+def _rank_interrupted_while_waited_for(rank: int, port: int, out: str) -> None:
+    import datetime
+    import signal
+    import time
+
+    import torch.distributed as dist
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job's children ignore it
+
+    def work() -> None:
+        Path(f"{out}.started").write_text("1")
+        time.sleep(60)
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=90))
+    ranks = Distributed(rank, rank, 2, torch.device("cpu"))
+    ranks.wait_poll_s = 0.2
+    try:
+        ranks.wait_for_main(work)
+    except KeyboardInterrupt:
+        Path(f"{out}.{rank}").write_text("interrupted")
+
+
+def test_ctrl_c_stops_rank_0_while_its_work_runs(tmp_path: Path) -> None:
+    """Rank 0's work ran in a thread pool whose shutdown waited for it: Ctrl-C during a
+    conversion or the checksums came out only when they had ended."""
+    import signal
+
+    import torch.multiprocessing as mp
+    from conftest import free_port
+
+    out = tmp_path / "rank"
+    ranks = mp.start_processes(_rank_interrupted_while_waited_for, args=(free_port(), str(out)), nprocs=2,
+                               start_method="spawn", join=False)
+    try:
+        deadline = time_module.monotonic() + 60
+        while not Path(f"{out}.started").exists() and time_module.monotonic() < deadline:
+            time_module.sleep(0.1)
+        interrupted = time_module.monotonic()
+        os.kill(ranks.pids()[0], signal.SIGINT)
+        ranks.processes[0].join(20)
+        assert not ranks.processes[0].is_alive() and time_module.monotonic() - interrupted < 20
+        assert Path(f"{out}.0").read_text() == "interrupted"
+    finally:
+        for process in ranks.processes:
+            process.kill()
+            process.join()
 
 
 def test_one_owner_places_batches_and_reduces_on_its_device(join: Callable[[], Distributed]) -> None:
