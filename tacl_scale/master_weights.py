@@ -19,21 +19,24 @@ log = logging.getLogger("tacl_scale.export")
 MODULE_PREFIX = "student."  # the student's parameters inside the engine's PretrainingModule
 
 
-def engine_master_weights(engine: Any) -> dict[str, torch.Tensor]:
+def engine_master_weights(engine: Any, keep: bool = True) -> dict[str, torch.Tensor]:
     """The student's fp32 master weights as the DeepSpeed ``engine`` holds them now
     (on the CPU), gathered from every rank's ZeRO partition: a collective, so every
     rank calls it. What :func:`master_weights` reads back from a checkpoint of this
-    moment, without reading it: the end of a run exports from memory."""
+    moment, without reading it: the end of a run exports from memory. Without
+    ``keep`` (the ranks that do not write the export) each is gathered, as the
+    collective needs, and dropped: ``{}``, not a host copy of the model per rank."""
     from deepspeed.utils import safe_get_full_fp32_param
 
-    weights, masters = {}, {}
+    weights: dict[str, torch.Tensor] = {}
+    masters: dict[int, torch.Tensor | None] = {}
     # Every name of a tied parameter (the MLM decoder's weight and bias are the
     # embeddings' and the head's own bias), each gathered once.
     for name, param in engine.module.named_parameters(remove_duplicate=False):
         if id(param) not in masters:
             master = safe_get_full_fp32_param(param)  # None: not mixed precision, the parameter is the master
-            masters[id(param)] = (param if master is None else master).detach().float().cpu()
-        if name.startswith(MODULE_PREFIX):
+            masters[id(param)] = (param if master is None else master).detach().float().cpu() if keep else None
+        if keep and name.startswith(MODULE_PREFIX):
             weights[name[len(MODULE_PREFIX):]] = masters[id(param)]
     return weights
 

@@ -373,7 +373,8 @@ class Trainer:
         the checkpoint is saved: reading the checkpoint back took 20 s for BERT-base,
         most of it DeepSpeed's conversion (``benchmarks/bench_end_of_run.py``)."""
         try:
-            weights = engine_master_weights(self.engine)  # final: nothing updates them any more
+            # Final: nothing updates them any more. Every rank gathers; rank 0 alone keeps them.
+            weights = engine_master_weights(self.engine, keep=self.dist.is_main)
         except Exception:
             # train() left the last step's save to this method: it is made whatever the export does.
             self.maybe_checkpoint(force=True)

@@ -197,7 +197,7 @@ def test_an_export_that_fails_before_writing_still_leaves_the_last_checkpoint(
     export failing (memory) must not cost the run its last checkpoint."""
     import tacl_scale.trainer as trainer_module
 
-    def no_memory(engine):
+    def no_memory(engine, keep=True):
         raise RuntimeError("out of memory gathering the fp32 masters")
 
     monkeypatch.setattr(trainer_module, "engine_master_weights", no_memory)
@@ -264,6 +264,28 @@ def test_train_logs_skips_and_stops_a_diverged_run(join: Callable[[], Distribute
     events = read_records(RunDir(tmp_path / "run").metrics_file)
     assert [e["event"] for e in events] == ["skipped_update", "skipped_update"] and not step_records(events)
     assert events[-1]["skipped_steps"] == 2 and events[-1]["after_step"] == 0
+
+
+def test_only_the_rank_that_exports_keeps_a_host_copy_of_the_masters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rank gathers each master weight (a collective) at the end of a run, and
+    every rank kept a host copy of the whole model (1.3 GB for BERT-large, 8 per
+    node) that only rank 0 writes; the others now gather the same and keep nothing."""
+    from types import SimpleNamespace
+
+    import deepspeed.utils
+
+    from tacl_scale.master_weights import engine_master_weights
+
+    gathered: list[torch.nn.Parameter] = []
+    monkeypatch.setattr(deepspeed.utils, "safe_get_full_fp32_param", lambda param: gathered.append(param))
+    wrapper = torch.nn.Module()
+    wrapper.student = torch.nn.Module()
+    wrapper.student.a, wrapper.student.b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    wrapper.student.b.weight = wrapper.student.a.weight  # tied, as the MLM decoder and the embeddings
+    engine = SimpleNamespace(module=wrapper)
+    kept = engine_master_weights(engine)
+    assert sorted(kept) == ["a.bias", "a.weight", "b.bias", "b.weight"] and len(gathered) == 3
+    assert engine_master_weights(engine, keep=False) == {} and len(gathered) == 6  # the same collectives
 
 
 def test_bf16_run_exports_the_fp32_master_weights(join: Callable[[], Distributed], dataset: Path, model_file: Path,
