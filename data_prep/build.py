@@ -75,6 +75,8 @@ from .workspace import (
     writing,
 )
 
+# A path given as a URL (gs://, s3://, hdfs://, file://): refused, see parse_args.
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 log = logging.getLogger("data_prep.build")
 
 
@@ -165,9 +167,18 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     args, beam_args = p.parse_known_args(argv)
     if problem := beam_args_problem(beam_args, p):
         p.error(problem)
+    if (runner := runner_named(beam_args)) and runner.lower().rsplit(".", 1)[-1] in ("dataflowrunner", "dataflow"):
+        p.error(f"--runner {runner}: not supported: the build's workers read and write through file paths the "
+                "driver sees too (a shared filesystem with atomic renames and locks), which Dataflow's workers "
+                "do not have (docs/data-prep.md, Other runners)")
     if args.single_segment and args.dupe_factor not in (None, 1):
         p.error(f"--single-segment writes no masks or pairings, so --dupe-factor {args.dupe_factor} would write "
                 "identical copies: leave it at 1 (the trainer's epochs repeat the data)")
+    for flag, paths in (("--input", args.input), ("--tokenizer", [args.tokenizer]), ("--output", [args.output])):
+        if url := next((path for path in paths if _URL.match(path)), None):
+            # abspath made gs://b/ds a folder ./gs:/b/ds on local disk, silently.
+            p.error(f"{flag} {url}: a URL; the build reads and writes file paths that every worker sees at "
+                    "the same path (a local disk, a shared mount), not object stores")
     if not math.isfinite(args.unit_mb):  # no whole number of bytes (int() raised OverflowError)
         p.error(f"--unit-mb must be > 0 (a unit of at least one byte), got {args.unit_mb}")
     dupe_factor = args.dupe_factor if args.dupe_factor is not None else (
@@ -181,7 +192,8 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
                 use_multistream_index=not args.no_multistream_index,
                 unit_bytes=int(args.unit_mb * (1 << 20)),
             ),
-            tokenizer=TokenizerConfig(args.tokenizer, args.lowercase),
+            # Absolute: every worker loads it again, from its own working directory.
+            tokenizer=TokenizerConfig(os.path.abspath(os.path.expanduser(args.tokenizer)), args.lowercase),
             output=OutputConfig(os.path.abspath(args.output), 1 if args.num_shards is None else args.num_shards,
                                 args.overwrite, args.validation_fraction, args.validation_shards,
                                 auto_shards=args.num_shards is None),
@@ -199,6 +211,17 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     except ValueError as err:
         p.error(str(err))
     return CommandLine(config, beam_args, args.quiet, args.resume, args.verbose)
+
+
+def runner_named(beam_args: list[str]) -> str | None:
+    """The ``--runner`` among Beam's options (the last, as Beam takes it), or None."""
+    name = None
+    for i, arg in enumerate(beam_args):
+        if arg == "--runner" and i + 1 < len(beam_args):
+            name = beam_args[i + 1]
+        elif arg.startswith("--runner="):
+            name = arg.split("=", 1)[1]
+    return name
 
 
 def beam_args_problem(beam_args: list[str], parser: argparse.ArgumentParser) -> str | None:
@@ -490,10 +513,22 @@ def _run_pipeline(config: BuildConfig, options: Any, units: list[WorkUnit], fact
                 advice = dask_runner.worker_advice(client.run(dask_runner.worker_settings))
                 if advice is not None:
                     log.warning("%s", advice)
-            result.wait_until_finish()
+            wait_or_cancel(result)
         finally:
             if client is not None:
                 client.close()
+
+
+def wait_or_cancel(result: Any) -> None:
+    """Wait for the pipeline's ``result``; when the wait ends otherwise (Ctrl-C,
+    SIGTERM, a failure), cancel the job: a remote runner's (Flink, Spark) runs on
+    after its driver stops, writing into an output whose lock the build releases."""
+    try:
+        result.wait_until_finish()
+    except BaseException:
+        with contextlib.suppress(Exception):  # a runner that cannot cancel, or a job already ended
+            result.cancel()
+        raise
 
 
 def _failed(err: BaseException, directory: Path, replacing: bool, units: int) -> BuildError:
@@ -543,8 +578,8 @@ def _runner(options: Any, shards: int) -> Any:
 def workers_log_to_driver(options: Any) -> bool:
     """Whether the runner the options name brings its workers' log records to the
     driver's logging (the DirectRunner, in-process or relaying its worker processes'),
-    so that their progress lines reach the console and the runner log. Dask's, Flink's,
-    Spark's and Dataflow's workers keep theirs."""
+    so that their progress lines reach the console and the runner log. Dask's, Flink's
+    and Spark's workers keep theirs."""
     from apache_beam.options.pipeline_options import StandardOptions
 
     return options.view_as(StandardOptions).runner in (None, "DirectRunner", "direct")

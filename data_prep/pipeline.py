@@ -1,6 +1,6 @@
 """The Apache Beam pipeline: a thin layer that distributes the plain functions of
 ``sources``, ``documents``, ``spill`` and ``shards`` over a runner (DirectRunner,
-DaskRunner, Flink, Spark, Dataflow — unchanged code).
+DaskRunner; Flink or Spark on a shared filesystem — unchanged code).
 
     work units ─Reshuffle─▶ PrepareDocuments ──(shard key, spill part)──▶ GroupByKey ─▶ BuildShard
 
@@ -240,7 +240,7 @@ class PrepareDocuments(beam.DoFn):
         self.facts = facts
 
     def setup(self) -> None:
-        self.processor = _thread_processor(self.config)
+        _thread_processor(self.config)  # the tokenizer loaded before the first unit
 
     def process(self, unit: WorkUnit) -> Iterator[Any]:
         workspace = Workspace(self.config.output.directory)
@@ -254,7 +254,9 @@ class PrepareDocuments(beam.DoFn):
             yield from self._emit(str(prefix), done["shards"], done["documents"], workspace, reused=True)
             return
         started = time.monotonic()
-        shards, totals = spill_unit(unit, self.processor, self.facts, workspace, _count_skip_metric)
+        # The processing thread's own (its word cache is not thread-safe): Beam's SDK harness
+        # may call setup() on one thread for DoFns whose bundles then run on several.
+        shards, totals = spill_unit(unit, _thread_processor(self.config), self.facts, workspace, _count_skip_metric)
         elapsed = time.monotonic() - started
         log.info("read %s: %d documents, %.1f MB of text in %.1f s (%.2f MB/s)", unit.describe(), totals.documents,
                  totals.chars / 1e6, elapsed, totals.chars / 1e6 / max(elapsed, 1e-9))

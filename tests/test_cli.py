@@ -162,17 +162,84 @@ def test_build_refuses_what_is_neither_its_option_nor_beams(flags: list[str], sa
     assert refused.value.code == EXIT_ERROR and f"error: {said}\n" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("paths", "said"), [
+    (["--input", "gs://b/dump.xml.bz2", "--tokenizer", "v.txt", "--output", "out"], "--input gs://b/dump.xml.bz2"),
+    (["--input", "in.xml", "--tokenizer", "hdfs://n/v.txt", "--output", "out"], "--tokenizer hdfs://n/v.txt"),
+    (["--input", "in.xml", "--tokenizer", "v.txt", "--output", "gs://b/ds"], "--output gs://b/ds"),
+])
+def test_build_refuses_a_url_for_a_path(paths: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--output gs://b/ds`` became the local folder ./gs:/b/ds, silently: the build
+    reads and writes file paths every worker sees, not object stores."""
+    from data_prep.build import parse_args
+
+    with pytest.raises(SystemExit) as refused:
+        parse_args(paths)
+    assert refused.value.code == EXIT_ERROR
+    assert f"error: {said}: a URL; the build reads and writes file paths" in capsys.readouterr().err
+
+
+def test_a_build_stopped_while_it_waits_cancels_the_runners_job() -> None:
+    """Ctrl-C or SIGTERM on the driver left a Flink or Spark job running, writing into
+    an output whose lock the build then released; a runner that cannot cancel is fine."""
+    from data_prep.build import wait_or_cancel
+
+    class Result:
+        def __init__(self, cancels: bool) -> None:
+            self.cancels, self.cancelled = cancels, False
+
+        def wait_until_finish(self) -> None:
+            raise KeyboardInterrupt
+
+        def cancel(self) -> None:
+            if not self.cancels:
+                raise NotImplementedError("cannot cancel")
+            self.cancelled = True
+
+    for cancels in (True, False):
+        result = Result(cancels)
+        with pytest.raises(KeyboardInterrupt):
+            wait_or_cancel(result)
+        assert result.cancelled == cancels
+    finished = Result(True)
+    finished.wait_until_finish = lambda: None
+    wait_or_cancel(finished)
+    assert not finished.cancelled
+
+
+def test_build_gives_its_workers_the_tokenizers_absolute_path(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every worker loads the tokenizer again, from its own working directory (a Dask
+    worker's, an SDK harness's): a relative path named another file or none there."""
+    from data_prep.build import parse_args
+
+    monkeypatch.chdir(tmp_path)
+    parsed = parse_args(["--input", "in.xml", "--tokenizer", "models/vocab.txt", "--output", "out"])
+    assert parsed.config.tokenizer.path == str(tmp_path / "models" / "vocab.txt")
+
+
 @pytest.mark.parametrize("beam", [
     ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"],
     ["--runner", "FlinkRunner", "--flink_master", "localhost:8081", "--parallelism", "4"],
     ["--runner=SparkRunner", "--spark_master_url=spark://h:7077"],
-    ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
 ])
 def test_build_passes_beams_own_options_to_the_runner(beam: list[str]) -> None:
     from data_prep.build import parse_args
 
     parsed = parse_args(["--input", "in.xml", "--tokenizer", "vocab.txt", "--output", "out", *beam])
     assert parsed.beam_args == beam
+
+
+@pytest.mark.parametrize("runner", [["--runner", "DataflowRunner"], ["--runner=dataflow"]])
+def test_build_refuses_dataflow_whose_workers_share_no_filesystem(runner: list[str],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Its workers failed on the output's paths only once the job ran on them."""
+    from data_prep.build import parse_args
+
+    with pytest.raises(SystemExit) as refused:
+        parse_args(["--input", "in.xml", "--tokenizer", "vocab.txt", "--output", "out", *runner, "--project", "p",
+                    "--region", "r", "--temp_location", "gs://b/t"])
+    assert refused.value.code == EXIT_ERROR and ": not supported: the build's workers read and write through" in (
+        capsys.readouterr().err)
 
 
 def test_build_passes_the_dask_runners_options_where_dask_is_installed() -> None:

@@ -461,33 +461,57 @@ def test_the_console_shows_the_builds_own_lines_and_the_log_file_the_rest(tmp_pa
     assert verbose.returncode == 0 and "apache_beam" in verbose.stderr
 
 
-def test_document_processor_is_kept_per_thread_across_setups(tmp_path: Path) -> None:
+def test_document_processor_is_kept_per_thread_across_setups(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The DaskRunner sets up a fresh copy of the DoFn for every bundle: in one
     thread they share one processor (and its warm word cache), another config gets
-    its own, and another thread never shares one."""
+    its own, and another thread never shares one. The processor is the processing
+    thread's, not the setting-up one's: Beam's SDK harness may set a DoFn up on one
+    thread and run its bundles on others, which then shared a word cache that is not
+    thread-safe."""
     import pickle
     import threading
 
+    from data_prep import pipeline
+    from data_prep.inputs import WorkUnit
     from data_prep.pipeline import PrepareDocuments
     from data_prep.shards import TokenizerFacts
 
     config = parse_args(["--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--output", str(tmp_path / "a")]).config
     other = parse_args(["--input", str(EN_DUMP), "--tokenizer", str(EN_VOCAB), "--output", str(tmp_path / "b")]).config
     facts = TokenizerFacts(30522, {}, np.zeros(0, dtype=np.int32))
+    used = []
+
+    class Stop(Exception):
+        pass
+
+    def spill(unit, processor, *rest):
+        used.append(processor)
+        raise Stop
+
+    monkeypatch.setattr(pipeline, "spill_unit", spill)
 
     def set_up(build_config):
         fn = pickle.loads(pickle.dumps(PrepareDocuments(build_config, facts)))  # as a runner ships it
         fn.setup()
-        return fn.processor
+        return fn
 
-    first, second = set_up(config), set_up(config)
+    def processor_of(fn):
+        with pytest.raises(Stop):
+            next(fn.process(WorkUnit(str(EN_DUMP), "wiki-xml")))
+        return used[-1]
+
+    first, second = processor_of(set_up(config)), processor_of(set_up(config))
     assert first is second
-    assert set_up(other) is not first and set_up(other).config == other
-    elsewhere = []
-    thread = threading.Thread(target=lambda: elsewhere.append(set_up(config)))
-    thread.start()
-    thread.join()
-    assert elsewhere[0] is not first and elsewhere[0].config == config
+    assert processor_of(set_up(other)) is not first and processor_of(set_up(other)).config == other
+    set_up_here = set_up(config)
+    here = processor_of(set_up_here)  # this thread's, for config again (other's replaced first)
+    elsewhere: list = []
+    for set_up_where in (lambda: set_up(config), lambda: set_up_here):  # set up there, or here and run there
+        thread = threading.Thread(target=lambda make=set_up_where: elsewhere.append(processor_of(make())))
+        thread.start()
+        thread.join()
+    assert len(elsewhere) == 2 and all(p is not here and p.config == config for p in elsewhere)
 
 
 def test_the_progress_line_is_written_once_per_interval_and_when_the_last_unit_finishes(
