@@ -124,6 +124,19 @@ def test_determinism_across_workers_and_seeds(tmp_path: Path, caplog: pytest.Log
     )
 
 
+def test_the_portable_runner_path_builds_the_same_bytes(tmp_path: Path) -> None:
+    """Flink and Spark run the pipeline through Beam's portable runner API (its graph
+    translated to protos, key coders made deterministic, bundles run by an SDK
+    harness): Beam's in-process job service drives that path here, with no cluster,
+    and its shards are the DirectRunner's byte for byte."""
+    common = ["--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
+              "--tokenizer", str(ZH_VOCAB), "--num-shards", "3", "--min-doc-chars", "10"]
+    direct = build_dataset(tmp_path / "direct", *common)
+    portable = build_dataset(tmp_path / "portable", *common, "--runner", "PortableRunner", "--job_endpoint", "embed",
+                             "--environment_type", "LOOPBACK")
+    assert shard_bytes(portable) == shard_bytes(direct) and len(shard_bytes(direct)) == 3 * 7
+
+
 def test_the_shard_count_is_chosen_from_the_input_size_when_not_given(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from data_prep import config as build_config
