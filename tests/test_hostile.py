@@ -361,10 +361,21 @@ def started_build(out: Path) -> tuple[list[str], subprocess.Popen[str]]:
     return cmd, proc
 
 
+def stopped_build(proc: subprocess.Popen[str], sig: signal.Signals) -> str:
+    """``sig`` to the build's whole process group (as a terminal's Ctrl-C and Slurm's
+    signals go), its stderr once it ended; a build still running after 120 s is killed
+    with its group (the test fails on its status), not left behind."""
+    os.killpg(proc.pid, sig)
+    try:
+        return proc.communicate(timeout=120)[1]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.communicate()[1]
+
+
 def test_ctrl_c_is_one_line_that_says_resume(tmp_path: Path) -> None:
     _, proc = started_build(tmp_path / "ds")
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends Ctrl-C: to the build's whole process group
-    _, stderr = proc.communicate(timeout=120)
+    stderr = stopped_build(proc, signal.SIGINT)
     assert_interrupted(proc.returncode, stderr)
 
 
@@ -374,8 +385,7 @@ def test_sigterm_ends_a_build_in_one_line_that_says_resume(tmp_path: Path) -> No
     stay for --resume. A resume then finishes the dataset."""
     out = tmp_path / "ds"
     cmd, proc = started_build(out)
-    os.killpg(proc.pid, signal.SIGTERM)  # as Slurm signals every process of the job
-    _, stderr = proc.communicate(timeout=120)
+    stderr = stopped_build(proc, signal.SIGTERM)
     assert proc.returncode == 143, (proc.returncode, stderr[-2000:])
     said = [line for line in stderr.splitlines() if line.startswith(("error:", "interrupted", "SIGTERM"))]
     assert said == ["SIGTERM: the build stopped; rerun the same command with --resume to continue"], stderr[-2000:]

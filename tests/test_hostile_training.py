@@ -105,18 +105,21 @@ def signalled_run(args: list[str], sig: signal.Signals, when: str, log: Path) ->
     """``tacl-train args`` in its own process group, sent ``sig`` (to the whole group,
     as Slurm signals every process of a job step) once ``when`` is in its output;
     its exit status and output."""
-    out = open(log, "w")
-    proc = subprocess.Popen(tacl_train(*args), env=plain_env(), stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    deadline = time.monotonic() + 300
-    while when not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"the run never printed {when!r}:\n{log.read_text()[-3000:]}")
-        time.sleep(0.05)
-    os.killpg(proc.pid, sig)
-    proc.wait(timeout=300)
-    out.close()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(tacl_train(*args), env=plain_env(), stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + 300
+            while when not in log.read_text():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the run never printed {when!r}:\n{log.read_text()[-3000:]}")
+                time.sleep(0.05)
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=300)
+        finally:  # whatever failed above, nothing of the run is left running
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     return proc.returncode, log.read_text()
 
 
