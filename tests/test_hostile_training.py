@@ -707,13 +707,22 @@ def test_a_model_without_a_tokenizer_is_said_at_the_runs_start_not_at_each_resum
 def test_a_checkpoint_on_a_full_disk_names_it_and_keeps_the_older_one(zh_dataset: Path, tiny_bert_file: Path,
                                                                       tmp_path: Path, join: Callable[[], Distributed],
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import deepspeed
+
     import tacl_scale.files
 
     run = tmp_path / "run"
     full = run / "checkpoints" / "step00000004"
-    full.mkdir(parents=True)
-    for name in ("mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"):
-        (full / name).symlink_to("/dev/full")  # DeepSpeed's writes fail there as on a full disk
+    save = deepspeed.DeepSpeedEngine.save_checkpoint
+
+    def disk_full_at_step_4(engine, save_dir, tag=None, **kwargs):
+        if tag == full.name:  # the disk fills as step 4 is saved: DeepSpeed's writes fail as there
+            full.mkdir(parents=True, exist_ok=True)
+            for name in ("mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"):
+                (full / name).symlink_to("/dev/full")
+        return save(engine, save_dir, tag=tag, **kwargs)
+
+    monkeypatch.setattr(deepspeed.DeepSpeedEngine, "save_checkpoint", disk_full_at_step_4)
     # torch.save reports a failed write without an errno; the free space says why.
     monkeypatch.setattr(tacl_scale.files, "free_bytes", lambda path: 1 << 20)
     config = make_config(zh_dataset, tiny_bert_file, run, 6, checkpoint=CheckpointConfig(save_every=2))
@@ -722,8 +731,8 @@ def test_a_checkpoint_on_a_full_disk_names_it_and_keeps_the_older_one(zh_dataset
                                  "(--resume continues from it)")
     assert latest_tag(run / "checkpoints") == "step00000002"
     assert not (run / LOCK_NAME).exists()
-    for link in full.iterdir():
-        link.unlink()
+    # Space again; step 4's links stay, and its save again replaces them (they would fail it again).
+    monkeypatch.setattr(deepspeed.DeepSpeedEngine, "save_checkpoint", save)
     resumed = Trainer.build(replace(config, checkpoint=CheckpointConfig(save_every=2, resume=True)), join())
     try:
         assert resumed.state.step == 2
