@@ -741,8 +741,9 @@ def test_the_build_command_line_takes_its_defaults_from_the_config_dataclasses(t
     from data_prep.build import parse_args
 
     config = parse_args(["--input", "x.xml", "--tokenizer", "vocab.txt", "--output", str(tmp_path / "o")]).config
-    # Without --num-shards the build chooses the count from the input's size (auto_shards).
-    assert config == BuildConfig(InputConfig(("x.xml",)), TokenizerConfig("vocab.txt"),
+    # Without --num-shards the build chooses the count from the input's size (auto_shards);
+    # the tokenizer's path is absolute, as every worker loads it again.
+    assert config == BuildConfig(InputConfig(("x.xml",)), TokenizerConfig(os.path.abspath("vocab.txt")),
                                  OutputConfig(str(tmp_path / "o"), auto_shards=True))
     lines = parse_args(["--input", "s.txt", "--format", "lines", "--tokenizer", "v", "--output", "o"]).config
     assert lines.cleaning.min_doc_chars == 1  # a line is a whole document
