@@ -47,6 +47,7 @@ from .config import (
     add_cleaning_arguments,
     auto_num_shards,
     estimated_input_bytes,
+    runner_named,
 )
 from .inputs import FORMATS, InputError, WorkUnit, expand_inputs, output_among_inputs, plan_work_units
 from .instances import InstanceConfig
@@ -211,17 +212,6 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     except ValueError as err:
         p.error(str(err))
     return CommandLine(config, beam_args, args.quiet, args.resume, args.verbose)
-
-
-def runner_named(beam_args: list[str]) -> str | None:
-    """The ``--runner`` among Beam's options (the last, as Beam takes it), or None."""
-    name = None
-    for i, arg in enumerate(beam_args):
-        if arg == "--runner" and i + 1 < len(beam_args):
-            name = beam_args[i + 1]
-        elif arg.startswith("--runner="):
-            name = arg.split("=", 1)[1]
-    return name
 
 
 def beam_args_problem(beam_args: list[str], parser: argparse.ArgumentParser) -> str | None:

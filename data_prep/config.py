@@ -158,3 +158,14 @@ class BuildConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def runner_named(beam_args: list[str]) -> str | None:
+    """The ``--runner`` among Beam's options (the last, as Beam takes it), or None."""
+    name = None
+    for i, arg in enumerate(beam_args):
+        if arg == "--runner" and i + 1 < len(beam_args):
+            name = beam_args[i + 1]
+        elif arg.startswith("--runner="):
+            name = arg.split("=", 1)[1]
+    return name

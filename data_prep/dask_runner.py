@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.utils.windowed_value import WindowedValue
 
+from .config import runner_named
+
 if TYPE_CHECKING:  # Dask is an optional extra (tacl-scale[dask]): imported where a Dask build needs it
     import dask.bag as db
 
@@ -112,7 +114,7 @@ def with_defaults(beam_args: list[str]) -> list[str]:
     """On the DaskRunner, one work unit per Dask partition (its default packs 128
     into one, which leaves all but one worker idle), unless the user chose."""
     joined = " ".join(beam_args)
-    dask = any(f"--runner={n}" in joined or f"--runner {n}" in joined for n in NAMES)
+    dask = runner_named(beam_args) in NAMES
     if dask and "--dask_npartitions" not in joined and "--dask_partition_size" not in joined:
         return [*beam_args, "--dask_partition_size=1"]
     return beam_args
