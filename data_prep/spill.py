@@ -3,13 +3,24 @@ shard's documents out of them.
 
 Stage 1 (parallel over work units) appends each unit's tokenized documents to one
 *spill part* (:class:`SpillWriter`): MMIDIDX files (sentences as sequences,
-documents as documents; beside them each sentence's word starts) and a list of
-``[doc_id, shard]`` lines, in the build's temporary directory
-(named by :mod:`data_prep.workspace`). Stage 2 (parallel over shards) reads every
-part once, copying its own shard's documents into unlinked scratch files
+documents as documents; beside them each sentence's word starts) and the list of
+its documents, in the build's temporary directory (named by
+:mod:`data_prep.workspace`). Stage 2 (parallel over shards) reads every part once,
+copying its own shard's documents into unlinked scratch files
 (:class:`ShardDocuments`) that :func:`data_prep.shards.build_shard` reads in a
 canonical order (by document id). Holding documents on disk instead of in the
 runner's shuffle keeps memory flat whatever the corpus size.
+
+The document list, ``PREFIX.docs.jsonl``, holds one ``[doc_id, shard, doc_no]`` line
+per document (``doc_no``: its document number in the part's MMIDIDX files), grouped
+by shard in ascending order; ``PREFIX.docs.shards`` says where each shard's lines
+are: little-endian int64 byte offsets, shard k's lines being bytes
+``offsets[k]:offsets[k + 1]`` of the list (the part's highest shard + 2 offsets). A
+shard build reads two offsets and its own lines from each part, never the other
+shards' (every part holds documents of nearly every shard, so reading whole lists
+made the shard stage's work grow as shards × documents). Parts written before the
+offsets existed (``[doc_id, shard]`` lines in document order, no ``.docs.shards``:
+an interrupted build resumed by this version) are read whole, as they were.
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ import os
 import tempfile
 import uuid
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 from pathlib import Path
 from typing import BinaryIO
@@ -41,15 +52,18 @@ class SpillWriter:
         self.prefix = prefix or Path(tmp_dir) / f"part-{uuid.uuid4().hex}"
         self._ids = IndexedWriter(self.prefix, token_dtype)
         self._starts = IndexedWriter(f"{self.prefix}.wstart", np.uint8)
-        self._docs_path = Path(f"{self.prefix}.docs.jsonl")
-        self._docs = open(self._docs_path, "w", encoding="utf-8")
+        self._docs_path = documents_path(self.prefix)
+        self._offsets_path = shard_offsets_path(self.prefix)
+        # (shard, doc_no, doc_id) of each document added: the list is written grouped
+        # by shard when the part closes (a work unit's ids, a few MB at most).
+        self._documents: list[tuple[int, int, str]] = []
         self.shards: set[int] = set()
 
     @property
     def files(self) -> list[Path]:
         """Every file of the part: what a completion marker syncs and names."""
         return [bin_path(self.prefix), idx_path(self.prefix), bin_path(f"{self.prefix}.wstart"),
-                idx_path(f"{self.prefix}.wstart"), self._docs_path]
+                idx_path(f"{self.prefix}.wstart"), self._docs_path, self._offsets_path]
 
     def add(self, shard: int, document: TokenizedDocument) -> None:
         """Append ``document`` to the part, for shard ``shard``."""
@@ -57,22 +71,90 @@ class SpillWriter:
             return  # nothing to pair; the document processor counts such skips
         self._ids.add_document([sentence.ids for sentence in document.sentences])
         self._starts.add_document([sentence.word_starts.astype(np.uint8) for sentence in document.sentences])
-        self._docs.write(json.dumps([document.doc_id, shard], ensure_ascii=False) + "\n")
+        self._documents.append((shard, len(self._documents), document.doc_id))
         self.shards.add(shard)
 
     def close(self) -> str:
-        """Finish the part's files; return its prefix."""
+        """Finish the part's files (the document list grouped by shard, and where each
+        shard's lines start); return its prefix."""
         self._ids.close()
         self._starts.close()
-        self._docs.close()
+        self._documents.sort()  # by shard, then document number
+        lines = [(json.dumps([doc_id, shard, doc_no], ensure_ascii=False) + "\n").encode("utf-8")
+                 for shard, doc_no, doc_id in self._documents]
+        last = self._documents[-1][0] if self._documents else -1
+        ends = np.zeros(last + 2, dtype="<i8")  # ends[k + 1]: where shard k's lines end
+        np.add.at(ends, [shard + 1 for shard, _, _ in self._documents], [len(line) for line in lines])
+        with open(self._docs_path, "wb") as f:
+            f.write(b"".join(lines))
+        with open(self._offsets_path, "wb") as f:
+            f.write(np.cumsum(ends, dtype="<i8").tobytes())
         return str(self.prefix)
 
     def abort(self) -> None:
         """Remove what the part wrote (a failed unit leaves no file of it)."""
         self._ids.abort()
         self._starts.abort()
-        self._docs.close()
         self._docs_path.unlink(missing_ok=True)
+        self._offsets_path.unlink(missing_ok=True)
+
+
+def documents_path(prefix: str | os.PathLike) -> Path:
+    """A spill part's document list (see the module docstring)."""
+    return Path(f"{prefix}.docs.jsonl")
+
+
+def shard_offsets_path(prefix: str | os.PathLike) -> Path:
+    """Where each shard's lines of a spill part's document list are (see the module docstring)."""
+    return Path(f"{prefix}.docs.shards")
+
+
+def shard_documents(prefix: str, shard: int) -> Iterator[tuple[int, str]]:
+    """``(doc_no, doc_id)`` of each of ``shard``'s documents in the spill part
+    ``prefix``, in document order: its own lines of the list, found by the part's
+    shard offsets (a part without them, written by an earlier version, is read
+    whole). A list or offsets that do not agree raise :class:`OSError` naming the file."""
+    docs = documents_path(prefix)
+    try:
+        offsets_file = open(shard_offsets_path(prefix), "rb")
+    except FileNotFoundError:
+        yield from _scan_documents(docs, shard)
+        return
+    with offsets_file:
+        pair = os.pread(offsets_file.fileno(), 16, 8 * shard)
+    if len(pair) < 16:
+        return  # past the part's highest shard: none of its documents
+    start, stop = (int(v) for v in np.frombuffer(pair, dtype="<i8"))
+    if start == stop:
+        return
+    damaged = (f"{docs}: shard {shard}'s lines are bytes {start}:{stop} by {shard_offsets_path(prefix)}, "
+               f"{{}} (a damaged spill part; drop --resume to start over)")
+    if not 0 <= start < stop:
+        raise OSError(damaged.format("reversed"))
+    with open(docs, "rb") as f:
+        data = os.pread(f.fileno(), stop - start, start)
+    if len(data) != stop - start:
+        raise OSError(damaged.format(f"past the list's end ({start + len(data)} bytes)"))
+    for line in data.decode("utf-8").splitlines():
+        try:
+            doc_id, line_shard, doc_no = json.loads(line)
+        except ValueError as err:
+            raise OSError(f"{docs}: {line[:80]!r} in shard {shard}'s lines is not [doc_id, shard, doc_no] "
+                          f"(a damaged spill part; drop --resume to start over)") from err
+        if line_shard != shard:
+            raise OSError(f"{docs}: a document of shard {line_shard} among shard {shard}'s lines "
+                          f"(a damaged spill part; drop --resume to start over)")
+        yield doc_no, doc_id
+
+
+def _scan_documents(docs: Path, shard: int) -> Iterator[tuple[int, str]]:
+    """:func:`shard_documents` of a part written before the shard offsets: its list,
+    ``[doc_id, shard]`` lines in document order, read whole."""
+    with open(docs, encoding="utf-8") as f:
+        for doc_no, line in enumerate(f):
+            # Parse only the shard's own lines (the shard is the number after the last comma).
+            if int(line[line.rindex(",") + 1 : line.rindex("]")]) == shard:
+                yield doc_no, json.loads(line)[0]
 
 
 class _GatheredValues:
@@ -203,30 +285,27 @@ class ShardDocuments:
         sentences = 0
         dtype = np.dtype(np.int32)  # the parts' token type (an empty shard reads none)
         for prefix in sorted(set(part_prefixes)):
+            mine = list(shard_documents(prefix, shard))
+            if not mine:
+                continue
             ids = IndexedReader(prefix)
             dtype = ids.dtype
             starts = IndexedReader(f"{prefix}.wstart") if word_starts else None
-            with open(f"{prefix}.docs.jsonl", encoding="utf-8") as f:
-                for doc_no, line in enumerate(f):
-                    # Every shard reads every part's list: parse only its own lines
-                    # (``[doc_id, shard]``: the shard is the number after the last comma).
-                    if int(line[line.rindex(",") + 1 : line.rindex("]")]) != shard:
-                        continue
-                    doc_id = json.loads(line)[0]
-                    first = int(ids.document_index[doc_no])
-                    end = int(ids.document_index[doc_no + 1])
-                    content = ids.span(first, end - 1).tobytes() if end > first else b""
-                    digest = hashlib.blake2b(content, digest_size=8).hexdigest()
-                    found.append((doc_id, digest, len(bases)))
-                    tokens_file.write(content)
-                    if starts_file is not None and starts is not None and end > first:
-                        starts_file.write(starts.span(first, end - 1).tobytes())
-                    lengths_file.write(ids.sequence_lengths[first:end].astype(np.int32).tobytes())
-                    firsts.append(sentences)
-                    counts.append(end - first)
-                    sentences += end - first
-                    bases.append(base)
-                    base += len(content) // ids.dtype.itemsize
+            for doc_no, doc_id in mine:
+                first = int(ids.document_index[doc_no])
+                end = int(ids.document_index[doc_no + 1])
+                content = ids.span(first, end - 1).tobytes() if end > first else b""
+                digest = hashlib.blake2b(content, digest_size=8).hexdigest()
+                found.append((doc_id, digest, len(bases)))
+                tokens_file.write(content)
+                if starts_file is not None and starts is not None and end > first:
+                    starts_file.write(starts.span(first, end - 1).tobytes())
+                lengths_file.write(ids.sequence_lengths[first:end].astype(np.int32).tobytes())
+                firsts.append(sentences)
+                counts.append(end - first)
+                sentences += end - first
+                bases.append(base)
+                base += len(content) // ids.dtype.itemsize
             del ids, starts  # unmapped and closed before the next part is opened
         for file in (tokens_file, starts_file, lengths_file):
             if file is not None:

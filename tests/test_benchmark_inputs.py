@@ -17,6 +17,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "experiments"))
 import bench_data_prep  # noqa: E402
+import bench_shard_gather  # noqa: E402
 import bench_train  # noqa: E402
 import miniature_selfsim  # noqa: E402
 
@@ -220,3 +221,31 @@ def test_miniature_refuses_a_model_trained_with_other_settings(tmp_path: Path, i
     assert bigger is not None and "batch_size: 16 -> 32" in bigger
     other_data = miniature_selfsim.run_settings("TaCL", data["sentences"], start, 40, 16)
     assert "data: other inputs" in (miniature_selfsim.trained_problem(out, other_data) or "")
+
+
+# --------------------------------------------------------------------------- bench_shard_gather
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--parts", "0"], "argument --parts: 0: must be at least 1"),
+    (["--shards", "x"], "argument --shards: 'x': not a whole number"),
+    (["--shards", "4", "--measured-shards", "5"], "--measured-shards 5 is more than --shards 4"),
+])
+def test_shard_gather_refuses_bad_counts(flags: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        bench_shard_gather.parse_args(flags)
+    assert exit_.value.code == 2
+    assert error_line(capsys.readouterr().err) == said
+
+
+def test_shard_gather_measures_both_formats_on_the_same_documents(capsys: pytest.CaptureFixture[str]) -> None:
+    """A small run: both formats gather the same documents (it exits 1 otherwise) and
+    the table has a row for each shard count of the dump."""
+    assert bench_shard_gather.main(["--parts", "6", "--docs-per-part", "40", "--shards", "5",
+                                    "--measured-shards", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "6 parts of 40 documents over 5 shards written" in out
+    per_shard = [line for line in out.splitlines() if line.startswith("ms per shard (")]
+    assert len(per_shard) == 1 and "offsets" in per_shard[0] and "whole lists" in per_shard[0]
+    rows = [line.split() for line in out.splitlines()[-2:]]
+    assert [row[0] for row in rows] == ["310", "2048"] and all(float(row[1]) > 0 for row in rows)

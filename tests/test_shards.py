@@ -406,6 +406,80 @@ def test_a_shard_build_holds_its_own_documents_sentences_only(tmp_path):
     assert np.array_equal(docs.tokens.values(whole), np.concatenate([s.ids for s in DOCUMENTS[0].sentences]))
 
 
+def _gathered(docs: ShardDocuments) -> list[tuple[str, list[int]]]:
+    """Each gathered document's id and tokens, in the shard's order."""
+    out = []
+    for number, doc_id in enumerate(docs.doc_ids):
+        lengths = docs.sentence_lengths[number]
+        docs.start_document(number)
+        out.append((doc_id, docs.tokens.values(Segment(number, 0, len(lengths) - 1, 0, sum(lengths))).tolist()))
+    return out
+
+
+def _shard_lines(prefix: str) -> dict[int, tuple[int, int]]:
+    """Where each shard's lines of a part's document list are, by its shard offsets."""
+    offsets = np.fromfile(f"{prefix}.docs.shards", dtype="<i8")
+    return {k: (int(offsets[k]), int(offsets[k + 1])) for k in range(len(offsets) - 1)}
+
+
+def test_a_shard_build_reads_only_its_own_lines_of_each_parts_document_list(tmp_path):
+    """A part's document list is grouped by shard with the offsets of each group:
+    a shard build reads its own lines and no other shard's (it read every line of
+    every part, work that grew as shards x documents). Checked by damaging the other
+    shard's lines: the shard's documents are still gathered, the same as before."""
+    shard_of = {d.doc_id: k % 3 for k, d in enumerate(DOCUMENTS)}
+    prefixes = spill(tmp_path, [DOCUMENTS[:7], DOCUMENTS[7:]], shard_of)
+    before = {shard: _gathered(ShardDocuments(shard, prefixes)) for shard in range(3)}
+    for shard in range(3):
+        assert [doc_id for doc_id, _ in before[shard]] == sorted(d.doc_id for d in DOCUMENTS if shard_of[d.doc_id] == shard)
+    for prefix in prefixes:
+        lines = Path(f"{prefix}.docs.jsonl").read_bytes()
+        assert [json.loads(line)[1] for line in lines.splitlines()] == sorted(
+            json.loads(line)[1] for line in lines.splitlines())  # grouped by shard
+        start, stop = _shard_lines(prefix)[1]
+        Path(f"{prefix}.docs.jsonl").write_bytes(lines[:start] + b"x" * (stop - start) + lines[stop:])
+    for shard in (0, 2):
+        assert _gathered(ShardDocuments(shard, prefixes)) == before[shard]
+    with pytest.raises(OSError, match=rf"{prefixes[0]}.docs.jsonl: 'x+' in shard 1's lines is not \[doc_id, shard, doc_no\]"):
+        ShardDocuments(1, prefixes)
+
+
+def test_parts_written_before_the_shard_offsets_are_read_whole(tmp_path):
+    """A part of an interrupted build of an earlier version (``[doc_id, shard]`` lines
+    in document order, no ``.docs.shards``), resumed by this one, gives the same
+    documents as the part this version writes."""
+    prefixes = spill(tmp_path, [DOCUMENTS[:9], DOCUMENTS[9:]])
+    ours = {shard: _gathered(ShardDocuments(shard, prefixes)) for shard in range(2)}
+    for prefix in prefixes:
+        entries = [json.loads(line) for line in Path(f"{prefix}.docs.jsonl").read_text().splitlines()]
+        old = sorted(entries, key=lambda entry: entry[2])
+        assert [doc_no for _, _, doc_no in old] == list(range(len(old)))
+        Path(f"{prefix}.docs.jsonl").write_text("".join(json.dumps([doc_id, shard]) + "\n" for doc_id, shard, _ in old))
+        Path(f"{prefix}.docs.shards").unlink()
+    assert {shard: _gathered(ShardDocuments(shard, prefixes)) for shard in range(2)} == ours
+
+
+@pytest.mark.parametrize("damage", ["past the end", "reversed", "another shard's line"])
+def test_damaged_shard_offsets_are_an_error_naming_the_part(tmp_path, damage):
+    prefixes = spill(tmp_path, [DOCUMENTS])
+    prefix = prefixes[0]
+    offsets = np.fromfile(f"{prefix}.docs.shards", dtype="<i8")
+    if damage == "past the end":
+        offsets[2] += 100
+        match = rf"{prefix}.docs.jsonl: shard 1's lines are bytes \d+:\d+ by {prefix}.docs.shards, past the list's end"
+    elif damage == "reversed":
+        offsets[1], offsets[2] = offsets[2], offsets[1]
+        match = r"shard 1's lines are bytes \d+:\d+ by .*, reversed"
+    else:
+        start, stop = _shard_lines(prefix)[0]
+        last = Path(f"{prefix}.docs.jsonl").read_bytes()[start:stop].splitlines(True)[-1]
+        offsets[1] = stop - len(last)  # shard 1's lines begin with shard 0's last
+        match = rf"{prefix}.docs.jsonl: a document of shard 0 among shard 1's lines"
+    offsets.astype("<i8").tofile(f"{prefix}.docs.shards")
+    with pytest.raises(OSError, match=match):
+        ShardDocuments(1, prefixes)
+
+
 def test_a_shard_build_keeps_its_sentence_lengths_on_disk(tmp_path):
     """Sentence lengths are read from the shard's scratch files, not held: a document
     of 50,000 sentences leaves a few kilobytes in memory (4 bytes a sentence were
@@ -543,7 +617,7 @@ def test_duplicate_document_across_parts_is_dropped_and_counted(tmp_path, built)
 
 
 def rename_part(prefix: str, new_prefix: Path) -> str:
-    for suffix in (".bin", ".idx", ".wstart.bin", ".wstart.idx", ".docs.jsonl"):
+    for suffix in (".bin", ".idx", ".wstart.bin", ".wstart.idx", ".docs.jsonl", ".docs.shards"):
         os.replace(prefix + suffix, f"{new_prefix}{suffix}")
     return str(new_prefix)
 
@@ -762,14 +836,14 @@ def test_a_units_marker_names_every_file_its_part_wrote_and_resume_keeps_exactly
     writer.add(0, DOCUMENTS[0])
     writer.close()
     written = sorted(p.name for p in workspace.root.iterdir() if p.name.startswith("part-done"))
-    assert len(written) == 5 and sorted(p.name for p in writer.files) == written
+    assert len(written) == 6 and sorted(p.name for p in writer.files) == written
     workspace.mark_done(prefix, writer.files, {"bytes": 1, "shards": [0], "skips": {}, "documents": 1})
     assert workspace.marker(prefix)["files"] == written
     unfinished = SpillWriter(workspace.root, FACTS.token_dtype, workspace.root / "part-killed")
     unfinished.add(0, DOCUMENTS[1])
     unfinished.close()  # closed, but killed before its marker
     workspace.shard_scratch()
-    assert workspace.discard_incomplete() == (1, 6)
+    assert workspace.discard_incomplete() == (1, 7)
     assert sorted(p.name for p in workspace.root.iterdir()) == sorted([*written, "part-done.done.json", "build.json"])
     for name, ours in (("shard-00003.bin", True), ("validation-00000.meta.npy", True), ("_tmp", True),
                        ("tokenizer", True), (".manifest.json.1a2b.tmp", True), ("notes.txt", False),
