@@ -45,15 +45,29 @@ from .instances import Segment
 
 
 class SpillWriter:
-    """Appends tokenized documents to one spill part (see module docstring)."""
+    """Appends tokenized documents to one spill part (see module docstring).
+
+    It writes files of its own (``PREFIX.attempt-<random>.*``) and renames them to
+    the part's names when it closes, once their data is synced: two live attempts of
+    one work unit (a runner's speculative execution, or a task run again while a
+    worker thought lost still runs it) each write their own files, the part's names
+    only ever hold a finished part (the same bytes whichever attempt renamed last:
+    a unit's part is deterministic), and an attempt that fails removes its own files,
+    never the part another attempt finished. A killed attempt's files are named by no
+    completion marker: a resumed build removes them."""
 
     def __init__(self, tmp_dir: str | os.PathLike, token_dtype: np.dtype, prefix: Path | None = None) -> None:
         Path(tmp_dir).mkdir(parents=True, exist_ok=True)
         self.prefix = prefix or Path(tmp_dir) / f"part-{uuid.uuid4().hex}"
-        self._ids = IndexedWriter(self.prefix, token_dtype)
-        self._starts = IndexedWriter(f"{self.prefix}.wstart", np.uint8)
-        self._docs_path = documents_path(self.prefix)
-        self._offsets_path = shard_offsets_path(self.prefix)
+        attempt = Path(f"{self.prefix}.attempt-{uuid.uuid4().hex[:16]}")
+        self._ids = IndexedWriter(attempt, token_dtype)
+        self._starts = IndexedWriter(f"{attempt}.wstart", np.uint8)
+        self._docs_path = documents_path(attempt)
+        self._offsets_path = shard_offsets_path(attempt)
+        # Each file as this attempt writes it, and as the part names it.
+        self._renames = {written: Path(f"{self.prefix}{str(written)[len(str(attempt)):]}") for written in (
+            bin_path(attempt), idx_path(attempt), bin_path(f"{attempt}.wstart"), idx_path(f"{attempt}.wstart"),
+            self._docs_path, self._offsets_path)}
         # (shard, doc_no, doc_id) of each document added: the list is written grouped
         # by shard when the part closes (a work unit's ids, a few MB at most).
         self._documents: list[tuple[int, int, str]] = []
@@ -61,9 +75,8 @@ class SpillWriter:
 
     @property
     def files(self) -> list[Path]:
-        """Every file of the part: what a completion marker syncs and names."""
-        return [bin_path(self.prefix), idx_path(self.prefix), bin_path(f"{self.prefix}.wstart"),
-                idx_path(f"{self.prefix}.wstart"), self._docs_path, self._offsets_path]
+        """Every file of the part (once closed): what a completion marker syncs and names."""
+        return list(self._renames.values())
 
     def add(self, shard: int, document: TokenizedDocument) -> None:
         """Append ``document`` to the part, for shard ``shard``."""
@@ -76,7 +89,8 @@ class SpillWriter:
 
     def close(self) -> str:
         """Finish the part's files (the document list grouped by shard, and where each
-        shard's lines start); return its prefix."""
+        shard's lines start), sync them and rename them to the part's names; return
+        its prefix."""
         self._ids.close()
         self._starts.close()
         self._documents.sort()  # by shard, then document number
@@ -89,14 +103,20 @@ class SpillWriter:
             f.write(b"".join(lines))
         with open(self._offsets_path, "wb") as f:
             f.write(np.cumsum(ends, dtype="<i8").tobytes())
+        for written in self._renames:
+            with open(written, "rb") as f:
+                os.fsync(f.fileno())  # before the rename: the part's names never hold unsynced data
+        for written, name in self._renames.items():
+            os.replace(written, name)
         return str(self.prefix)
 
     def abort(self) -> None:
-        """Remove what the part wrote (a failed unit leaves no file of it)."""
+        """Remove what this attempt wrote (a failed unit leaves no file of it; a part
+        another attempt finished stays)."""
         self._ids.abort()
         self._starts.abort()
-        self._docs_path.unlink(missing_ok=True)
-        self._offsets_path.unlink(missing_ok=True)
+        for written in self._renames:
+            written.unlink(missing_ok=True)
 
 
 def documents_path(prefix: str | os.PathLike) -> Path:

@@ -3,10 +3,11 @@ dataset exists, and what makes a killed build resumable. This module owns its na
 
 - ``part-<key>.*``: a work unit's spill part (tokenized documents, see
   :class:`data_prep.spill.SpillWriter`), named after the unit so that a rerun finds
-  it again. Once the part's files are closed and synced, a completion marker
+  it again; each attempt of the unit writes ``part-<key>.attempt-<random>.*`` and
+  renames them to the part's names when they are finished and synced. Then a completion marker
   ``part-<key>.done.json`` records what the unit produced (the shards it touched,
   its skip counts, its documents) and the files it wrote, which are exactly the
-  files that were synced. A part without a marker is incomplete and is discarded
+  files that were synced. A part without a marker (or an attempt's files) is incomplete and is discarded
   on resume.
 - ``build.json``: a fingerprint of the build configuration and the list of units,
   the settings themselves (so that a refused resume names the one that differs),

@@ -440,7 +440,7 @@ def test_a_shard_build_reads_only_its_own_lines_of_each_parts_document_list(tmp_
         Path(f"{prefix}.docs.jsonl").write_bytes(lines[:start] + b"x" * (stop - start) + lines[stop:])
     for shard in (0, 2):
         assert _gathered(ShardDocuments(shard, prefixes)) == before[shard]
-    with pytest.raises(OSError, match=rf"{prefixes[0]}.docs.jsonl: 'x+' in shard 1's lines is not \[doc_id, shard, doc_no\]"):
+    with pytest.raises(OSError, match=rf"{min(prefixes)}.docs.jsonl: 'x+' in shard 1's lines is not \[doc_id, shard, doc_no\]"):
         ShardDocuments(1, prefixes)
 
 
@@ -683,6 +683,64 @@ def test_spill_writer_abort_removes_its_files(tmp_path):
     writer.add(0, DOCUMENTS[0])
     writer.abort()
     assert list((tmp_path / "spill").iterdir()) == []
+
+
+def _part_bytes(prefix: Path) -> dict[str, bytes]:
+    """Each file of the part ``prefix`` by its suffix (an attempt's own files left out)."""
+    return {p.name[len(prefix.name):]: p.read_bytes() for p in prefix.parent.iterdir()
+            if p.name.startswith(prefix.name + ".") and ".attempt-" not in p.name}
+
+
+def test_two_live_attempts_of_a_unit_leave_one_whole_part(tmp_path):
+    """Two attempts of one work unit (speculative execution, or a task run again while
+    a worker thought lost still runs it) each write files of their own and rename
+    them into place when they close: while the later one writes, the part the earlier
+    one finished stays whole (writing the part's own files truncated it under the
+    shard builds reading it), and the part is the same bytes after either close."""
+    alone = tmp_path / "alone" / "part-u"
+    writer = SpillWriter(alone.parent, FACTS.token_dtype, alone)
+    for document in DOCUMENTS:
+        writer.add(SHARD_OF[document.doc_id], document)
+    writer.close()
+    expected = _part_bytes(alone)
+    assert sorted(expected) == sorted(p.name[len("part-u"):] for p in writer.files)
+    both = tmp_path / "both" / "part-u"
+    first = SpillWriter(both.parent, FACTS.token_dtype, both)
+    for document in DOCUMENTS:
+        first.add(SHARD_OF[document.doc_id], document)
+    first.close()
+    assert _part_bytes(both) == expected
+    second = SpillWriter(both.parent, FACTS.token_dtype, both)
+    for document in DOCUMENTS[:5]:
+        second.add(SHARD_OF[document.doc_id], document)
+    assert _part_bytes(both) == expected  # while the second writes
+    for document in DOCUMENTS[5:]:
+        second.add(SHARD_OF[document.doc_id], document)
+    second.close()
+    assert _part_bytes(both) == expected
+    assert sorted(p.name for p in both.parent.iterdir()) == sorted(f"part-u{suffix}" for suffix in expected)
+
+
+def test_a_failed_attempt_leaves_the_part_another_attempt_finished(tmp_path):
+    """An attempt that fails removes its own files, never the part that another
+    attempt of the unit finished (and marked done): the shard build still reads it.
+    A killed attempt's files are left for a resumed build to remove."""
+    from data_prep.workspace import Workspace
+
+    workspace = Workspace(tmp_path)
+    workspace.start_run("digest", [], inputs={}, tokenizer_sha256="0" * 64)
+    prefix = workspace.root / "part-u"
+    done, failed, killed = (SpillWriter(workspace.root, FACTS.token_dtype, prefix) for _ in range(3))
+    for writer in (done, failed, killed):
+        writer.add(0, DOCUMENTS[0])
+    done.close()
+    workspace.mark_done(prefix, done.files, {"bytes": 1, "shards": [0], "skips": {}, "documents": 1})
+    failed.abort()
+    assert ShardDocuments(0, [str(prefix)]).doc_ids == [DOCUMENTS[0].doc_id]
+    assert any(".attempt-" in p.name for p in workspace.root.iterdir())  # the killed one's
+    assert workspace.discard_incomplete() == (1, 2)  # its .bin, and its .wstart.bin
+    assert sorted(p.name for p in workspace.root.iterdir()) == sorted(
+        [*(p.name for p in done.files), "part-u.done.json", "build.json"])
 
 
 # ---------------------------------------------------------- reader validation
