@@ -155,11 +155,15 @@ def shard_documents(prefix: str, shard: int) -> Iterator[tuple[int, str]]:
         data = os.pread(f.fileno(), stop - start, start)
     if len(data) != stop - start:
         raise OSError(damaged.format(f"past the list's end ({start + len(data)} bytes)"))
-    for line in data.decode("utf-8").splitlines():
+    if not data.endswith(b"\n"):
+        raise OSError(damaged.format("not ending where a line does"))
+    # Lines end at "\n" alone: json.dumps leaves U+0085, U+2028 and U+2029 in a document
+    # id as they are, and str.splitlines() would end a line at each.
+    for line in data[:-1].split(b"\n"):
         try:
             doc_id, line_shard, doc_no = json.loads(line)
-        except ValueError as err:
-            raise OSError(f"{docs}: {line[:80]!r} in shard {shard}'s lines is not [doc_id, shard, doc_no] "
+        except ValueError as err:  # UnicodeDecodeError among them
+            raise OSError(f"{docs}: {line[:80].decode('utf-8', 'replace')!r} in shard {shard}'s lines is not [doc_id, shard, doc_no] "
                           f"(a damaged spill part; drop --resume to start over)") from err
         if line_shard != shard:
             raise OSError(f"{docs}: a document of shard {line_shard} among shard {shard}'s lines "

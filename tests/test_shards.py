@@ -437,7 +437,8 @@ def test_a_shard_build_reads_only_its_own_lines_of_each_parts_document_list(tmp_
         assert [json.loads(line)[1] for line in lines.splitlines()] == sorted(
             json.loads(line)[1] for line in lines.splitlines())  # grouped by shard
         start, stop = _shard_lines(prefix)[1]
-        Path(f"{prefix}.docs.jsonl").write_bytes(lines[:start] + b"x" * (stop - start) + lines[stop:])
+        damaged = bytes(byte if byte == ord("\n") else ord("x") for byte in lines[start:stop])
+        Path(f"{prefix}.docs.jsonl").write_bytes(lines[:start] + damaged + lines[stop:])
     for shard in (0, 2):
         assert _gathered(ShardDocuments(shard, prefixes)) == before[shard]
     with pytest.raises(OSError, match=rf"{min(prefixes)}.docs.jsonl: 'x+' in shard 1's lines is not \[doc_id, shard, doc_no\]"):
@@ -459,7 +460,16 @@ def test_parts_written_before_the_shard_offsets_are_read_whole(tmp_path):
     assert {shard: _gathered(ShardDocuments(shard, prefixes)) for shard in range(2)} == ours
 
 
-@pytest.mark.parametrize("damage", ["past the end", "reversed", "another shard's line"])
+def test_document_ids_with_any_line_separator_are_read_back(tmp_path):
+    """json.dumps leaves U+0085, U+2028 and U+2029 unescaped; a part's list is split
+    at "\\n" alone, so an id holding them (a line of a text corpus may) is one line."""
+    odd = ["a\u2028b", "c\x85d", "e\u2029f", "g\x1ch", "i\rj"]
+    documents = [TokenizedDocument(doc_id, DOCUMENTS[k].sentences, 10) for k, doc_id in enumerate(odd)]
+    prefixes = spill(tmp_path, [documents], {doc_id: 0 for doc_id in odd})
+    assert ShardDocuments(0, prefixes).doc_ids == sorted(odd)
+
+
+@pytest.mark.parametrize("damage", ["past the end", "reversed", "another shard's line", "mid-line"])
 def test_damaged_shard_offsets_are_an_error_naming_the_part(tmp_path, damage):
     prefixes = spill(tmp_path, [DOCUMENTS])
     prefix = prefixes[0]
@@ -470,6 +480,9 @@ def test_damaged_shard_offsets_are_an_error_naming_the_part(tmp_path, damage):
     elif damage == "reversed":
         offsets[1], offsets[2] = offsets[2], offsets[1]
         match = r"shard 1's lines are bytes \d+:\d+ by .*, reversed"
+    elif damage == "mid-line":
+        offsets[2] -= 1
+        match = r"shard 1's lines are bytes \d+:\d+ by .*, not ending where a line does"
     else:
         start, stop = _shard_lines(prefix)[0]
         last = Path(f"{prefix}.docs.jsonl").read_bytes()[start:stop].splitlines(True)[-1]
