@@ -28,7 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from data_prep.documents import TokenizedDocument, shard_of  # noqa: E402
-from data_prep.spill import ShardDocuments, SpillWriter, documents_path, shard_offsets_path  # noqa: E402
+from data_prep.spill import (  # noqa: E402
+    ShardDocuments,
+    SpillWriter,
+    documents_path,
+    earlier_documents_path,
+    shard_offsets_path,
+)
 from data_prep.tokenization import EncodedSentence  # noqa: E402
 
 
@@ -49,9 +55,11 @@ def write_parts(root: Path, parts: int, docs_per_part: int, shards: int) -> list
 def to_earlier_format(prefixes: list[str]) -> None:
     """Rewrite each part's document list as versions before the shard offsets wrote it."""
     for prefix in prefixes:
-        entries = [json.loads(line) for line in documents_path(prefix).read_text().splitlines()]
+        entries = [json.loads(line) for line in documents_path(prefix).read_bytes().split(b"\n")[:-1]]
         entries.sort(key=lambda entry: entry[2])
-        documents_path(prefix).write_text("".join(json.dumps([doc_id, shard]) + "\n" for doc_id, shard, _ in entries))
+        earlier_documents_path(prefix).write_text(
+            "".join(json.dumps([doc_id, shard]) + "\n" for doc_id, shard, _ in entries))
+        documents_path(prefix).unlink()
         shard_offsets_path(prefix).unlink()
 
 

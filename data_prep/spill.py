@@ -11,16 +11,18 @@ copying its own shard's documents into unlinked scratch files
 canonical order (by document id). Holding documents on disk instead of in the
 runner's shuffle keeps memory flat whatever the corpus size.
 
-The document list, ``PREFIX.docs.jsonl``, holds one ``[doc_id, shard, doc_no]`` line
-per document (``doc_no``: its document number in the part's MMIDIDX files), grouped
-by shard in ascending order; ``PREFIX.docs.shards`` says where each shard's lines
-are: little-endian int64 byte offsets, shard k's lines being bytes
-``offsets[k]:offsets[k + 1]`` of the list (the part's highest shard + 2 offsets). A
-shard build reads two offsets and its own lines from each part, never the other
-shards' (every part holds documents of nearly every shard, so reading whole lists
-made the shard stage's work grow as shards × documents). Parts written before the
-offsets existed (``[doc_id, shard]`` lines in document order, no ``.docs.shards``:
-an interrupted build resumed by this version) are read whole, as they were.
+The document list, ``PREFIX.shard-docs.jsonl``, holds one ``[doc_id, shard, doc_no]``
+line per document (``doc_no``: its document number in the part's MMIDIDX files),
+grouped by shard in ascending order, document order within a shard;
+``PREFIX.shard-docs.offsets`` says where each shard's lines are: little-endian int64
+byte offsets, shard k's lines being bytes ``offsets[k]:offsets[k + 1]`` of the list
+(the part's highest shard + 2 offsets, the last the list's size). A shard build reads
+two offsets and its own lines from each part, never the other shards' (every part
+holds documents of nearly every shard, so reading whole lists made the shard stage's
+work grow as shards × documents). Parts written before this format (``PREFIX.docs.jsonl``:
+``[doc_id, shard]`` lines in document order; an interrupted build resumed by this
+version) are read whole, as they were; the new names keep an earlier version from
+misreading a part of this one (it fails on the missing ``.docs.jsonl``).
 """
 
 from __future__ import annotations
@@ -47,132 +49,204 @@ from .instances import Segment
 class SpillWriter:
     """Appends tokenized documents to one spill part (see module docstring).
 
-    It writes files of its own (``PREFIX.attempt-<random>.*``) and renames them to
-    the part's names when it closes, once their data is synced: two live attempts of
-    one work unit (a runner's speculative execution, or a task run again while a
-    worker thought lost still runs it) each write their own files, the part's names
-    only ever hold a finished part (the same bytes whichever attempt renamed last:
-    a unit's part is deterministic), and an attempt that fails removes its own files,
-    never the part another attempt finished. A killed attempt's files are named by no
-    completion marker: a resumed build removes them."""
+    It writes files of its own (``PREFIX.attempt-<random>.*``) and links them to the
+    part's names when it closes, once their data is synced: two live attempts of one
+    work unit (a runner's speculative execution, or a task run again while a worker
+    thought lost still runs it) each write their own files; the part's names only
+    ever hold a finished part, which a later attempt leaves in place (the same bytes:
+    a unit's part is deterministic; replacing it would pull the files from under a
+    shard build reading them, ESTALE on NFS); and an attempt that fails, in
+    :meth:`close` too, removes its own files, never the part another attempt finished.
+    A killed attempt's files are named by no completion marker: a resumed build
+    removes them.
+
+    Memory holds a byte count per shard, not per document: the document list is
+    written as documents come (a work unit of the ``lines`` format is a whole file,
+    a document per line) and regrouped by shard on disk when the part closes."""
+
+    # Lines of the regrouped list held before they are written, in bytes.
+    REGROUP_BUFFER_BYTES = 4 << 20
 
     def __init__(self, tmp_dir: str | os.PathLike, token_dtype: np.dtype, prefix: Path | None = None) -> None:
         Path(tmp_dir).mkdir(parents=True, exist_ok=True)
         self.prefix = prefix or Path(tmp_dir) / f"part-{uuid.uuid4().hex}"
         attempt = Path(f"{self.prefix}.attempt-{uuid.uuid4().hex[:16]}")
-        self._ids = IndexedWriter(attempt, token_dtype)
-        self._starts = IndexedWriter(f"{attempt}.wstart", np.uint8)
         self._docs_path = documents_path(attempt)
         self._offsets_path = shard_offsets_path(attempt)
+        self._arrival_path = Path(f"{attempt}.arrivals.jsonl")  # the list in document order, until close
         # Each file as this attempt writes it, and as the part names it.
-        self._renames = {written: Path(f"{self.prefix}{str(written)[len(str(attempt)):]}") for written in (
+        self._links = {written: Path(f"{self.prefix}{str(written)[len(str(attempt)):]}") for written in (
             bin_path(attempt), idx_path(attempt), bin_path(f"{attempt}.wstart"), idx_path(f"{attempt}.wstart"),
             self._docs_path, self._offsets_path)}
-        # (shard, doc_no, doc_id) of each document added: the list is written grouped
-        # by shard when the part closes (a work unit's ids, a few MB at most).
-        self._documents: list[tuple[int, int, str]] = []
+        self._ids = IndexedWriter(attempt, token_dtype)
+        self._starts = IndexedWriter(f"{attempt}.wstart", np.uint8)
+        self._arrivals: BinaryIO | None = open(self._arrival_path, "wb")
+        self._documents = 0
+        self._shard_bytes: dict[int, int] = {}  # each shard's bytes of the list
         self.shards: set[int] = set()
 
     @property
     def files(self) -> list[Path]:
         """Every file of the part (once closed): what a completion marker syncs and names."""
-        return list(self._renames.values())
+        return list(self._links.values())
 
     def add(self, shard: int, document: TokenizedDocument) -> None:
         """Append ``document`` to the part, for shard ``shard``."""
         if not document.sentences:
             return  # nothing to pair; the document processor counts such skips
+        assert self._arrivals is not None, "the part is closed"
         self._ids.add_document([sentence.ids for sentence in document.sentences])
         self._starts.add_document([sentence.word_starts.astype(np.uint8) for sentence in document.sentences])
-        self._documents.append((shard, len(self._documents), document.doc_id))
+        line = (json.dumps([document.doc_id, shard, self._documents], ensure_ascii=False) + "\n").encode("utf-8")
+        self._arrivals.write(line)
+        self._shard_bytes[shard] = self._shard_bytes.get(shard, 0) + len(line)
+        self._documents += 1
         self.shards.add(shard)
 
     def close(self) -> str:
         """Finish the part's files (the document list grouped by shard, and where each
-        shard's lines start), sync them and rename them to the part's names; return
-        its prefix."""
-        self._ids.close()
-        self._starts.close()
-        self._documents.sort()  # by shard, then document number
-        lines = [(json.dumps([doc_id, shard, doc_no], ensure_ascii=False) + "\n").encode("utf-8")
-                 for shard, doc_no, doc_id in self._documents]
-        last = self._documents[-1][0] if self._documents else -1
-        ends = np.zeros(last + 2, dtype="<i8")  # ends[k + 1]: where shard k's lines end
-        np.add.at(ends, [shard + 1 for shard, _, _ in self._documents], [len(line) for line in lines])
-        with open(self._docs_path, "wb") as f:
-            f.write(b"".join(lines))
-        with open(self._offsets_path, "wb") as f:
-            f.write(np.cumsum(ends, dtype="<i8").tobytes())
-        for written in self._renames:
-            with open(written, "rb") as f:
-                os.fsync(f.fileno())  # before the rename: the part's names never hold unsynced data
-        for written, name in self._renames.items():
-            os.replace(written, name)
+        shard's lines start), sync them and link them to the part's names; return
+        its prefix. A failure removes this attempt's files (:meth:`abort`)."""
+        try:
+            self._ids.close()
+            self._starts.close()
+            assert self._arrivals is not None, "the part is closed"
+            self._arrivals.close()
+            self._arrivals = None
+            offsets = self._write_grouped()
+            with open(self._offsets_path, "wb") as f:
+                f.write(offsets.tobytes())
+            for written in self._links:
+                with open(written, "rb") as f:
+                    os.fsync(f.fileno())  # before the link: the part's names never hold unsynced data
+            for written, name in self._links.items():
+                _link_unless_there(written, name)
+        except BaseException:
+            self.abort()
+            raise
+        self._arrival_path.unlink()
         return str(self.prefix)
+
+    def _write_grouped(self) -> np.ndarray:
+        """Write the document list grouped by shard from the arrivals file (each line
+        written at its shard's next place, a buffer at a time); return the offsets."""
+        top = max(self._shard_bytes, default=-1)
+        sizes = np.zeros(top + 2, dtype="<i8")
+        for shard, size in self._shard_bytes.items():
+            sizes[shard + 1] = size
+        offsets = np.cumsum(sizes, dtype="<i8")
+        place = {shard: int(offsets[shard]) for shard in self._shard_bytes}  # where its next line goes
+        held: dict[int, list[bytes]] = {}
+        held_bytes = 0
+        with open(self._arrival_path, "rb") as arrivals, open(self._docs_path, "wb") as grouped:
+
+            def flush() -> None:
+                for shard, lines in held.items():
+                    data = b"".join(lines)
+                    os.pwrite(grouped.fileno(), data, place[shard])
+                    place[shard] += len(data)
+                held.clear()
+
+            for line in arrivals:  # binary lines end at b"\n" alone
+                shard = json.loads(line)[1]
+                held.setdefault(shard, []).append(line)
+                held_bytes += len(line)
+                if held_bytes >= self.REGROUP_BUFFER_BYTES:
+                    flush()
+                    held_bytes = 0
+            flush()
+        return offsets
 
     def abort(self) -> None:
         """Remove what this attempt wrote (a failed unit leaves no file of it; a part
         another attempt finished stays)."""
         self._ids.abort()
         self._starts.abort()
-        for written in self._renames:
+        if self._arrivals is not None:
+            self._arrivals.close()
+            self._arrivals = None
+        for written in (*self._links, self._arrival_path):
             written.unlink(missing_ok=True)
+
+
+def _link_unless_there(written: Path, name: Path) -> None:
+    """Give the finished file ``written`` the part's ``name`` and drop its own: by a
+    hard link, which fails where the name is taken (another attempt's finished file,
+    left as it is); on a filesystem without hard links, by a rename unless the name
+    is taken."""
+    try:
+        os.link(written, name)
+    except FileExistsError:
+        pass
+    except OSError:  # no hard links here (EPERM, EOPNOTSUPP, ...)
+        if not name.exists():
+            os.replace(written, name)
+            return
+    written.unlink()
 
 
 def documents_path(prefix: str | os.PathLike) -> Path:
     """A spill part's document list (see the module docstring)."""
-    return Path(f"{prefix}.docs.jsonl")
+    return Path(f"{prefix}.shard-docs.jsonl")
 
 
 def shard_offsets_path(prefix: str | os.PathLike) -> Path:
     """Where each shard's lines of a spill part's document list are (see the module docstring)."""
-    return Path(f"{prefix}.docs.shards")
+    return Path(f"{prefix}.shard-docs.offsets")
+
+
+def earlier_documents_path(prefix: str | os.PathLike) -> Path:
+    """The document list of a part written before :func:`documents_path`'s format."""
+    return Path(f"{prefix}.docs.jsonl")
 
 
 def shard_documents(prefix: str, shard: int) -> Iterator[tuple[int, str]]:
     """``(doc_no, doc_id)`` of each of ``shard``'s documents in the spill part
     ``prefix``, in document order: its own lines of the list, found by the part's
-    shard offsets (a part without them, written by an earlier version, is read
-    whole). A list or offsets that do not agree raise :class:`OSError` naming the file."""
+    shard offsets (a part of the earlier format is read whole). A list and offsets
+    that do not agree raise :class:`OSError` naming the file."""
     docs = documents_path(prefix)
-    try:
-        offsets_file = open(shard_offsets_path(prefix), "rb")
-    except FileNotFoundError:
-        yield from _scan_documents(docs, shard)
+    offsets_path = shard_offsets_path(prefix)
+    if not docs.exists() and earlier_documents_path(prefix).exists():
+        yield from _scan_documents(earlier_documents_path(prefix), shard)
         return
-    with offsets_file:
-        pair = os.pread(offsets_file.fileno(), 16, 8 * shard)
-    if len(pair) < 16:
-        return  # past the part's highest shard: none of its documents
-    start, stop = (int(v) for v in np.frombuffer(pair, dtype="<i8"))
-    if start == stop:
-        return
-    damaged = (f"{docs}: shard {shard}'s lines are bytes {start}:{stop} by {shard_offsets_path(prefix)}, "
-               f"{{}} (a damaged spill part; drop --resume to start over)")
-    if not 0 <= start < stop:
-        raise OSError(damaged.format("reversed"))
-    with open(docs, "rb") as f:
-        data = os.pread(f.fileno(), stop - start, start)
-    if len(data) != stop - start:
-        raise OSError(damaged.format(f"past the list's end ({start + len(data)} bytes)"))
+    damaged = "{} (a damaged spill part; drop --resume to start over)"
+    with open(offsets_path, "rb") as offsets_file, open(docs, "rb") as docs_file:
+        size = os.fstat(offsets_file.fileno()).st_size
+        last = os.pread(offsets_file.fileno(), 8, size - 8) if size >= 8 else b""
+        list_size = os.fstat(docs_file.fileno()).st_size
+        if size % 8 or len(last) != 8 or int(np.frombuffer(last, dtype="<i8")[0]) != list_size:
+            # A cut offsets file would lose the shards past its end without a word.
+            raise OSError(damaged.format(f"{offsets_path}: {size} bytes, not offsets ending at the size of "
+                                         f"{docs} ({list_size} bytes)"))
+        pair = os.pread(offsets_file.fileno(), 16, 8 * shard) if 8 * shard + 16 <= size else b""
+        if not pair:
+            return  # past the part's highest shard: none of its documents
+        start, stop = (int(v) for v in np.frombuffer(pair, dtype="<i8"))
+        if start == stop:
+            return
+        where = f"{docs}: shard {shard}'s lines are bytes {start}:{stop} by {offsets_path}, {{}}"
+        if not 0 <= start < stop <= list_size:
+            raise OSError(damaged.format(where.format("reversed" if stop < start else "outside the list")))
+        data = os.pread(docs_file.fileno(), stop - start, start)
     if not data.endswith(b"\n"):
-        raise OSError(damaged.format("not ending where a line does"))
+        raise OSError(damaged.format(where.format("not ending where a line does")))
     # Lines end at "\n" alone: json.dumps leaves U+0085, U+2028 and U+2029 in a document
     # id as they are, and str.splitlines() would end a line at each.
     for line in data[:-1].split(b"\n"):
         try:
             doc_id, line_shard, doc_no = json.loads(line)
         except ValueError as err:  # UnicodeDecodeError among them
-            raise OSError(f"{docs}: {line[:80].decode('utf-8', 'replace')!r} in shard {shard}'s lines is not [doc_id, shard, doc_no] "
-                          f"(a damaged spill part; drop --resume to start over)") from err
+            text = line[:80].decode("utf-8", "replace")
+            raise OSError(damaged.format(f"{docs}: {text!r} in shard {shard}'s lines is not "
+                                         "[doc_id, shard, doc_no]")) from err
         if line_shard != shard:
-            raise OSError(f"{docs}: a document of shard {line_shard} among shard {shard}'s lines "
-                          f"(a damaged spill part; drop --resume to start over)")
+            raise OSError(damaged.format(f"{docs}: a document of shard {line_shard} among shard {shard}'s lines"))
         yield doc_no, doc_id
 
 
 def _scan_documents(docs: Path, shard: int) -> Iterator[tuple[int, str]]:
-    """:func:`shard_documents` of a part written before the shard offsets: its list,
+    """:func:`shard_documents` of a part of the earlier format: its list,
     ``[doc_id, shard]`` lines in document order, read whole."""
     with open(docs, encoding="utf-8") as f:
         for doc_no, line in enumerate(f):

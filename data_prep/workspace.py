@@ -4,7 +4,7 @@ dataset exists, and what makes a killed build resumable. This module owns its na
 - ``part-<key>.*``: a work unit's spill part (tokenized documents, see
   :class:`data_prep.spill.SpillWriter`), named after the unit so that a rerun finds
   it again; each attempt of the unit writes ``part-<key>.attempt-<random>.*`` and
-  renames them to the part's names when they are finished and synced. Then a completion marker
+  links them to the part's names when they are finished and synced. Then a completion marker
   ``part-<key>.done.json`` records what the unit produced (the shards it touched,
   its skip counts, its documents) and the files it wrote, which are exactly the
   files that were synced. A part without a marker (or an attempt's files) is incomplete and is discarded
@@ -27,6 +27,7 @@ the progress line counts markers there, so it spans worker processes and runners
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -152,6 +153,19 @@ def _sync(path: Path) -> None:
         os.fsync(f.fileno())
 
 
+def _sync_directory(path: Path) -> None:
+    """Make the names in directory ``path`` durable (where the filesystem can: some
+    network filesystems refuse to sync a directory, and sync their names anyway)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
 class Workspace:
     """``OUTPUT/_tmp/`` of one build (see the module docstring)."""
 
@@ -171,10 +185,12 @@ class Workspace:
         return self.root / f"part-{unit_key(unit)}"
 
     def mark_done(self, prefix: Path, files: list[Path], record: dict[str, Any]) -> None:
-        """Mark a unit complete: sync the ``files`` its part wrote, then write the
+        """Mark a unit complete: sync the ``files`` its part wrote and the directory
+        (their names: a part's files get them by link or rename), then write the
         marker (naming them) by rename."""
         for path in files:
             _sync(path)
+        _sync_directory(self.root)
         done = {**record, "files": sorted(p.name for p in files), "finished_at": time.time()}
         atomic_write(Path(f"{prefix}{MARKER_SUFFIX}"), json.dumps(done), fsync=True)
 

@@ -418,7 +418,7 @@ def _gathered(docs: ShardDocuments) -> list[tuple[str, list[int]]]:
 
 def _shard_lines(prefix: str) -> dict[int, tuple[int, int]]:
     """Where each shard's lines of a part's document list are, by its shard offsets."""
-    offsets = np.fromfile(f"{prefix}.docs.shards", dtype="<i8")
+    offsets = np.fromfile(f"{prefix}.shard-docs.offsets", dtype="<i8")
     return {k: (int(offsets[k]), int(offsets[k + 1])) for k in range(len(offsets) - 1)}
 
 
@@ -433,50 +433,84 @@ def test_a_shard_build_reads_only_its_own_lines_of_each_parts_document_list(tmp_
     for shard in range(3):
         assert [doc_id for doc_id, _ in before[shard]] == sorted(d.doc_id for d in DOCUMENTS if shard_of[d.doc_id] == shard)
     for prefix in prefixes:
-        lines = Path(f"{prefix}.docs.jsonl").read_bytes()
-        assert [json.loads(line)[1] for line in lines.splitlines()] == sorted(
-            json.loads(line)[1] for line in lines.splitlines())  # grouped by shard
+        lines = Path(f"{prefix}.shard-docs.jsonl").read_bytes()
+        entries = [json.loads(line) for line in lines.splitlines()]
+        assert entries == sorted(entries, key=lambda entry: (entry[1], entry[2]))  # by shard, then document
         start, stop = _shard_lines(prefix)[1]
         damaged = bytes(byte if byte == ord("\n") else ord("x") for byte in lines[start:stop])
-        Path(f"{prefix}.docs.jsonl").write_bytes(lines[:start] + damaged + lines[stop:])
+        Path(f"{prefix}.shard-docs.jsonl").write_bytes(lines[:start] + damaged + lines[stop:])
     for shard in (0, 2):
         assert _gathered(ShardDocuments(shard, prefixes)) == before[shard]
-    with pytest.raises(OSError, match=rf"{min(prefixes)}.docs.jsonl: 'x+' in shard 1's lines is not \[doc_id, shard, doc_no\]"):
+    with pytest.raises(OSError, match=rf"{min(prefixes)}.shard-docs.jsonl: 'x+' in shard 1's lines is not "
+                                      r"\[doc_id, shard, doc_no\] \(a damaged spill part"):
         ShardDocuments(1, prefixes)
 
 
-def test_parts_written_before_the_shard_offsets_are_read_whole(tmp_path):
-    """A part of an interrupted build of an earlier version (``[doc_id, shard]`` lines
-    in document order, no ``.docs.shards``), resumed by this one, gives the same
-    documents as the part this version writes."""
+def to_earlier_format(prefix: str) -> None:
+    """Rewrite a part as versions before the grouped list wrote it: ``[doc_id, shard]``
+    lines in document order in ``.docs.jsonl``, no offsets."""
+    entries = [json.loads(line) for line in Path(f"{prefix}.shard-docs.jsonl").read_bytes().split(b"\n")[:-1]]
+    earlier = sorted(entries, key=lambda entry: entry[2])
+    assert [doc_no for _, _, doc_no in earlier] == list(range(len(earlier)))
+    Path(f"{prefix}.docs.jsonl").write_text("".join(json.dumps([doc_id, shard]) + "\n" for doc_id, shard, _ in earlier))
+    Path(f"{prefix}.shard-docs.jsonl").unlink()
+    Path(f"{prefix}.shard-docs.offsets").unlink()
+
+
+def test_parts_of_the_earlier_format_are_read_whole(tmp_path):
+    """A part of an interrupted build of an earlier version, resumed by this one,
+    gives the same documents as the part this version writes."""
     prefixes = spill(tmp_path, [DOCUMENTS[:9], DOCUMENTS[9:]])
     ours = {shard: _gathered(ShardDocuments(shard, prefixes)) for shard in range(2)}
     for prefix in prefixes:
-        entries = [json.loads(line) for line in Path(f"{prefix}.docs.jsonl").read_text().splitlines()]
-        old = sorted(entries, key=lambda entry: entry[2])
-        assert [doc_no for _, _, doc_no in old] == list(range(len(old)))
-        Path(f"{prefix}.docs.jsonl").write_text("".join(json.dumps([doc_id, shard]) + "\n" for doc_id, shard, _ in old))
-        Path(f"{prefix}.docs.shards").unlink()
+        to_earlier_format(prefix)
     assert {shard: _gathered(ShardDocuments(shard, prefixes)) for shard in range(2)} == ours
+
+
+def test_an_earlier_version_cannot_misread_a_part_of_this_one(tmp_path):
+    """The grouped list has names of its own: the earlier reader, which took the last
+    number of a line for its shard and the line's place for its document number,
+    finds no list (it read ``[doc_id, shard, doc_no]`` lines as documents of shard
+    ``doc_no``, without a word)."""
+    prefix = spill(tmp_path, [DOCUMENTS])[0]
+    assert not Path(f"{prefix}.docs.jsonl").exists()
+    assert {p.name[len(Path(prefix).name):] for p in Path(prefix).parent.iterdir()} == {
+        ".bin", ".idx", ".wstart.bin", ".wstart.idx", ".shard-docs.jsonl", ".shard-docs.offsets"}
 
 
 def test_document_ids_with_any_line_separator_are_read_back(tmp_path):
     """json.dumps leaves U+0085, U+2028 and U+2029 unescaped; a part's list is split
     at "\\n" alone, so an id holding them (a line of a text corpus may) is one line."""
-    odd = ["a\u2028b", "c\x85d", "e\u2029f", "g\x1ch", "i\rj"]
+    odd = ["a\u2028b", "c\x85d", "e\u2029f"]
     documents = [TokenizedDocument(doc_id, DOCUMENTS[k].sentences, 10) for k, doc_id in enumerate(odd)]
     prefixes = spill(tmp_path, [documents], {doc_id: 0 for doc_id in odd})
     assert ShardDocuments(0, prefixes).doc_ids == sorted(odd)
 
 
-@pytest.mark.parametrize("damage", ["past the end", "reversed", "another shard's line", "mid-line"])
+def test_shards_a_part_does_not_hold_are_empty(tmp_path):
+    """A part's offsets run to its highest shard: a shard below it that the part
+    does not hold, and any shard above it, have no documents there."""
+    shard_of = {d.doc_id: 2 if k % 2 else 4 for k, d in enumerate(DOCUMENTS)}
+    prefixes = spill(tmp_path, [DOCUMENTS], shard_of)
+    assert len(np.fromfile(f"{prefixes[0]}.shard-docs.offsets", dtype="<i8")) == 6
+    counts = {shard: len(ShardDocuments(shard, prefixes)) for shard in range(8)}
+    assert counts == {0: 0, 1: 0, 2: 8, 3: 0, 4: 8, 5: 0, 6: 0, 7: 0}
+    empty = spill(tmp_path / "empty", [[]])
+    assert np.fromfile(f"{empty[0]}.shard-docs.offsets", dtype="<i8").tolist() == [0]
+    assert len(ShardDocuments(0, empty)) == 0
+
+
+@pytest.mark.parametrize("damage", ["cut", "outside the list", "reversed", "another shard's line", "mid-line"])
 def test_damaged_shard_offsets_are_an_error_naming_the_part(tmp_path, damage):
-    prefixes = spill(tmp_path, [DOCUMENTS])
-    prefix = prefixes[0]
-    offsets = np.fromfile(f"{prefix}.docs.shards", dtype="<i8")
-    if damage == "past the end":
-        offsets[2] += 100
-        match = rf"{prefix}.docs.jsonl: shard 1's lines are bytes \d+:\d+ by {prefix}.docs.shards, past the list's end"
+    prefix = spill(tmp_path, [DOCUMENTS], {d.doc_id: k % 3 for k, d in enumerate(DOCUMENTS)})[0]
+    docs, offsets_file = f"{prefix}.shard-docs.jsonl", f"{prefix}.shard-docs.offsets"
+    offsets = np.fromfile(offsets_file, dtype="<i8")
+    if damage == "cut":  # shard 2's end lost: its documents would be lost without a word
+        offsets = offsets[:3]
+        match = rf"{offsets_file}: 24 bytes, not offsets ending at the size of {docs} \(\d+ bytes\) \(a damaged"
+    elif damage == "outside the list":
+        offsets[2] = offsets[3] + 10
+        match = rf"{docs}: shard 1's lines are bytes \d+:\d+ by {offsets_file}, outside the list \(a damaged"
     elif damage == "reversed":
         offsets[1], offsets[2] = offsets[2], offsets[1]
         match = r"shard 1's lines are bytes \d+:\d+ by .*, reversed"
@@ -485,12 +519,12 @@ def test_damaged_shard_offsets_are_an_error_naming_the_part(tmp_path, damage):
         match = r"shard 1's lines are bytes \d+:\d+ by .*, not ending where a line does"
     else:
         start, stop = _shard_lines(prefix)[0]
-        last = Path(f"{prefix}.docs.jsonl").read_bytes()[start:stop].splitlines(True)[-1]
+        last = Path(docs).read_bytes()[start:stop].splitlines(True)[-1]
         offsets[1] = stop - len(last)  # shard 1's lines begin with shard 0's last
-        match = rf"{prefix}.docs.jsonl: a document of shard 0 among shard 1's lines"
-    offsets.astype("<i8").tofile(f"{prefix}.docs.shards")
+        match = rf"{docs}: a document of shard 0 among shard 1's lines"
+    offsets.astype("<i8").tofile(offsets_file)
     with pytest.raises(OSError, match=match):
-        ShardDocuments(1, prefixes)
+        ShardDocuments(1, [prefix])
 
 
 def test_a_shard_build_keeps_its_sentence_lengths_on_disk(tmp_path):
@@ -630,7 +664,7 @@ def test_duplicate_document_across_parts_is_dropped_and_counted(tmp_path, built)
 
 
 def rename_part(prefix: str, new_prefix: Path) -> str:
-    for suffix in (".bin", ".idx", ".wstart.bin", ".wstart.idx", ".docs.jsonl", ".docs.shards"):
+    for suffix in (".bin", ".idx", ".wstart.bin", ".wstart.idx", ".shard-docs.jsonl", ".shard-docs.offsets"):
         os.replace(prefix + suffix, f"{new_prefix}{suffix}")
     return str(new_prefix)
 
@@ -729,9 +763,78 @@ def test_two_live_attempts_of_a_unit_leave_one_whole_part(tmp_path):
     assert _part_bytes(both) == expected  # while the second writes
     for document in DOCUMENTS[5:]:
         second.add(SHARD_OF[document.doc_id], document)
+    finished = {p.name: p.stat().st_ino for p in both.parent.iterdir() if ".attempt-" not in p.name}
     second.close()
     assert _part_bytes(both) == expected
-    assert sorted(p.name for p in both.parent.iterdir()) == sorted(f"part-u{suffix}" for suffix in expected)
+    # The finished part's very files stay (a rename over them pulled them from under
+    # a shard build reading them: ESTALE on NFS); the later attempt's are dropped.
+    assert {p.name: p.stat().st_ino for p in both.parent.iterdir()} == finished
+    assert sorted(finished) == sorted(f"part-u{suffix}" for suffix in expected)
+
+
+def test_without_hard_links_a_finished_part_is_renamed_into_place_once(tmp_path, monkeypatch):
+    """On a filesystem without hard links the attempt's files are renamed to the
+    part's names, unless another attempt's are there."""
+    import data_prep.spill as spill_module
+
+    def no_links(source, target):
+        raise PermissionError(1, "Operation not permitted", str(source))
+
+    monkeypatch.setattr(spill_module.os, "link", no_links)
+    prefix = tmp_path / "part-u"
+    first, second = (SpillWriter(tmp_path, FACTS.token_dtype, prefix) for _ in range(2))
+    for writer in (first, second):
+        for document in DOCUMENTS[:4]:
+            writer.add(0, document)
+    first.close()
+    finished = {p.name: p.stat().st_ino for p in tmp_path.iterdir() if ".attempt-" not in p.name}
+    assert sorted(finished) == sorted(p.name for p in first.files)
+    second.close()
+    assert {p.name: p.stat().st_ino for p in tmp_path.iterdir()} == finished
+    assert ShardDocuments(0, [str(prefix)]).doc_ids == sorted(d.doc_id for d in DOCUMENTS[:4])
+
+
+def test_a_failure_while_closing_removes_the_attempts_files(tmp_path, monkeypatch):
+    """A full disk or an I/O error as the part closes leaves none of the attempt's
+    files (each retry, under fresh names, would otherwise leave a whole part behind)."""
+    import errno
+
+    import data_prep.spill as spill_module
+
+    writer = SpillWriter(tmp_path, FACTS.token_dtype, tmp_path / "part-u")
+    for document in DOCUMENTS:
+        writer.add(SHARD_OF[document.doc_id], document)
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(spill_module.os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        writer.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_units_document_list_is_not_held_in_memory(tmp_path, monkeypatch):
+    """The list is written as documents come and regrouped on disk a buffer at a time:
+    30,000 documents (a ``lines`` unit is a whole file, a document per line) leave the
+    writer's peak at the MMIDIDX writers' blocks (holding the list took 10 MB here,
+    about 350 bytes a document)."""
+    import tracemalloc
+
+    monkeypatch.setattr(SpillWriter, "REGROUP_BUFFER_BYTES", 1 << 16)
+    sentence = [EncodedSentence(np.arange(3, dtype=np.int32), np.ones(3, dtype=bool))]
+    tracemalloc.start()
+    try:
+        writer = SpillWriter(tmp_path, FACTS.token_dtype, tmp_path / "part-u")
+        for k in range(30_000):
+            writer.add(k % 7, TokenizedDocument(f"line-{k:08d}", sentence, 10))
+        writer.close()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * 2**20, f"{peak} bytes at the peak"
+    assert [len(ShardDocuments(shard, [str(tmp_path / "part-u")], word_starts=False)) for shard in range(7)] == [
+        len(range(shard, 30_000, 7)) for shard in range(7)]
 
 
 def test_a_failed_attempt_leaves_the_part_another_attempt_finished(tmp_path):
@@ -751,7 +854,7 @@ def test_a_failed_attempt_leaves_the_part_another_attempt_finished(tmp_path):
     failed.abort()
     assert ShardDocuments(0, [str(prefix)]).doc_ids == [DOCUMENTS[0].doc_id]
     assert any(".attempt-" in p.name for p in workspace.root.iterdir())  # the killed one's
-    assert workspace.discard_incomplete() == (1, 2)  # its .bin, and its .wstart.bin
+    assert workspace.discard_incomplete() == (1, 3)  # its .bin, .wstart.bin and list of arrivals
     assert sorted(p.name for p in workspace.root.iterdir()) == sorted(
         [*(p.name for p in done.files), "part-u.done.json", "build.json"])
 

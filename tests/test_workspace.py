@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -164,3 +165,35 @@ def test_spill_unit_spills_a_units_documents_and_marks_it_done_with_its_totals(t
         spill_unit(unit, failing, facts, other, heard.append)
     assert other.marker(other.part_prefix(unit)) is None
     assert list(other.root.iterdir()) == []
+
+
+def test_a_marker_is_written_after_its_parts_data_and_names_are_synced(tmp_path: Path, monkeypatch) -> None:
+    """The part's files, then the directory that holds their names (they get them by
+    link or rename), are synced before the marker that says the unit is done: a
+    power loss must not keep a marker whose part's names were lost."""
+    import stat
+
+    import data_prep.workspace as workspace_module
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append("directory" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    real_atomic_write = workspace_module.atomic_write
+
+    def recording_atomic_write(path, data, fsync=False):
+        synced.append(f"write {Path(path).name}")
+        return real_atomic_write(path, data, fsync)
+
+    monkeypatch.setattr(workspace_module.os, "fsync", recording_fsync)
+    monkeypatch.setattr(workspace_module, "atomic_write", recording_atomic_write)
+    workspace = Workspace(tmp_path)
+    workspace.root.mkdir()
+    files = [workspace.root / "part-u.bin", workspace.root / "part-u.idx"]
+    for path in files:
+        path.write_bytes(b"x")
+    workspace.mark_done(workspace.root / "part-u", files, {"bytes": 1, "shards": [0], "skips": {}, "documents": 1})
+    assert synced[:4] == ["file", "file", "directory", "write part-u.done.json"]
