@@ -94,6 +94,8 @@ class SpillWriter:
         """Append ``document`` to the part, for shard ``shard``."""
         if not document.sentences:
             return  # nothing to pair; the document processor counts such skips
+        if shard < 0:
+            raise ValueError(f"{self.prefix}: shard {shard} of {document.doc_id!r}: shard keys start at 0")
         assert self._arrivals is not None, "the part is closed"
         self._ids.add_document([sentence.ids for sentence in document.sentences])
         self._starts.add_document([sentence.word_starts.astype(np.uint8) for sentence in document.sentences])
@@ -179,6 +181,8 @@ def _link_unless_there(written: Path, name: Path) -> None:
     except FileExistsError:
         pass
     except OSError:  # no hard links here (EPERM, EOPNOTSUPP, ...)
+        # Two attempts closing in the same instant may both find the name free (a
+        # rename cannot refuse to replace): the later replaces identical bytes.
         if not name.exists():
             os.replace(written, name)
             return
@@ -208,8 +212,13 @@ def shard_documents(prefix: str, shard: int) -> Iterator[tuple[int, str]]:
     docs = documents_path(prefix)
     offsets_path = shard_offsets_path(prefix)
     if not docs.exists() and earlier_documents_path(prefix).exists():
-        yield from _scan_documents(earlier_documents_path(prefix), shard)
-        return
+        docs = earlier_documents_path(prefix)
+        offsets_path = Path(f"{prefix}.docs.shards")
+        if not offsets_path.exists():
+            yield from _scan_documents(docs, shard)
+            return
+        # else: the grouped list under the earlier names, as main wrote it for a day
+        # (commits b18696a to 6788687): the same lines and offsets.
     damaged = "{} (a damaged spill part; drop --resume to start over)"
     with open(offsets_path, "rb") as offsets_file, open(docs, "rb") as docs_file:
         size = os.fstat(offsets_file.fileno()).st_size

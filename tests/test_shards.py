@@ -467,6 +467,25 @@ def test_parts_of_the_earlier_format_are_read_whole(tmp_path):
     assert {shard: _gathered(ShardDocuments(shard, prefixes)) for shard in range(2)} == ours
 
 
+def test_grouped_parts_under_the_earlier_names_are_read_by_their_offsets(tmp_path):
+    """For a day main wrote the grouped list and its offsets as ``.docs.jsonl`` and
+    ``.docs.shards``: such a part, resumed, is read by its offsets (read whole, its
+    ``[doc_id, shard, doc_no]`` lines were taken for documents of shard ``doc_no``)."""
+    shard_of = {d.doc_id: k % 3 for k, d in enumerate(DOCUMENTS)}
+    prefixes = spill(tmp_path, [DOCUMENTS[:9], DOCUMENTS[9:]], shard_of)
+    ours = {shard: _gathered(ShardDocuments(shard, prefixes)) for shard in range(3)}
+    for prefix in prefixes:
+        os.rename(f"{prefix}.shard-docs.jsonl", f"{prefix}.docs.jsonl")
+        os.rename(f"{prefix}.shard-docs.offsets", f"{prefix}.docs.shards")
+    assert {shard: _gathered(ShardDocuments(shard, prefixes)) for shard in range(3)} == ours
+
+
+def test_a_negative_shard_key_is_refused(tmp_path):
+    writer = SpillWriter(tmp_path, FACTS.token_dtype, tmp_path / "part-u")
+    with pytest.raises(ValueError, match=rf"{tmp_path}/part-u: shard -1 of '{DOCUMENTS[0].doc_id}': shard keys start at 0"):
+        writer.add(-1, DOCUMENTS[0])
+
+
 def test_an_earlier_version_cannot_misread_a_part_of_this_one(tmp_path):
     """The grouped list has names of its own: the earlier reader, which took the last
     number of a line for its shard and the line's place for its document number,
@@ -815,26 +834,33 @@ def test_a_failure_while_closing_removes_the_attempts_files(tmp_path, monkeypatc
 
 
 def test_a_units_document_list_is_not_held_in_memory(tmp_path, monkeypatch):
-    """The list is written as documents come and regrouped on disk a buffer at a time:
-    30,000 documents (a ``lines`` unit is a whole file, a document per line) leave the
-    writer's peak at the MMIDIDX writers' blocks (holding the list took 10 MB here,
-    about 350 bytes a document)."""
+    """The list is written as documents come and regrouped on disk a buffer at a time
+    (a ``lines`` unit is a whole file, a document per line): closing a part of 30,000
+    documents with a 64 KiB buffer takes well under the 2.7 MB their lines take as
+    Python objects (holding the list took 10 MB here), and every shard's lines keep
+    their document order across the buffer's many writes."""
     import tracemalloc
 
     monkeypatch.setattr(SpillWriter, "REGROUP_BUFFER_BYTES", 1 << 16)
     sentence = [EncodedSentence(np.arange(3, dtype=np.int32), np.ones(3, dtype=bool))]
+    prefix = tmp_path / "part-u"
     tracemalloc.start()
     try:
-        writer = SpillWriter(tmp_path, FACTS.token_dtype, tmp_path / "part-u")
+        writer = SpillWriter(tmp_path, FACTS.token_dtype, prefix)
         for k in range(30_000):
             writer.add(k % 7, TokenizedDocument(f"line-{k:08d}", sentence, 10))
+        adding_peak = tracemalloc.get_traced_memory()[1]
+        held = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
         writer.close()
-        peak = tracemalloc.get_traced_memory()[1]
+        closing = tracemalloc.get_traced_memory()[1] - held
     finally:
         tracemalloc.stop()
-    assert peak < 3 * 2**20, f"{peak} bytes at the peak"
-    assert [len(ShardDocuments(shard, [str(tmp_path / "part-u")], word_starts=False)) for shard in range(7)] == [
-        len(range(shard, 30_000, 7)) for shard in range(7)]
+    assert adding_peak < 2 * 2**20, f"{adding_peak} bytes at the peak of adding"  # the MMIDIDX writers' blocks
+    assert closing < 2**20, f"{closing} bytes more at the peak of closing"
+    entries = [json.loads(line) for line in Path(f"{prefix}.shard-docs.jsonl").read_bytes().splitlines()]
+    assert [(shard, doc_no) for _, shard, doc_no in entries] == sorted((k % 7, k) for k in range(30_000))
+    assert [doc_id for doc_id, _, doc_no in entries] == [f"line-{doc_no:08d}" for _, _, doc_no in entries]
 
 
 def test_a_failed_attempt_leaves_the_part_another_attempt_finished(tmp_path):
