@@ -126,7 +126,8 @@ def parse_args(argv: list[str] | None = None) -> CommandLine:
     io.add_argument("--no-multistream-index", action="store_true",
                     help="read a multistream dump as one unit even if its -index.txt.bz2 is beside it")
     io.add_argument("--unit-mb", type=float, default=InputConfig.unit_bytes / (1 << 20),
-                    help="compressed MiB of a multistream dump per unit of parallel work")
+                    help="MiB per unit of parallel work: compressed MiB of a multistream dump, MiB of whole "
+                    "lines of an uncompressed text, lines or wikiextractor-json file")
     text = p.add_argument_group("text")
     text.add_argument("--language", choices=("en", "zh"), default=SentenceConfig.language,
                       help="the text's language: sentence splitting, and Chinese word boundaries")
@@ -342,7 +343,7 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     try:
         paths = expand_inputs(list(config.input.patterns))
         units = plan_work_units(
-            paths, config.input.format, config.input.use_multistream_index, config.input.unit_bytes
+            paths, config.input.format, config.input.use_multistream_index, config.input.unit_bytes, split_text=True
         )
         tokenizer = load_tokenizer(config.tokenizer)
     except (InputError, TokenizerError) as err:

@@ -22,7 +22,9 @@ class InputConfig:
     patterns: tuple[str, ...]
     format: str = "wiki-xml"  # wiki-xml | text | lines | wikiextractor-json
     # Split a multistream dump by its -index.txt.bz2 into units of about this many
-    # compressed bytes, so one huge file is read in parallel.
+    # compressed bytes, and an uncompressed text, lines or wikiextractor-json file
+    # into units of about this many bytes of whole lines, so one huge file is read in
+    # parallel.
     use_multistream_index: bool = True
     unit_bytes: int = 8 << 20
 

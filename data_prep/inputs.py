@@ -13,6 +13,7 @@ import fnmatch
 import glob
 import gzip
 import json
+import logging
 import os
 import zlib
 from collections.abc import Callable, Iterator
@@ -21,6 +22,8 @@ from pathlib import Path, PurePath
 from typing import BinaryIO
 
 from tacl_scale.data.manifest import MANIFEST_NAME
+
+log = logging.getLogger(__name__)
 
 FORMATS = ("wiki-xml", "text", "lines", "wikiextractor-json")
 
@@ -31,7 +34,8 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class WorkUnit:
-    """A file, or the bz2 streams in bytes ``[start, stop)`` of a multistream dump."""
+    """A file, or bytes ``[start, stop)`` of one: the bz2 streams of a multistream
+    dump, or whole lines of an uncompressed text file (:func:`plan_work_units`)."""
 
     path: str
     format: str
@@ -41,6 +45,10 @@ class WorkUnit:
     # all inputs (set by plan_work_units), so AA/wiki_00 and AB/wiki_00 differ and
     # ids do not depend on where the corpus lies. Defaults to the file name.
     name: str = field(default="", compare=False)
+    # Of a text file's range: the number of its first line and (``text``) of its first
+    # document in the whole file, which document ids name (the same ids whatever the split).
+    first_line: int = field(default=1, compare=False)
+    first_document: int = field(default=0, compare=False)
 
     @property
     def id_prefix(self) -> str:
@@ -241,11 +249,13 @@ def check_format(path: str, fmt: str) -> None:
 
 
 def plan_work_units(
-    paths: list[str], fmt: str, use_index: bool = True, unit_bytes: int = 8 << 20
+    paths: list[str], fmt: str, use_index: bool = True, unit_bytes: int = 8 << 20, split_text: bool = False
 ) -> list[WorkUnit]:
     """Split inputs into units of parallel work. A multistream dump with its index
-    becomes ranges of about ``unit_bytes`` compressed bytes; anything else is one
-    unit a file."""
+    becomes ranges of about ``unit_bytes`` compressed bytes; with ``split_text``, an
+    uncompressed file of a text format larger than that becomes ranges of whole
+    lines (``text``: whole documents) of about ``unit_bytes``, found by one pass over
+    it (:func:`split_text_file`); anything else is one unit a file."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown input format {fmt!r} ({', '.join(FORMATS)})")
     units: list[WorkUnit] = []
@@ -253,6 +263,9 @@ def plan_work_units(
     for path in paths:
         check_format(path, fmt)
         name = os.path.relpath(path, root)
+        if split_text and splittable(path, fmt) and os.path.getsize(path) > unit_bytes:
+            units.extend(split_text_file(path, fmt, name, unit_bytes))
+            continue
         index = find_index(path) if fmt == "wiki-xml" and use_index else None
         if index is None:
             units.append(WorkUnit(path, fmt, name=name))
@@ -267,6 +280,86 @@ def plan_work_units(
             if bounds[k] - start >= unit_bytes or k == len(bounds) - 1:
                 units.append(WorkUnit(path, fmt, start, bounds[k], name))
                 start = bounds[k]
+    return units
+
+
+# The formats read a line at a time: an uncompressed file of one can be entered at
+# any line start.
+LINE_FORMATS = ("text", "lines", "wikiextractor-json")
+_SCAN_CHUNK = 16 << 20
+
+
+def splittable(path: str, fmt: str) -> bool:
+    """Whether a file of format ``fmt`` may be read as several work units: a text
+    format, not compressed (a .bz2 or .gz file cannot be entered mid-way)."""
+    return fmt in LINE_FORMATS and not path.endswith((".bz2", ".gz"))
+
+
+def split_text_file(path: str, fmt: str, name: str, unit_bytes: int) -> list[WorkUnit]:
+    """The work units of an uncompressed ``text``, ``lines`` or
+    ``wikiextractor-json`` file: byte ranges of about ``unit_bytes`` starting at a
+    line start (``text``: after a blank line, so no document spans two), each with
+    the numbers of its first line and document, so that its documents get the ids
+    they get when the file is read whole."""
+    log.info("splitting %s (%.1f MB) into work units of about %.1f MiB: one pass over it", path,
+             os.path.getsize(path) / 1e6, unit_bytes / (1 << 20))
+    units = _text_units(path, name, unit_bytes) if fmt == "text" else _line_units(path, fmt, name, unit_bytes)
+    # No place to cut (one document, or one line): the whole file, named as an unsplit one.
+    return units if len(units) > 1 else [WorkUnit(path, fmt, name=name)]
+
+
+def _line_units(path: str, fmt: str, name: str, unit_bytes: int) -> list[WorkUnit]:
+    """``lines`` and ``wikiextractor-json``: cut at line starts, counting newlines
+    (document ids name lines)."""
+    size = os.path.getsize(path)
+    units: list[WorkUnit] = []
+    start, first_line = 0, 1
+    offset = 0  # of the chunk in the file
+    with read_errors(path), open(path, "rb") as f:
+        newlines = 0  # before the chunk, then before ``looked`` in it
+        while chunk := f.read(_SCAN_CHUNK):
+            looked = 0  # the chunk's bytes already searched for cuts
+            after = newlines + chunk.count(b"\n")
+            while True:
+                # The next cut: just after the first newline at or past start + unit_bytes - 1.
+                at = max(start + unit_bytes - 1 - offset, looked)
+                newline = chunk.find(b"\n", at) if at < len(chunk) else -1
+                if newline < 0 or offset + newline + 1 >= size:
+                    break
+                newlines += chunk.count(b"\n", looked, newline + 1)
+                units.append(WorkUnit(path, fmt, start, offset + newline + 1, name, first_line))
+                start, first_line, looked = offset + newline + 1, newlines + 1, newline + 1
+            newlines = after
+            offset += len(chunk)
+    units.append(WorkUnit(path, fmt, start, size, name, first_line))
+    return units
+
+
+def _text_units(path: str, name: str, unit_bytes: int) -> list[WorkUnit]:
+    """``text``: cut after blank lines, telling blank lines, lines of text and skipped
+    lines apart as the reader does (document ids number a file's documents)."""
+    size = os.path.getsize(path)
+    units: list[WorkUnit] = []
+    start, first_line, first_document = 0, 1, 0
+    position = 0
+    documents = 0  # begun so far
+    in_document = False
+    with read_errors(path), open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            position += len(raw)
+            try:
+                text = (raw.removeprefix(UTF8_BOM) if line_no == 1 else raw).decode("utf-8")
+            except UnicodeDecodeError:
+                continue  # skipped by the reader: neither text nor blank
+            if text.strip():
+                documents += not in_document
+                in_document = True
+                continue
+            in_document = False
+            if position - start >= unit_bytes and position < size:
+                units.append(WorkUnit(path, "text", start, position, name, first_line, first_document))
+                start, first_line, first_document = position, line_no + 1, documents
+    units.append(WorkUnit(path, "text", start, size, name, first_line, first_document))
     return units
 
 

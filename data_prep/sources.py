@@ -12,8 +12,9 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from .inputs import (
     SNIFF_BYTES,
@@ -216,24 +217,40 @@ def read_wiki_pages(unit: WorkUnit, progress: ReadProgress | None = None) -> Ite
 
 
 def _decoded_lines(
-    path: str, count_skip: CountSkip, progress: ReadProgress | None = None
+    unit: WorkUnit, count_skip: CountSkip, progress: ReadProgress | None = None
 ) -> Iterator[tuple[int, str]]:
-    """The lines of a text input, decoded, numbered from 1 (a line that is not UTF-8
-    a counted skip); a UTF-8 byte-order mark is dropped. :class:`InputError` for a file
-    in another encoding (UTF-16, UTF-32) or none (NUL bytes in its first block)."""
-    with read_errors(path):
+    """The lines of a text input's unit (the whole file, or its byte range of whole
+    lines), decoded, numbered in the file from 1 (a line that is not UTF-8 a counted
+    skip); a UTF-8 byte-order mark is dropped. :class:`InputError` for a file in
+    another encoding (UTF-16, UTF-32) or none (NUL bytes in its first block)."""
+    path = unit.path
+    with read_errors(unit.describe()):
         with open_decompressed(path) as f:
             head = f.read(SNIFF_BYTES)
         if problem := not_utf8_text(head):
             raise InputError(f"{path}: {problem}")
         with open_decompressed(path, progress) as f:
-            for line_no, raw in enumerate(f, 1):
+            lines: Iterable[bytes] = f
+            if unit.stop is not None:  # a range of an uncompressed file, cut at line starts
+                f.seek(unit.start)
+                lines = _bounded(f, unit.stop - unit.start)
+            for line_no, raw in enumerate(lines, unit.first_line):
                 if line_no == 1:
                     raw = raw.removeprefix(UTF8_BOM)  # json.loads refused it; text kept it in the first sentence
                 try:
                     yield line_no, raw.decode("utf-8")
                 except UnicodeDecodeError:
                     count_skip("invalid_utf8_lines")
+
+
+def _bounded(f: BinaryIO, size: int) -> Iterator[bytes]:
+    """The lines of ``f`` from where it is, up to ``size`` bytes (a unit's range ends
+    at a line start)."""
+    for raw in f:
+        if size <= 0:
+            return
+        size -= len(raw)
+        yield raw
 
 
 def read_text_documents(
@@ -243,8 +260,8 @@ def read_text_documents(
     documents (the format of google-research/bert and the TaCL reference)."""
     name = unit.id_prefix
     sentences: list[str] = []
-    number = 0
-    for _, line in _decoded_lines(unit.path, count_skip, progress):
+    number = unit.first_document
+    for _, line in _decoded_lines(unit, count_skip, progress):
         line = line.strip()
         if line:
             sentences.append(line)
@@ -264,7 +281,7 @@ def read_line_documents(
     sentence (Mirror-BERT's and SimCSE's training files), ``FILE:LINE`` its id, so
     each string is sharded and held out on its own."""
     name = unit.id_prefix
-    for line_no, line in _decoded_lines(unit.path, count_skip, progress):
+    for line_no, line in _decoded_lines(unit, count_skip, progress):
         line = line.strip()
         if line:
             yield PlainDocument(f"{name}:{line_no}", line[:80], [line], True, unit.path)
@@ -276,7 +293,7 @@ def read_wikiextractor_documents(
     """Documents of WikiExtractor ``--json`` output: one object a line with ``id``,
     ``title`` and ``text`` (paragraphs separated by newlines, the title first)."""
     name = unit.id_prefix
-    for line_no, line in _decoded_lines(unit.path, count_skip, progress):
+    for line_no, line in _decoded_lines(unit, count_skip, progress):
         if not line.strip():
             continue
         try:

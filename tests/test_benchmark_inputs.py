@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "experiments"))
 import bench_data_prep  # noqa: E402
 import bench_shard_gather  # noqa: E402
+import bench_text_split  # noqa: E402
 import bench_train  # noqa: E402
 import miniature_selfsim  # noqa: E402
 
@@ -249,3 +250,31 @@ def test_shard_gather_measures_both_formats_on_the_same_documents(capsys: pytest
     assert len(per_shard) == 1 and "offsets" in per_shard[0] and "whole lists" in per_shard[0]
     rows = [line.split() for line in out.splitlines()[-2:]]
     assert [row[0] for row in rows] == ["310", "2048"] and all(float(row[1]) > 0 for row in rows)
+
+
+# --------------------------------------------------------------------------- bench_text_split
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--target-mb", "0"], "argument --target-mb: 0: must be above 0"),
+    (["--unit-mb", "x"], "argument --unit-mb: 'x': not a number"),
+])
+def test_text_split_refuses_bad_sizes(flags: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        bench_text_split.parse_args(flags)
+    assert exit_.value.code == 2
+    assert error_line(capsys.readouterr().err) == said
+
+
+@pytest.mark.real_data
+def test_text_split_builds_both_ways_to_the_same_bytes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A small run on the real sample: several units, both builds timed, their
+    datasets byte-identical (it exits 1 otherwise)."""
+    from conftest import REAL_ZH_TEXT, REAL_ZH_VOCAB
+
+    monkeypatch.setattr(bench_text_split, "SAMPLE", REAL_ZH_TEXT)
+    monkeypatch.setattr(bench_text_split, "VOCAB", REAL_ZH_VOCAB)
+    assert bench_text_split.main(["--target-mb", "1", "--unit-mb", "0.2"]) == 0
+    out = capsys.readouterr().out
+    units = int(out.split("planning ")[1].split(" units")[0])
+    assert units >= 4 and f"{units} units" in out and "datasets byte-identical" in out

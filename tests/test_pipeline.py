@@ -116,6 +116,17 @@ def test_determinism_across_workers_and_seeds(tmp_path: Path, caplog: pytest.Log
     assert "progress: work units 1/1 done" in caplog.text
     other = build_dataset(tmp_path / "other", *common, "--seed", "7")
     assert shard_bytes(one) == shard_bytes(two)
+    # One text file read as many work units (byte ranges of whole documents): the same bytes.
+    from data_prep.inputs import plan_work_units
+
+    units = len(plan_work_units([str(ZH_TEXT)], "text", unit_bytes=int(0.005 * (1 << 20)), split_text=True))
+    assert units >= 4
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        split = build_dataset(tmp_path / "split", *common, "--unit-mb", "0.005", "--direct_num_workers", "2",
+                              "--direct_running_mode", "multi_processing")
+    assert f"progress: work units {units}/{units} done" in caplog.text
+    assert shard_bytes(split) == shard_bytes(one)
     assert len(shard_bytes(one)) == 3 * 7
     a, b = PretrainDataset(one), PretrainDataset(other)
     assert not all(

@@ -341,6 +341,74 @@ def test_plan_other_formats_and_files(tmp_path: Path) -> None:
         plan_work_units([str(a)], "csv")
 
 
+# What a split must keep whole: a byte-order mark, CRLF ends, blank lines of ASCII
+# and of Unicode whitespace (U+3000, U+001C: str.strip() takes both), lines that are
+# not UTF-8 (skipped, neither text nor blank), a document of many lines, a last line
+# without a newline.
+SPLIT_TEXT = (
+    b"\xef\xbb\xbfFirst sentence.\r\n  Second sentence.  \n\n\n\n"
+    b"Doc two \xff\xfe bad line\nDoc two line.\n   \t\n"
+    b"Third doc \xe4\xb8\xad\xe6\x96\x87.\n\xc3\nStill the third.\n\xe3\x80\x80\n"
+    b"Fourth.\n\x1c\nFifth one\nhas\nfour\nlines.\r\n\r\n\xc3\n\n"
+    b"Last line without newline."
+)
+SPLIT_JSON = b"".join([
+    b'\xef\xbb\xbf{"id": "7", "title": "A", "text": "A\\nOne.\\nTwo."}\n',
+    b'{"title": "No id", "text": "Three."}\n', b"\n", b"not json\n", b"\xff\xfe\n",
+    b'{"id": "9", "title": "B", "text": "B\\nFour."}\r\n', b'{"title": "Last", "text": "Five."}',
+])
+
+
+@pytest.mark.parametrize(("fmt", "content"), [("text", SPLIT_TEXT), ("lines", SPLIT_TEXT),
+                                              ("wikiextractor-json", SPLIT_JSON)])
+def test_an_uncompressed_text_file_split_into_units_reads_as_the_whole_file(
+        tmp_path: Path, fmt: str, content: bytes) -> None:
+    """A large uncompressed text, lines or wikiextractor-json file is read in
+    parallel as byte ranges of whole lines (text: whole documents): at every unit
+    size, the units' documents are the whole file's, with the same ids (they name
+    a file's lines and number its documents), in the same order, and the same skips."""
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(content)
+    whole_skips = SkipCounter()
+    whole = [r for u in plan_work_units([str(path)], fmt) for r in read_records(u, whole_skips)]
+    assert len(whole) >= 4 and whole_skips
+    splits = set()
+    for unit_bytes in range(1, len(content) + 2):
+        units = plan_work_units([str(path)], fmt, unit_bytes=unit_bytes, split_text=True)
+        skips = SkipCounter()
+        assert [r for u in units for r in read_records(u, skips)] == whole, unit_bytes
+        assert skips == whole_skips, unit_bytes
+        assert [u.start for u in units[1:]] == [u.stop for u in units[:-1]]
+        assert units == [WorkUnit(str(path), fmt)] or units[-1].stop == len(content)
+        splits.add(len(units))
+    assert max(splits) >= 5 and 1 in splits  # cut finely, and not at all once a unit holds the file
+
+
+def test_only_large_uncompressed_text_files_are_split(tmp_path: Path) -> None:
+    """A file no larger than a unit stays one unit named as before (a resumed build
+    finds its part); a compressed one cannot be entered mid-way; and a split asked
+    for by the build alone (``train_vocab`` reads every file anyway)."""
+    plain, packed = tmp_path / "a.txt", tmp_path / "b.txt.gz"
+    plain.write_bytes(SPLIT_TEXT)
+    packed.write_bytes(gzip.compress(SPLIT_TEXT * 50))
+    size = len(SPLIT_TEXT)
+    assert plan_work_units([str(plain)], "text", unit_bytes=size, split_text=True) == [WorkUnit(str(plain), "text")]
+    assert len(plan_work_units([str(plain)], "lines", unit_bytes=size // 2, split_text=True)) == 2
+    # Larger than a unit, but no blank line past the unit's size to cut after: whole.
+    assert plan_work_units([str(plain)], "text", unit_bytes=size - 1, split_text=True) == [WorkUnit(str(plain), "text")]
+    assert plan_work_units([str(plain)], "text", unit_bytes=10) == [WorkUnit(str(plain), "text")]
+    assert plan_work_units([str(packed)], "text", unit_bytes=10, split_text=True) == [WorkUnit(str(packed), "text")]
+
+
+def test_a_split_unit_names_its_range_in_errors(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_bytes(SPLIT_TEXT)
+    unit = plan_work_units([str(path)], "lines", unit_bytes=40, split_text=True)[1]
+    path.unlink()
+    with pytest.raises(InputError, match=re.escape(f"{path} (bytes {unit.start}-{unit.stop})")):
+        list(read_records(unit, SkipCounter()))
+
+
 @pytest.mark.parametrize(("content", "given", "found"), [
     (single_xml(synthetic_pages(2)), "text", "wiki-xml"),
     (single_xml(synthetic_pages(2)), "lines", "wiki-xml"),

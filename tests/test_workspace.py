@@ -197,3 +197,26 @@ def test_a_marker_is_written_after_its_parts_data_and_names_are_synced(tmp_path:
         path.write_bytes(b"x")
     workspace.mark_done(workspace.root / "part-u", files, {"bytes": 1, "shards": [0], "skips": {}, "documents": 1})
     assert synced[:4] == ["file", "file", "directory", "write part-u.done.json"]
+
+
+def test_a_resume_over_other_work_units_of_the_same_inputs_says_so(tmp_path: Path) -> None:
+    """An interrupted build that read a large text file as one unit (an earlier
+    version), resumed by one that splits it: the same settings and files, other
+    units, named as the reason."""
+    from data_prep.inputs import plan_work_units
+    from data_prep.workspace import fingerprint
+
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("".join(f"Line {k} of the corpus.\n" for k in range(100)))
+    whole = plan_work_units([str(corpus)], "lines", unit_bytes=1 << 20, split_text=True)
+    split = plan_work_units([str(corpus)], "lines", unit_bytes=500, split_text=True)
+    assert len(whole) == 1 and len(split) > 1
+    config = {"input": {"format": "lines"}, "seed": 1}
+    inputs = {str(corpus): [corpus.stat().st_size, 0]}
+    workspace = Workspace(tmp_path / "out")
+    workspace.start_run(fingerprint(config, whole), whole, inputs, "sha", {"seed": 1})
+    assert workspace.resume_problem(fingerprint(config, whole), inputs, "sha", {"seed": 1}) is None
+    assert workspace.resume_problem(fingerprint(config, split), inputs, "sha", {"seed": 1}) == (
+        f"{workspace.root}: its parts were made from other work units of the same inputs (a multistream index "
+        "beside a dump appeared, went or changed, or an earlier version read a large text file as one unit); "
+        "rerun the same command, or drop --resume to start over")
