@@ -49,7 +49,15 @@ from .config import (
     estimated_input_bytes,
     runner_named,
 )
-from .inputs import FORMATS, InputError, WorkUnit, expand_inputs, output_among_inputs, plan_work_units
+from .inputs import (
+    FORMATS,
+    InputError,
+    WorkUnit,
+    check_format,
+    expand_inputs,
+    output_among_inputs,
+    plan_work_units,
+)
 from .instances import InstanceConfig
 from .replace import recover_swap, staging_directory, swap_in
 from .sentences import SentenceConfig
@@ -342,9 +350,8 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
         raise BuildError(problem)
     try:
         paths = expand_inputs(list(config.input.patterns))
-        units = plan_work_units(
-            paths, config.input.format, config.input.use_multistream_index, config.input.unit_bytes, split_text=True
-        )
+        for path in paths:
+            check_format(path, config.input.format)
         tokenizer = load_tokenizer(config.tokenizer)
     except (InputError, TokenizerError) as err:
         raise BuildError(str(err)) from err
@@ -389,6 +396,11 @@ def run_build(config: BuildConfig, beam_args: list[str] | None = None, resume: b
     try:
         if resume and (built := _finished_build(config, paths, tokenizer_sha256)) is not None:
             return built
+        try:  # after the checks that take no time: a large text file's cuts take a pass over it
+            units = plan_work_units(paths, config.input.format, config.input.use_multistream_index,
+                                    config.input.unit_bytes, split_text=True)
+        except InputError as err:
+            raise BuildError(str(err)) from err
         return _build(config, beam_args, resume, units, paths, tokenizer, tokenizer_sha256)
     finally:
         lock.release()

@@ -232,6 +232,11 @@ def _decoded_lines(
         with open_decompressed(path, progress) as f:
             lines: Iterable[bytes] = f
             if unit.stop is not None:  # a range of an uncompressed file, cut at line starts
+                if unit.start > 0:
+                    f.seek(unit.start - 1)
+                    if f.read(1) != b"\n":
+                        raise InputError(f"{unit.describe()}: the file changed since the build cut it into work "
+                                         "units (no line ends before the range); run the build again")
                 f.seek(unit.start)
                 lines = _bounded(f, unit.stop - unit.start)
             for line_no, raw in enumerate(lines, unit.first_line):
@@ -245,12 +250,12 @@ def _decoded_lines(
 
 def _bounded(f: BinaryIO, size: int) -> Iterator[bytes]:
     """The lines of ``f`` from where it is, up to ``size`` bytes (a unit's range ends
-    at a line start)."""
+    at a line start; the next unit's first line, however long, is not read)."""
     for raw in f:
+        yield raw
+        size -= len(raw)
         if size <= 0:
             return
-        size -= len(raw)
-        yield raw
 
 
 def read_text_documents(

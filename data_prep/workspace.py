@@ -262,7 +262,7 @@ class Workspace:
             if record.get("fingerprint") != digest:  # same settings and files, other units
                 return (f"{self.root}: its parts were made from other work units of the same inputs (a multistream "
                         f"index beside a dump appeared, went or changed, or an earlier version read a large text "
-                        f"file as one unit); {again}")
+                        f"file as one unit); {START_OVER}")
         elif record.get("fingerprint") not in (digest, legacy_digest):
             return f"{self.root}: its parts were made with other settings or inputs; {again}"
         if record.get("tokenizer_sha256") != tokenizer_sha256:

@@ -277,4 +277,4 @@ def test_text_split_builds_both_ways_to_the_same_bytes(monkeypatch: pytest.Monke
     assert bench_text_split.main(["--target-mb", "1", "--unit-mb", "0.2"]) == 0
     out = capsys.readouterr().out
     units = int(out.split("planning ")[1].split(" units")[0])
-    assert units >= 4 and f"{units} units" in out and "datasets byte-identical" in out
+    assert units >= 4 and "datasets byte-identical" in out

@@ -181,3 +181,27 @@ def test_the_tokenizer_is_known_by_its_bytes_not_by_how_its_path_was_spelled(
     other.write_bytes(ZH_VOCAB.read_bytes() + b"extra\n")
     with pytest.raises(BuildError, match="built with another tokenizer file"):
         build_with(tmp_path / "ds", str(other), resume=True)
+
+
+def test_large_text_files_are_cut_only_when_there_is_work(tmp_path: Path, corpus: list[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cutting a large text file into work units takes a pass over it: a refused
+    output and a resumed build that has already finished need no units, and give
+    their answer without that pass."""
+    from data_prep import build as build_module
+
+    finished = build(tmp_path / "done", corpus)
+    real_plan = build_module.plan_work_units
+    planned: list[int] = []
+
+    def counted_plan(*args: object, **kwargs: object) -> object:
+        planned.append(1)
+        return real_plan(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(build_module, "plan_work_units", counted_plan)
+    with pytest.raises(BuildError, match="already holds a dataset; pass --overwrite"):
+        build(tmp_path / "done", corpus)
+    assert build(tmp_path / "done", corpus, resume=True) == finished
+    assert planned == []
+    build(tmp_path / "other", corpus, "--unit-mb", "0.002")
+    assert planned == [1]

@@ -359,14 +359,19 @@ SPLIT_JSON = b"".join([
 ])
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 16 << 20])
 @pytest.mark.parametrize(("fmt", "content"), [("text", SPLIT_TEXT), ("lines", SPLIT_TEXT),
                                               ("wikiextractor-json", SPLIT_JSON)])
 def test_an_uncompressed_text_file_split_into_units_reads_as_the_whole_file(
-        tmp_path: Path, fmt: str, content: bytes) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, content: bytes, chunk: int) -> None:
     """A large uncompressed text, lines or wikiextractor-json file is read in
     parallel as byte ranges of whole lines (text: whole documents): at every unit
     size, the units' documents are the whole file's, with the same ids (they name
-    a file's lines and number its documents), in the same order, and the same skips."""
+    a file's lines and number its documents), in the same order, and the same skips;
+    whether the planner's pass finds a cut's newline in the chunk it reads or chunks later."""
+    import data_prep.inputs as inputs_module
+
+    monkeypatch.setattr(inputs_module, "_SCAN_CHUNK", chunk)
     path = tmp_path / "corpus.txt"
     path.write_bytes(content)
     whole_skips = SkipCounter()
@@ -398,6 +403,33 @@ def test_only_large_uncompressed_text_files_are_split(tmp_path: Path) -> None:
     assert plan_work_units([str(plain)], "text", unit_bytes=size - 1, split_text=True) == [WorkUnit(str(plain), "text")]
     assert plan_work_units([str(plain)], "text", unit_bytes=10) == [WorkUnit(str(plain), "text")]
     assert plan_work_units([str(packed)], "text", unit_bytes=10, split_text=True) == [WorkUnit(str(packed), "text")]
+
+
+def test_a_unit_does_not_read_the_next_units_first_line(tmp_path: Path) -> None:
+    """A range ends at a line start: the next unit's first line, however long, is
+    not read (it was, and dropped: a 300 MB line cost 550 MB at each cut)."""
+    import tracemalloc
+
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"short line\n" + b"x" * (20 << 20) + b"\n")
+    first = plan_work_units([str(path)], "lines", unit_bytes=1, split_text=True)[0]
+    assert (first.start, first.stop) == (0, 11)
+    tracemalloc.start()
+    try:
+        records = list(read_records(first, SkipCounter()))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [r.doc_id for r in records] == ["a.txt:1"] and peak < 1 << 20, peak
+
+
+def test_a_file_changed_after_its_cuts_is_an_error_naming_the_unit(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"alpha\nbravo\ncharlie\n")
+    unit = plan_work_units([str(path)], "lines", unit_bytes=6, split_text=True)[1]
+    path.write_bytes(b">alpha\nbravo\ncharlie\n")
+    with pytest.raises(InputError, match=re.escape(f"{path} (bytes 6-12): the file changed since the build cut it")):
+        list(read_records(unit, SkipCounter()))
 
 
 def test_a_split_unit_names_its_range_in_errors(tmp_path: Path) -> None:

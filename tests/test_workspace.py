@@ -219,4 +219,4 @@ def test_a_resume_over_other_work_units_of_the_same_inputs_says_so(tmp_path: Pat
     assert workspace.resume_problem(fingerprint(config, split), inputs, "sha", {"seed": 1}) == (
         f"{workspace.root}: its parts were made from other work units of the same inputs (a multistream index "
         "beside a dump appeared, went or changed, or an earlier version read a large text file as one unit); "
-        "rerun the same command, or drop --resume to start over")
+        "drop --resume to start over")
