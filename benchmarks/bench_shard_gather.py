@@ -8,7 +8,7 @@ Every part holds documents of nearly every shard (a document's shard is a hash o
 id), so the earlier format's work per shard grows with the corpus's documents and the
 shard stage's with shards × documents; it prints the milliseconds per shard of both,
 and that work for a whole build of ``--dump-parts`` parts and ``--dump-documents``
-documents (the English dump: about 2,750 parts of 6.5 million articles) at 310 and
+documents (the English dump: about 2,600 parts of 6.5 million articles) at 310 and
 2,048 shards, scaled from the measured rates.
 
     python benchmarks/bench_shard_gather.py [--parts 200] [--docs-per-part 2400] [--shards 310]
@@ -89,7 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--docs-per-part", type=count, default=2400)
     p.add_argument("--shards", type=count, default=310)
     p.add_argument("--measured-shards", type=count, default=8, help="shards gathered in each format")
-    p.add_argument("--dump-parts", type=count, default=2750)
+    p.add_argument("--dump-parts", type=count, default=2600)
     p.add_argument("--dump-documents", type=count, default=6_500_000)
     args = p.parse_args(argv)
     if args.measured_shards > args.shards:

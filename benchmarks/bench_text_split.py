@@ -46,11 +46,22 @@ def positive(text: str) -> float:
     return value
 
 
+def count(text: str) -> int:
+    """An argparse ``type``: a whole number of at least 1, else a clear error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: must be at least 1")
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target-mb", type=positive, default=40.0, help="the corpus's size, MB")
     p.add_argument("--unit-mb", type=positive, default=8.0, help="the split build's --unit-mb")
-    p.add_argument("--workers", type=int, default=2, help="the DirectRunner's worker processes")
+    p.add_argument("--workers", type=count, default=2, help="the DirectRunner's worker processes")
     return p.parse_args(argv)
 
 
@@ -105,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         units = plan_work_units([str(corpus)], "text", unit_bytes=unit_bytes, split_text=True)
         plan_s = time.perf_counter() - began
+        began = time.perf_counter()
+        plan_work_units([str(corpus)], "lines", unit_bytes=unit_bytes, split_text=True)
+        lines_s = time.perf_counter() - began
         print(f"corpus: {SAMPLE.name} repeated, {size / 1e6:.1f} MB; planning {len(units)} units of about "
-              f"{args.unit_mb:g} MiB: {plan_s:.2f} s ({size / 1e6 / plan_s:.0f} MB/s)")
+              f"{args.unit_mb:g} MiB: {plan_s:.2f} s ({size / 1e6 / plan_s:.0f} MB/s; the same file as "
+              f"--format lines {lines_s:.2f} s, {size / 1e6 / lines_s:.0f} MB/s)")
         whole_s, whole_read_s = build(corpus, work / "whole", 1e6, args.workers)  # one unit, as before the split
         split_s, split_read_s = build(corpus, work / "split", args.unit_mb, args.workers)
         same = dataset_digest(work / "whole") == dataset_digest(work / "split")

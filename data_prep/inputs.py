@@ -1,7 +1,8 @@
 """What a build reads, before any of it is read: the input formats, the files an
 ``--input`` glob names, a check that each is the format it is given as (sniffed from
-its first bytes), and the :class:`WorkUnit` s of parallel work: a whole file, or a
-byte range of bz2 streams of a multistream dump split by its ``-index.txt.bz2``. And
+its first bytes), and the :class:`WorkUnit` s of parallel work: a whole file, a byte
+range of bz2 streams of a multistream dump split by its ``-index.txt.bz2``, or a byte
+range of whole lines of a large uncompressed text file. And
 how a unit's file is opened (decompressed, errors naming it, progress in stored
 bytes), which the readers of :mod:`data_prep.sources` share."""
 
@@ -255,7 +256,9 @@ def plan_work_units(
     becomes ranges of about ``unit_bytes`` compressed bytes; with ``split_text``, an
     uncompressed file of a text format larger than that becomes ranges of whole
     lines (``text``: whole documents) of about ``unit_bytes``, found by one pass over
-    it (:func:`split_text_file`); anything else is one unit a file."""
+    it (:func:`split_text_file`); anything else is one unit a file. ``split_text`` is
+    the build's: the vocabulary trainer and the sentence lists read every file in
+    one process anyway, and the pass would be work for nothing."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown input format {fmt!r} ({', '.join(FORMATS)})")
     units: list[WorkUnit] = []
@@ -289,10 +292,29 @@ LINE_FORMATS = ("text", "lines", "wikiextractor-json")
 _SCAN_CHUNK = 16 << 20
 
 
+def is_compressed(path: str) -> bool:
+    """Whether :func:`open_decompressed` decompresses ``path`` (by its name)."""
+    return path.endswith((".bz2", ".gz"))
+
+
 def splittable(path: str, fmt: str) -> bool:
     """Whether a file of format ``fmt`` may be read as several work units: a text
     format, not compressed (a .bz2 or .gz file cannot be entered mid-way)."""
-    return fmt in LINE_FORMATS and not path.endswith((".bz2", ".gz"))
+    return fmt in LINE_FORMATS and not is_compressed(path)
+
+
+def decode_line(raw: bytes, line_no: int) -> str | None:
+    """A text input's line ``line_no`` (from 1) as the readers take it: UTF-8, the
+    byte-order mark of the file's first line dropped; None for a line that is not
+    UTF-8 (a counted skip, neither text nor blank). The readers and the planner's
+    cuts of a ``text`` file both use it: a cut must fall where the reader sees a
+    blank line, or document ids would drift."""
+    if line_no == 1:
+        raw = raw.removeprefix(UTF8_BOM)  # json.loads refused it; text kept it in the first sentence
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def split_text_file(path: str, fmt: str, name: str, unit_bytes: int) -> list[WorkUnit]:
@@ -347,11 +369,10 @@ def _text_units(path: str, name: str, unit_bytes: int) -> list[WorkUnit]:
     with read_errors(path), open(path, "rb") as f:
         for line_no, raw in enumerate(f, 1):
             position += len(raw)
-            try:
-                text = (raw.removeprefix(UTF8_BOM) if line_no == 1 else raw).decode("utf-8")
-            except UnicodeDecodeError:
+            text = decode_line(raw, line_no)
+            if text is None:
                 continue  # skipped by the reader: neither text nor blank
-            if text.strip():
+            if text.strip():  # read_text_documents' test of a blank line
                 documents += not in_document
                 in_document = True
                 continue

@@ -176,8 +176,8 @@ def spill_unit(unit: WorkUnit, processor: DocumentProcessor, facts: TokenizerFac
     """Read ``unit``, clean, split and tokenize its documents (``processor``), spill
     them to the unit's one part file and mark it done with its totals: the shards it
     touched, and those totals. ``on_skip`` hears of each skipped record as it is
-    counted. A failure removes the part file, so nothing half-written is left for a
-    resumed build to take."""
+    counted. A failure removes this attempt's files (never a part another attempt of
+    the unit finished), so nothing half-written is left for a resumed build to take."""
     prefix = workspace.part_prefix(unit)
     totals = UnitTotals()
 

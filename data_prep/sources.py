@@ -1,7 +1,8 @@
 """Input readers: MediaWiki XML dumps (plain, bz2 single- or multi-stream, or a
 byte range of bz2 streams of a multistream dump), plain text (one sentence a line,
 blank line between documents), string lists (``lines``: one document a line) and
-WikiExtractor JSON lines. Each reads one :class:`~data_prep.inputs.WorkUnit` (which
+WikiExtractor JSON lines, the last three whole or as a byte range of whole lines of
+an uncompressed file. Each reads one :class:`~data_prep.inputs.WorkUnit` (which
 :mod:`data_prep.inputs` plans) and streams: memory stays O(one page).
 """
 
@@ -18,10 +19,10 @@ from typing import BinaryIO
 
 from .inputs import (
     SNIFF_BYTES,
-    UTF8_BOM,
     InputError,
     ReadProgress,
     WorkUnit,
+    decode_line,
     not_utf8_text,
     open_decompressed,
     read_errors,
@@ -240,12 +241,11 @@ def _decoded_lines(
                 f.seek(unit.start)
                 lines = _bounded(f, unit.stop - unit.start)
             for line_no, raw in enumerate(lines, unit.first_line):
-                if line_no == 1:
-                    raw = raw.removeprefix(UTF8_BOM)  # json.loads refused it; text kept it in the first sentence
-                try:
-                    yield line_no, raw.decode("utf-8")
-                except UnicodeDecodeError:
+                text = decode_line(raw, line_no)
+                if text is None:
                     count_skip("invalid_utf8_lines")
+                else:
+                    yield line_no, text
 
 
 def _bounded(f: BinaryIO, size: int) -> Iterator[bytes]:

@@ -17,12 +17,16 @@ grouped by shard in ascending order, document order within a shard;
 ``PREFIX.shard-docs.offsets`` says where each shard's lines are: little-endian int64
 byte offsets, shard k's lines being bytes ``offsets[k]:offsets[k + 1]`` of the list
 (the part's highest shard + 2 offsets, the last the list's size). A shard build reads
-two offsets and its own lines from each part, never the other shards' (every part
-holds documents of nearly every shard, so reading whole lists made the shard stage's
-work grow as shards × documents). Parts written before this format (``PREFIX.docs.jsonl``:
-``[doc_id, shard]`` lines in document order; an interrupted build resumed by this
-version) are read whole, as they were; the new names keep an earlier version from
-misreading a part of this one (it fails on the missing ``.docs.jsonl``).
+its own two offsets (and the last, to check the file) and its own lines from each
+part, never the other shards' (every part holds documents of nearly every shard, so
+reading whole lists made the shard stage's work grow as shards × documents).
+
+Two earlier formats are still read, for an interrupted build resumed by this
+version: ``PREFIX.docs.jsonl`` alone (``[doc_id, shard]`` lines in document order,
+read whole, as they were), and ``PREFIX.docs.jsonl`` with ``PREFIX.docs.shards``
+(this format under those names, as main wrote it for three commits, b18696a to
+6788687). The new names keep an earlier version from misreading a part of this one:
+it fails on the missing ``.docs.jsonl``.
 """
 
 from __future__ import annotations
@@ -61,8 +65,10 @@ class SpillWriter:
     removes them.
 
     Memory holds a byte count per shard, not per document: the document list is
-    written as documents come (a work unit of the ``lines`` format is a whole file,
-    a document per line) and regrouped by shard on disk when the part closes."""
+    written as documents come (a compressed ``lines`` file is one work unit however
+    large, a document per line) and regrouped by shard on disk when the part closes,
+    :attr:`REGROUP_BUFFER_BYTES` of lines at a time (about 2.5 times that in memory,
+    as Python objects)."""
 
     # Lines of the regrouped list held before they are written, in bytes.
     REGROUP_BUFFER_BYTES = 4 << 20
@@ -200,8 +206,13 @@ def shard_offsets_path(prefix: str | os.PathLike) -> Path:
 
 
 def earlier_documents_path(prefix: str | os.PathLike) -> Path:
-    """The document list of a part written before :func:`documents_path`'s format."""
+    """The document list of a part of an earlier format (see the module docstring)."""
     return Path(f"{prefix}.docs.jsonl")
+
+
+def earlier_shard_offsets_path(prefix: str | os.PathLike) -> Path:
+    """The shard offsets of a part of the grouped format under its earlier names."""
+    return Path(f"{prefix}.docs.shards")
 
 
 def shard_documents(prefix: str, shard: int) -> Iterator[tuple[int, str]]:
@@ -213,12 +224,10 @@ def shard_documents(prefix: str, shard: int) -> Iterator[tuple[int, str]]:
     offsets_path = shard_offsets_path(prefix)
     if not docs.exists() and earlier_documents_path(prefix).exists():
         docs = earlier_documents_path(prefix)
-        offsets_path = Path(f"{prefix}.docs.shards")
+        offsets_path = earlier_shard_offsets_path(prefix)
         if not offsets_path.exists():
             yield from _scan_documents(docs, shard)
             return
-        # else: the grouped list under the earlier names, as main wrote it for a day
-        # (commits b18696a to 6788687): the same lines and offsets.
     damaged = "{} (a damaged spill part; drop --resume to start over)"
     with open(offsets_path, "rb") as offsets_file, open(docs, "rb") as docs_file:
         size = os.fstat(offsets_file.fileno()).st_size
@@ -374,8 +383,8 @@ class ShardDocuments:
     temporary directory when None): a part's files are closed before the next is
     opened, so a shard build holds three files open (two with ``word_starts=False``)
     and maps nothing, whatever the number of
-    parts (it held four maps, each with its file open, per part: 11,000 files for
-    the English dump's 2,750 parts, over the usual limit of 1,024), and reads its
+    parts (it held four maps, each with its file open, per part: 10,400 files for
+    the English dump's 2,600 parts, over the usual limit of 1,024), and reads its
     documents from one place instead of from every part.
     """
 

@@ -258,6 +258,7 @@ def test_shard_gather_measures_both_formats_on_the_same_documents(capsys: pytest
 @pytest.mark.parametrize(("flags", "said"), [
     (["--target-mb", "0"], "argument --target-mb: 0: must be above 0"),
     (["--unit-mb", "x"], "argument --unit-mb: 'x': not a number"),
+    (["--workers", "0"], "argument --workers: 0: must be at least 1"),
 ])
 def test_text_split_refuses_bad_sizes(flags: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
