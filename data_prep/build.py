@@ -507,7 +507,9 @@ def _run_pipeline(config: BuildConfig, options: Any, units: list[WorkUnit], fact
     from .pipeline import build_pipeline
 
     pipeline = beam.Pipeline(runner=_runner(options, len(config.output.shard_keys)), options=options)
-    build_pipeline(pipeline, units, config, facts)
+    # The progress line comes from the workers where their log records reach the
+    # driver (the DirectRunner's), else from the driver alone.
+    build_pipeline(pipeline, units, config, facts, worker_progress=workers_log_to_driver(options))
     with _driver_progress(options, Workspace(config.output.directory)):
         result = pipeline.run()
         client = getattr(result, "client", None)  # the DaskRunner's, which it leaves open

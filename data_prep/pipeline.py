@@ -233,11 +233,19 @@ class PrepareDocuments(beam.DoFn):
     (``tokens``, ``unk_tokens``: a vocabulary that does not fit the text, see
     :func:`data_prep.shards.unknown_token_warnings`), go into the unit's completion
     marker (:mod:`data_prep.workspace`); a unit already marked done (a resumed
-    build) is not read again."""
+    build) is not read again.
 
-    def __init__(self, config: BuildConfig, facts: TokenizerFacts) -> None:
+    ``worker_progress``: whether the workers write the build-wide progress line
+    (:func:`_log_progress`), as on the DirectRunner, whose workers' log records reach
+    the driver. Elsewhere (Dask, Flink, Spark) the driver writes it
+    (:class:`DriverProgress`) and the workers' would reach no one: they list the
+    workspace after every unit and read every marker for each line, work on the
+    shared filesystem that grows with the units and that no one would see."""
+
+    def __init__(self, config: BuildConfig, facts: TokenizerFacts, worker_progress: bool = True) -> None:
         self.config = config
         self.facts = facts
+        self.worker_progress = worker_progress
 
     def setup(self) -> None:
         _thread_processor(self.config)  # the tokenizer loaded before the first unit
@@ -267,7 +275,8 @@ class PrepareDocuments(beam.DoFn):
         """A unit's outputs (the same whether it was read now or ``reused``; its skip
         counts are in its marker), and the build-wide progress line."""
         Metrics.counter(METRICS_NAMESPACE, "documents").inc(documents)
-        _log_progress(workspace, reused)
+        if self.worker_progress:
+            _log_progress(workspace, reused)
         for shard in shards:
             yield (shard, prefix)
 
@@ -295,15 +304,16 @@ class BuildShard(beam.DoFn):
 
 
 def build_pipeline(pipeline: beam.Pipeline, units: list[WorkUnit], config: BuildConfig,
-                   facts: TokenizerFacts) -> beam.PCollection:
+                   facts: TokenizerFacts, worker_progress: bool = True) -> beam.PCollection:
     """Attach stages 1 and 2 of the build to ``pipeline`` (run
-    :func:`data_prep.shards.finalize` once it has finished)."""
+    :func:`data_prep.shards.finalize` once it has finished); ``worker_progress`` as
+    :class:`PrepareDocuments` takes it."""
     return (
         pipeline
         | "WorkUnits" >> beam.Create(units)
         # Spread the units over workers (Create would keep them in one bundle).
         | "Distribute" >> beam.Reshuffle()
-        | "PrepareDocuments" >> beam.ParDo(PrepareDocuments(config, facts))
+        | "PrepareDocuments" >> beam.ParDo(PrepareDocuments(config, facts, worker_progress))
         | "GroupPartsByShard" >> beam.GroupByKey()
         | "BuildShard" >> beam.ParDo(BuildShard(config, facts))
     )

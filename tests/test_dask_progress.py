@@ -164,17 +164,24 @@ def test_a_vanished_or_unreadable_tmp_never_fails_the_build(tmp_path: Path, capl
 def test_a_build_whose_workers_keep_their_logs_shows_progress_from_the_driver(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """A build on a runner that brings no worker's log record to the driver (Dask's):
-    the workers' own lines silenced, as they are there, the driver's are logged (the
-    stage's last one once) and none comes after the build's own last lines."""
+    the driver's lines are logged (the stage's last one once), none comes after the
+    build's own last lines, and the workers write none: they neither list the
+    workspace after each unit nor read its markers (work that no one would see, on
+    the shared filesystem, growing with the units: it once ran there as everywhere)."""
     from data_prep import build
 
-    monkeypatch.setattr(pipeline, "_log_progress", lambda *args, **kwargs: None)  # the workers' lines stay with them
+    listings = []
+    real_all_units_done = Workspace.all_units_done
+    monkeypatch.setattr(Workspace, "all_units_done", lambda self: listings.append(1) or real_all_units_done(self))
     monkeypatch.setattr(build, "workers_log_to_driver", lambda options: False)
     monkeypatch.setattr(pipeline, "PROGRESS_EVERY_S", 0.05)
     with caplog.at_level(logging.INFO):
         build_dataset(tmp_path / "out", "--input", str(ZH_TEXT), "--format", "text", "--language", "zh",
-                      "--tokenizer", str(ZH_VOCAB), "--num-shards", "2", "--min-doc-chars", "10")
-    assert progress_lines(caplog) == ["progress: work units 1/1"]
+                      "--tokenizer", str(ZH_VOCAB), "--num-shards", "2", "--min-doc-chars", "10", "--unit-mb", "0.01")
+    lines = progress_lines(caplog)
+    units = int(lines[-1].split("/")[1])
+    assert units >= 3 and lines[-1] == f"progress: work units {units}/{units}" and lines.count(lines[-1]) == 1
+    assert listings == []  # no worker's progress line was even considered
     assert not [t for t in threading.enumerate() if t.name == "driver-progress"]
 
 
