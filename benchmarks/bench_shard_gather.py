@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
+from arguments import count  # noqa: E402  (this folder is on the path of a script run from it)
 
 from data_prep.documents import TokenizedDocument, shard_of  # noqa: E402
 from data_prep.spill import (  # noqa: E402
@@ -72,25 +73,14 @@ def ms_per_shard(prefixes: list[str], shards: list[int], scratch: Path) -> tuple
     return (time.perf_counter() - began) * 1e3 / len(shards), documents
 
 
-def count(text: str) -> int:
-    """An argparse ``type``: a whole number of at least 1, else a clear error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: must be at least 1")
-    return value
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--parts", type=count, default=200)
-    p.add_argument("--docs-per-part", type=count, default=2400)
-    p.add_argument("--shards", type=count, default=310)
-    p.add_argument("--measured-shards", type=count, default=8, help="shards gathered in each format")
-    p.add_argument("--dump-parts", type=count, default=2600)
-    p.add_argument("--dump-documents", type=count, default=6_500_000)
+    p.add_argument("--parts", type=count(1), default=200)
+    p.add_argument("--docs-per-part", type=count(1), default=2400)
+    p.add_argument("--shards", type=count(1), default=310)
+    p.add_argument("--measured-shards", type=count(1), default=8, help="shards gathered in each format")
+    p.add_argument("--dump-parts", type=count(1), default=2600)
+    p.add_argument("--dump-documents", type=count(1), default=6_500_000)
     args = p.parse_args(argv)
     if args.measured_shards > args.shards:
         p.error(f"--measured-shards {args.measured_shards} is more than --shards {args.shards}")

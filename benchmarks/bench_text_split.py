@@ -26,6 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from arguments import count, positive  # noqa: E402  (this folder is on the path of a script run from it)
+
 from data_prep.inputs import plan_work_units  # noqa: E402
 
 DATA = Path(os.environ.get("TACL_TEST_DATA") or "/nonexistent/TACL_TEST_DATA-is-unset")
@@ -35,33 +37,11 @@ LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 STAGE_ONE_DONE = re.compile(r"progress: work units (\d+)/\1 done")
 
 
-def positive(text: str) -> float:
-    """An argparse ``type``: a number above 0, else a clear error."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{value:g}: must be above 0")
-    return value
-
-
-def count(text: str) -> int:
-    """An argparse ``type``: a whole number of at least 1, else a clear error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: must be at least 1")
-    return value
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target-mb", type=positive, default=40.0, help="the corpus's size, MB")
     p.add_argument("--unit-mb", type=positive, default=8.0, help="the split build's --unit-mb")
-    p.add_argument("--workers", type=count, default=2, help="the DirectRunner's worker processes")
+    p.add_argument("--workers", type=count(1), default=2, help="the DirectRunner's worker processes")
     return p.parse_args(argv)
 
 

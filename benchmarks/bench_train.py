@@ -20,12 +20,12 @@ import argparse
 import resource
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
+from arguments import count  # noqa: E402  (this folder is on the path of a script run from it)
 from transformers import BertConfig, BertForPreTraining  # noqa: E402
 
 from tacl_scale.data.loader import CollateConfig, collate, to_device  # noqa: E402
@@ -141,21 +141,6 @@ def run(objectives: str, args: argparse.Namespace, device: torch.device) -> dict
               "step_ms": 1000 * total / args.steps}
     result.update({f"{k}_ms": 1000 * v / args.steps for k, v in split.items()})
     return result
-
-
-def count(least: int) -> Callable[[str], int]:
-    """An argparse ``type``: a whole number of at least ``least``, else a clear error."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"{value}: must be at least {least}")
-        return value
-
-    return parse
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
