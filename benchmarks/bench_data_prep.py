@@ -299,7 +299,7 @@ def run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: int
                       ["--direct_num_workers", str(workers), "--direct_running_mode", mode], [], code, num_shards)
 
 
-def _dataset_digest(directory: Path) -> str:
+def dataset_digest(directory: Path) -> str:
     """One digest of a dataset's data files (their names and sha256s; the manifest,
     which records paths and times, left out)."""
     from tacl_scale.files import file_sha256
@@ -382,7 +382,7 @@ def _run_build(corpus: Path, xml_bytes: int, scale: int, units: int, workers: in
         workers=workers, wall_s=wall, documents=totals.documents, instances=totals.instances, tokens=totals.tokens,
         peak_tree_rss=peak_sum, peak_single_rss=peak_single, peak_processes=peak_procs, shards=train.num_shards,
         peak_single_anon=peak_anon, peak_anon_role=peak_anon_role, peak_worker_anon=peak_worker_anon,
-        cpu_percent=cpu_percent, cpu_s=cpu_s, load_before=load_before, digest=_dataset_digest(out),
+        cpu_percent=cpu_percent, cpu_s=cpu_s, load_before=load_before, digest=dataset_digest(out),
     )
     shutil.rmtree(out, ignore_errors=True)  # datasets are large; the log stays
     return result

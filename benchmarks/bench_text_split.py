@@ -13,7 +13,6 @@ The corpus is the real Chinese sample of the test data (``zhwiki-sample.txt``, t
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 import subprocess
@@ -27,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from arguments import count, positive  # noqa: E402  (this folder is on the path of a script run from it)
+from bench_data_prep import dataset_digest  # noqa: E402
 
 from data_prep.inputs import plan_work_units  # noqa: E402
 
@@ -70,15 +70,6 @@ def build(corpus: Path, output: Path, unit_mb: float, workers: int) -> tuple[flo
             logged = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
             return wall, logged - started
     raise RuntimeError(f"no 'work units N/N done' line in the build's log:\n{done.stderr[-2000:]}")
-
-
-def dataset_digest(directory: Path) -> str:
-    """One digest of the shard files (the manifest names the output directory)."""
-    digest = hashlib.sha256()
-    for path in sorted(directory.iterdir()):
-        if path.is_file() and path.name != "manifest.json":
-            digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:

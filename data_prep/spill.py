@@ -89,7 +89,11 @@ class SpillWriter:
         self._arrivals: BinaryIO | None = open(self._arrival_path, "wb")
         self._documents = 0
         self._shard_bytes: dict[int, int] = {}  # each shard's bytes of the list
-        self.shards: set[int] = set()
+
+    @property
+    def shards(self) -> set[int]:
+        """The shards the part holds documents of."""
+        return set(self._shard_bytes)
 
     @property
     def files(self) -> list[Path]:
@@ -109,7 +113,6 @@ class SpillWriter:
         self._arrivals.write(line)
         self._shard_bytes[shard] = self._shard_bytes.get(shard, 0) + len(line)
         self._documents += 1
-        self.shards.add(shard)
 
     def close(self) -> str:
         """Finish the part's files (the document list grouped by shard, and where each
